@@ -1,0 +1,9 @@
+//go:build tools
+
+// Package controlplane pins the commands built from this module.
+package controlplane
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+)
