@@ -1,0 +1,98 @@
+package v1alpha1
+
+// Condition types.
+const (
+	// ConditionReady is the rollup: a Member whose pane and agent are ready, a
+	// Delegation that settled with a reply or turn_done, a usable Profile.
+	ConditionReady = "Ready"
+	// ConditionPaneReady says the Member's herdr pane exists.
+	ConditionPaneReady = "PaneReady"
+	// ConditionAgentReady says the Member's agent was started and reports a status.
+	ConditionAgentReady = "AgentReady"
+	// ConditionHerdrReachable says the controller can talk to herdr.
+	ConditionHerdrReachable = "HerdrReachable"
+	// ConditionDelivered says whether a Delegation was typed into its pane.
+	ConditionDelivered = "Delivered"
+	// ConditionSettled says a Delegation reached a terminal phase.
+	ConditionSettled = "Settled"
+)
+
+// Condition reasons. They double as event reasons, so they are CamelCase.
+const (
+	// ReasonReady: everything the condition checks is in place.
+	ReasonReady = "Ready"
+	// ReasonProfileNotFound: the Member names a Profile that does not exist.
+	ReasonProfileNotFound = "ProfileNotFound"
+	// ReasonSecretNotFound: an env value refers to a missing Secret or key.
+	ReasonSecretNotFound = "SecretNotFound"
+	// ReasonSubscriptionBoundary: the effective environment would carry
+	// ANTHROPIC_BASE_URL or a credential from outside the Profile or Member spec,
+	// or would cross from subscription to API billing.
+	ReasonSubscriptionBoundary = "SubscriptionBoundary"
+	// ReasonPaneCreated: the pane was created and its agent started.
+	ReasonPaneCreated = "PaneCreated"
+	// ReasonPaneAdopted: an existing pane from an earlier controller run was adopted.
+	ReasonPaneAdopted = "PaneAdopted"
+	// ReasonPaneLost: the pane was closed or its process exited.
+	ReasonPaneLost = "PaneLost"
+	// ReasonPaneRecreated: a lost pane was recreated.
+	ReasonPaneRecreated = "PaneRecreated"
+	// ReasonBackoff: the controller waits before recreating the pane.
+	ReasonBackoff = "Backoff"
+	// ReasonAgentStarting: the agent was started and has not reported yet.
+	ReasonAgentStarting = "AgentStarting"
+	// ReasonAgentStartFailed: herdr refused to start the agent.
+	ReasonAgentStartFailed = "AgentStartFailed"
+	// ReasonHerdrUnreachable: the herdr socket does not answer.
+	ReasonHerdrUnreachable = "HerdrUnreachable"
+	// ReasonHerdrReachable: the herdr socket answers.
+	ReasonHerdrReachable = "HerdrReachable"
+	// ReasonCleanupTimedOut: deletion gave up closing the pane after a bounded wait.
+	ReasonCleanupTimedOut = "CleanupTimedOut"
+	// ReasonDeleting: the object is being deleted.
+	ReasonDeleting = "Deleting"
+
+	// ReasonQueued: the Delegation waits for its member.
+	ReasonQueued = "Queued"
+	// ReasonDelivered: the Delegation was typed into the pane.
+	ReasonDelivered = "Delivered"
+	// ReasonDeliveryRefused: herdr refused to type the Delegation.
+	ReasonDeliveryRefused = "DeliveryRefused"
+	// ReasonDeliveryUnconfirmed: a controller restart interrupted the delivery
+	// and no pickup proves it was typed; it is not typed again.
+	ReasonDeliveryUnconfirmed = "DeliveryUnconfirmed"
+	// ReasonLoopGuard: too many detached replies chained without a primary's message.
+	ReasonLoopGuard = "LoopGuard"
+	// ReasonMemberNotFound: the addressed member does not exist.
+	ReasonMemberNotFound = "MemberNotFound"
+	// ReasonReplied, ReasonTurnDone, ReasonTimedOut, ReasonWorkerGone and
+	// ReasonCancelled name how a Delegation settled.
+	ReasonReplied    = "Replied"
+	ReasonTurnDone   = "TurnDone"
+	ReasonTimedOut   = "TimedOut"
+	ReasonWorkerGone = "WorkerGone"
+	ReasonCancelled  = "Cancelled"
+	// ReasonInProgress: the Delegation has not settled.
+	ReasonInProgress = "InProgress"
+)
+
+// Label and annotation keys, and other well-known names.
+const (
+	// LabelMember names the Member a Secret belongs to or a Delegation is sent to.
+	LabelMember = "fleet.fleetd.dev/member"
+	// LabelTeam copies a Member's team onto its Delegations for selection.
+	LabelTeam = "fleet.fleetd.dev/team"
+	// LabelSender names the sender of a Delegation (a member name or a
+	// principal hash), for bridge_poll.
+	LabelSender = "fleet.fleetd.dev/sender"
+	// LabelStaticToken marks a Secret whose keys are static gateway tokens.
+	LabelStaticToken = "fleet.fleetd.dev/static-token"
+	// AnnotationSpawnedBy records who spawned a Member through the gateway.
+	AnnotationSpawnedBy = "fleet.fleetd.dev/spawned-by"
+	// MemberFinalizer lets the controller close a Member's pane before it goes.
+	MemberFinalizer = "fleet.fleetd.dev/pane"
+	// TokenSecretKey is the key of the member token in its Secret.
+	TokenSecretKey = "token"
+	// GatewayAudience is the audience service-account tokens must carry.
+	GatewayAudience = "fleetd"
+)

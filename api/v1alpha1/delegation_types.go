@@ -1,0 +1,306 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PrincipalKind is the kind of caller the gateway resolved from a token.
+// +kubebuilder:validation:Enum=Member;ServiceAccount;Static
+type PrincipalKind string
+
+const (
+	// PrincipalMember is a worker calling with its member token.
+	PrincipalMember PrincipalKind = "Member"
+	// PrincipalServiceAccount is a pod calling with a service-account token.
+	PrincipalServiceAccount PrincipalKind = "ServiceAccount"
+	// PrincipalStatic is a client calling with a static token (local use).
+	PrincipalStatic PrincipalKind = "Static"
+)
+
+// Principal is who sent a Delegation, as the gateway resolved it from the
+// connection's token; never taken from a tool argument.
+type Principal struct {
+	// kind is Member, ServiceAccount or Static.
+	// +required
+	Kind PrincipalKind `json:"kind"`
+
+	// name is the member's name, the service account as
+	// system:serviceaccount:<namespace>:<name>, or the static token's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=316
+	Name string `json:"name"`
+}
+
+// DelegationPhase is where a Delegation is in its life.
+// +kubebuilder:validation:Enum=Pending;Queued;Delivered;Working;Asking;Replied;TurnDone;TimedOut;Failed;WorkerGone;Cancelled
+type DelegationPhase string
+
+const (
+	// DelegationPending is created and not yet queued.
+	DelegationPending DelegationPhase = "Pending"
+	// DelegationQueued waits in its member's queue.
+	DelegationQueued DelegationPhase = "Queued"
+	// DelegationDelivered was typed into the member's pane; no pickup seen yet.
+	DelegationDelivered DelegationPhase = "Delivered"
+	// DelegationWorking was picked up: the member works on it.
+	DelegationWorking DelegationPhase = "Working"
+	// DelegationAsking has an open question from the worker to the sender.
+	DelegationAsking DelegationPhase = "Asking"
+	// DelegationReplied settled with the worker's reply.
+	DelegationReplied DelegationPhase = "Replied"
+	// DelegationTurnDone settled because the worker ended its turn without
+	// replying; status.tail holds the terminal's last lines.
+	DelegationTurnDone DelegationPhase = "TurnDone"
+	// DelegationTimedOut settled because its deadline passed. A reply that
+	// arrives later is still recorded and takes the detached path.
+	DelegationTimedOut DelegationPhase = "TimedOut"
+	// DelegationFailed settled because it could not be delivered.
+	DelegationFailed DelegationPhase = "Failed"
+	// DelegationWorkerGone settled because its member or pane went away.
+	DelegationWorkerGone DelegationPhase = "WorkerGone"
+	// DelegationCancelled settled because it was withdrawn.
+	DelegationCancelled DelegationPhase = "Cancelled"
+)
+
+// Outcome is the result a waiting sender gets.
+// +kubebuilder:validation:Enum=reply;turn_done;timeout;delivery_failed;worker_gone;cancelled
+type Outcome string
+
+const (
+	// OutcomeReply carries the worker's bridge_reply.
+	OutcomeReply Outcome = "reply"
+	// OutcomeTurnDone carries the terminal tail of a turn that ended without a reply.
+	OutcomeTurnDone Outcome = "turn_done"
+	// OutcomeTimeout says the deadline passed.
+	OutcomeTimeout Outcome = "timeout"
+	// OutcomeDeliveryFailed says herdr refused the delivery.
+	OutcomeDeliveryFailed Outcome = "delivery_failed"
+	// OutcomeWorkerGone says the member or its pane went away.
+	OutcomeWorkerGone Outcome = "worker_gone"
+	// OutcomeCancelled says the Delegation was withdrawn.
+	OutcomeCancelled Outcome = "cancelled"
+)
+
+// Limits shared by the API schema and the gateway.
+const (
+	// MaxContentBytes bounds a message, a reply, a question or an answer.
+	MaxContentBytes = 65536
+	// MaxTimeoutSeconds bounds a Delegation's deadline.
+	MaxTimeoutSeconds = 86400
+	// DefaultTimeoutSeconds is a Delegation's deadline when none is given.
+	DefaultTimeoutSeconds = 600
+	// MaxQuestions bounds the questions one Delegation can carry.
+	MaxQuestions = 32
+)
+
+// DelegationSpec is one message to one member. It never changes after
+// creation.
+type DelegationSpec struct {
+	// from is the sender, as the gateway resolved it from the connection.
+	// +required
+	From Principal `json:"from"`
+
+	// to names the receiving Member in the Delegation's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9_-]{0,31}$`
+	To string `json:"to"`
+
+	// content is the message typed into the member's pane.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=65536
+	Content string `json:"content"`
+
+	// wait is true when the sender blocks for the outcome (bridge_send) and
+	// false when it was dispatched (bridge_send wait:false). A reply nobody
+	// waits for is injected into a member sender's pane, or kept for
+	// bridge_poll.
+	// +optional
+	// +kubebuilder:default=true
+	Wait *bool `json:"wait,omitempty"`
+
+	// timeoutSeconds is the deadline, counted from creation.
+	// +optional
+	// +kubebuilder:default=600
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=86400
+	TimeoutSeconds int32 `json:"timeoutSeconds,omitempty"`
+
+	// idempotencyKey makes a retried send find this Delegation instead of
+	// sending twice.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+
+	// inReplyTo names the Delegation whose reply this one carries back to its
+	// sender's pane (the detached path).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	InReplyTo string `json:"inReplyTo,omitempty"`
+
+	// hops counts detached replies chained without a primary's message in
+	// between; the loop guard refuses a chain that grows too long.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	Hops int32 `json:"hops,omitempty"`
+}
+
+// Question is one bridge_ask from the worker, and its answer.
+type Question struct {
+	// turnID identifies the question; the sender answers with bridge_send{turnId}.
+	// +required
+	// +kubebuilder:validation:MaxLength=300
+	TurnID string `json:"turnID"`
+
+	// text is the worker's question.
+	// +required
+	// +kubebuilder:validation:MaxLength=65536
+	Text string `json:"text"`
+
+	// askedAt is when the worker asked.
+	// +required
+	AskedAt metav1.Time `json:"askedAt"`
+
+	// answer is the sender's answer, once given.
+	// +optional
+	// +kubebuilder:validation:MaxLength=65536
+	Answer *string `json:"answer,omitempty"`
+
+	// answeredAt is when the sender answered.
+	// +optional
+	AnsweredAt *metav1.Time `json:"answeredAt,omitempty"`
+}
+
+// DelegationStatus is everything that happened to a Delegation.
+type DelegationStatus struct {
+	// phase is where the Delegation is: Pending, Queued, Delivered, Working,
+	// Asking, or a terminal Replied, TurnDone, TimedOut, Failed, WorkerGone,
+	// Cancelled.
+	// +optional
+	Phase DelegationPhase `json:"phase,omitempty"`
+
+	// outcome is what a waiting sender gets, once settled.
+	// +optional
+	Outcome Outcome `json:"outcome,omitempty"`
+
+	// conditions: Ready (True once settled with a reply or turn_done),
+	// Delivered, Settled.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// reply is the worker's bridge_reply text.
+	// +optional
+	// +kubebuilder:validation:MaxLength=65536
+	Reply *string `json:"reply,omitempty"`
+
+	// tail is the terminal's last lines when the turn ended without a reply.
+	// +optional
+	// +kubebuilder:validation:MaxLength=65536
+	Tail *string `json:"tail,omitempty"`
+
+	// questions are the worker's bridge_ask calls, oldest first; the last
+	// without an answer is open.
+	// +optional
+	// +listType=map
+	// +listMapKey=turnID
+	// +kubebuilder:validation:MaxItems=32
+	Questions []Question `json:"questions,omitempty"`
+
+	// deadline is when the Delegation times out.
+	// +optional
+	Deadline *metav1.Time `json:"deadline,omitempty"`
+
+	// queuedAt is when the controller queued it.
+	// +optional
+	QueuedAt *metav1.Time `json:"queuedAt,omitempty"`
+
+	// deliveringAt records the intent to type it into the pane, written before
+	// typing so that a controller restart never types it twice.
+	// +optional
+	DeliveringAt *metav1.Time `json:"deliveringAt,omitempty"`
+
+	// deliveringSeq is the member's stateChangeSeq when delivery was intended;
+	// a later seq proves a pickup.
+	// +optional
+	DeliveringSeq int64 `json:"deliveringSeq,omitempty"`
+
+	// deliveredAt is when herdr confirmed the delivery.
+	// +optional
+	DeliveredAt *metav1.Time `json:"deliveredAt,omitempty"`
+
+	// pickedUpAt is when the member was seen working on it.
+	// +optional
+	PickedUpAt *metav1.Time `json:"pickedUpAt,omitempty"`
+
+	// repliedAt is when the reply arrived.
+	// +optional
+	RepliedAt *metav1.Time `json:"repliedAt,omitempty"`
+
+	// settledAt is when the Delegation reached a terminal phase.
+	// +optional
+	SettledAt *metav1.Time `json:"settledAt,omitempty"`
+
+	// detachedAt is when the sender stopped waiting (a cancelled or timed-out
+	// call); a reply after that takes the detached path.
+	// +optional
+	DetachedAt *metav1.Time `json:"detachedAt,omitempty"`
+
+	// replyDeliveredAs names the Delegation that carried the reply back into
+	// the sender's pane (the detached path for member senders).
+	// +optional
+	ReplyDeliveredAs string `json:"replyDeliveredAs,omitempty"`
+
+	// acknowledgedAt is when the sender acknowledged the outcome (bridge_ack).
+	// +optional
+	AcknowledgedAt *metav1.Time `json:"acknowledgedAt,omitempty"`
+
+	// observedGeneration is the generation the status was computed from.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=dlg,categories=fleet
+// +kubebuilder:validation:XValidation:rule="self.spec == oldSelf.spec",message="spec is immutable: a Delegation is a message already sent"
+// +kubebuilder:printcolumn:name="From",type=string,JSONPath=`.spec.from.name`
+// +kubebuilder:printcolumn:name="To",type=string,JSONPath=`.spec.to`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Outcome",type=string,JSONPath=`.status.outcome`
+// +kubebuilder:printcolumn:name="Content",type=string,JSONPath=`.spec.content`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// Delegation is one message to one member and everything that happens to it:
+// queueing, delivery, questions, and the outcome its sender receives.
+type Delegation struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the message; immutable.
+	// +required
+	Spec DelegationSpec `json:"spec"`
+
+	// status is what happened to it.
+	// +optional
+	Status DelegationStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// DelegationList is a list of Delegations.
+type DelegationList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Delegation `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Delegation{}, &DelegationList{})
+}

@@ -1,0 +1,230 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Role is a member's standing in its team.
+// +kubebuilder:validation:Enum=lead;member
+type Role string
+
+const (
+	// RoleLead may add and remove team members.
+	RoleLead Role = "lead"
+	// RoleMember is an ordinary team member.
+	RoleMember Role = "member"
+)
+
+// AgentStatus is the agent's status as herdr reports it.
+// +kubebuilder:validation:Enum=idle;working;blocked;done;unknown
+type AgentStatus string
+
+const (
+	// AgentIdle waits for input.
+	AgentIdle AgentStatus = "idle"
+	// AgentWorking is busy with a turn.
+	AgentWorking AgentStatus = "working"
+	// AgentBlocked shows a dialog; typing would answer it.
+	AgentBlocked AgentStatus = "blocked"
+	// AgentDone is idle but its last output is unseen; fleetd treats it as idle.
+	AgentDone AgentStatus = "done"
+	// AgentUnknown has not reported.
+	AgentUnknown AgentStatus = "unknown"
+)
+
+// MemberPhase is a one-word summary of a Member's lifecycle.
+// +kubebuilder:validation:Enum=Pending;Starting;Ready;Restarting;Failed;Terminating
+type MemberPhase string
+
+const (
+	// MemberPending has no pane yet.
+	MemberPending MemberPhase = "Pending"
+	// MemberStarting has a pane whose agent is not ready yet.
+	MemberStarting MemberPhase = "Starting"
+	// MemberReady has a live pane with a ready agent.
+	MemberReady MemberPhase = "Ready"
+	// MemberRestarting lost its pane and waits to recreate it.
+	MemberRestarting MemberPhase = "Restarting"
+	// MemberFailed cannot run until its spec or environment changes.
+	MemberFailed MemberPhase = "Failed"
+	// MemberTerminating is being deleted.
+	MemberTerminating MemberPhase = "Terminating"
+)
+
+// MemberSpec is one agent in one herdr pane: either a Profile reference or an
+// inline worker.
+// +kubebuilder:validation:XValidation:rule="has(self.profile) ? !has(self.agent) && !has(self.command) : (has(self.agent) != has(self.command))",message="set exactly one of profile, agent or command"
+// +kubebuilder:validation:XValidation:rule="!has(self.args) || has(self.agent) || has(self.profile)",message="args apply only to an agent or a profile; put a plain command's arguments in command"
+// +kubebuilder:validation:XValidation:rule="!has(self.profile) || (!has(self.env) && !has(self.workingDir))",message="env and workingDir come from the profile when profile is set"
+type MemberSpec struct {
+	// profile names a Profile in the Member's namespace to run the worker from.
+	// Mutually exclusive with agent and command.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Profile string `json:"profile,omitempty"`
+
+	// agent is an inline herdr agent kind (claude, codex, ...), for a Member
+	// without a profile.
+	// +optional
+	Agent AgentKind `json:"agent,omitempty"`
+
+	// command is an inline plain command, for a Member without a profile.
+	// +optional
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
+	// +listType=atomic
+	Command []string `json:"command,omitempty"`
+
+	// args are extra agent arguments, appended to the profile's.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
+	// +listType=atomic
+	Args []string `json:"args,omitempty"`
+
+	// env is the inline worker's environment.
+	// +optional
+	// +kubebuilder:validation:MaxItems=128
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:XValidation:rule="self.all(e, has(e.value) != has(e.valueFrom))",message="each env entry sets exactly one of value or valueFrom"
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !e.name.startsWith('FLEETD_') && !e.name.startsWith('HERDR_'))",message="env names starting with FLEETD_ or HERDR_ are reserved for fleetd and herdr"
+	// +kubebuilder:validation:XValidation:rule="!self.exists(e, e.name in ['ANTHROPIC_BASE_URL', 'ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN'])",message="ANTHROPIC_BASE_URL and API keys belong in a Profile with billing: api"
+	Env []EnvVar `json:"env,omitempty"`
+
+	// workingDir is the inline worker's starting directory.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	WorkingDir string `json:"workingDir,omitempty"`
+
+	// team groups members for the team tools.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Team string `json:"team,omitempty"`
+
+	// role is lead or member (default). Leads manage their team.
+	// +optional
+	// +kubebuilder:default=member
+	Role Role `json:"role,omitempty"`
+}
+
+// MemberStatus is the observed state of a Member.
+type MemberStatus struct {
+	// phase is a one-word summary: Pending, Starting, Ready, Restarting, Failed
+	// or Terminating.
+	// +optional
+	Phase MemberPhase `json:"phase,omitempty"`
+
+	// conditions: Ready (rollup), PaneReady, AgentReady, HerdrReachable.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// paneID is herdr's id of the member's pane (changes when recreated).
+	// +optional
+	PaneID string `json:"paneID,omitempty"`
+
+	// workspaceID is herdr's id of the member's workspace.
+	// +optional
+	WorkspaceID string `json:"workspaceID,omitempty"`
+
+	// tabID is herdr's id of the pane's tab.
+	// +optional
+	TabID string `json:"tabID,omitempty"`
+
+	// terminalID is herdr's id of the pane's terminal.
+	// +optional
+	TerminalID string `json:"terminalID,omitempty"`
+
+	// agentSessionID is the agent's own session id, when it reported one.
+	// +optional
+	AgentSessionID string `json:"agentSessionID,omitempty"`
+
+	// agentStatus is the agent's last status as herdr reports it.
+	// +optional
+	AgentStatus AgentStatus `json:"agentStatus,omitempty"`
+
+	// agentStatusSince is when agentStatus last changed.
+	// +optional
+	AgentStatusSince *metav1.Time `json:"agentStatusSince,omitempty"`
+
+	// stateChangeSeq is herdr's state_change_seq for the pane's agent: it
+	// advances on every status change, so a pickup between two samples shows.
+	// +optional
+	StateChangeSeq int64 `json:"stateChangeSeq,omitempty"`
+
+	// restarts counts how often the pane was recreated.
+	// +optional
+	Restarts int32 `json:"restarts,omitempty"`
+
+	// lastRestartReason says why the pane was last recreated.
+	// +optional
+	LastRestartReason string `json:"lastRestartReason,omitempty"`
+
+	// lastRestartTime is when the pane was last recreated.
+	// +optional
+	LastRestartTime *metav1.Time `json:"lastRestartTime,omitempty"`
+
+	// tokenSecretName names the Secret holding the member's gateway token.
+	// +optional
+	TokenSecretName string `json:"tokenSecretName,omitempty"`
+
+	// queueDepth is how many Delegations wait for this member.
+	// +optional
+	QueueDepth int32 `json:"queueDepth,omitempty"`
+
+	// inFlight names the Delegation delivered to the member and not yet settled.
+	// +optional
+	InFlight string `json:"inFlight,omitempty"`
+
+	// observedGeneration is the generation the status was computed from.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=mem,categories=fleet
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z][a-z0-9_-]{0,31}$')",message="metadata.name must be usable as a herdr agent name: a lowercase letter, then at most 31 lowercase letters, digits, '-' or '_'"
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Agent Status",type=string,JSONPath=`.status.agentStatus`
+// +kubebuilder:printcolumn:name="Pane",type=string,JSONPath=`.status.paneID`
+// +kubebuilder:printcolumn:name="Team",type=string,JSONPath=`.spec.team`
+// +kubebuilder:printcolumn:name="Role",type=string,JSONPath=`.spec.role`
+// +kubebuilder:printcolumn:name="Queue",type=integer,JSONPath=`.status.queueDepth`,priority=1
+// +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restarts`,priority=1
+// +kubebuilder:printcolumn:name="Profile",type=string,JSONPath=`.spec.profile`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// Member is one AI coding agent running in one herdr pane. The controller
+// starts it, keeps it alive and mirrors its status.
+type Member struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired agent.
+	// +required
+	Spec MemberSpec `json:"spec"`
+
+	// status is the observed state.
+	// +optional
+	Status MemberStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// MemberList is a list of Members.
+type MemberList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Member `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Member{}, &MemberList{})
+}

@@ -1,0 +1,108 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Billing says how a worker's model usage is paid for.
+// +kubebuilder:validation:Enum=subscription;api
+type Billing string
+
+const (
+	// BillingSubscription runs the agent on its own logged-in subscription.
+	// Such a worker must never see ANTHROPIC_BASE_URL or an API key.
+	BillingSubscription Billing = "subscription"
+	// BillingAPI runs the agent against an API endpoint named by
+	// ANTHROPIC_BASE_URL in the Profile's env.
+	BillingAPI Billing = "api"
+)
+
+// Effort is how hard a worker's model thinks.
+// +kubebuilder:validation:Enum=low;medium;high;xhigh;max
+type Effort string
+
+// ProfileSpec is a named way to run a worker.
+// +kubebuilder:validation:XValidation:rule="self.billing != 'api' || (has(self.env) && self.env.exists(e, e.name == 'ANTHROPIC_BASE_URL'))",message="billing: api requires ANTHROPIC_BASE_URL in env"
+// +kubebuilder:validation:XValidation:rule="self.billing != 'subscription' || !has(self.env) || !self.env.exists(e, e.name in ['ANTHROPIC_BASE_URL', 'ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN'])",message="billing: subscription must not set ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN in env"
+type ProfileSpec struct {
+	WorkerSpec `json:",inline"`
+
+	// description says what this profile is for; bridge_profiles shows it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Description string `json:"description,omitempty"`
+
+	// model is the model the agent runs (passed as --model to claude and codex).
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9._:/\[\]-]*$`
+	Model string `json:"model,omitempty"`
+
+	// effort is the reasoning effort the agent uses.
+	// +optional
+	Effort Effort `json:"effort,omitempty"`
+
+	// billing is subscription (the agent's own login) or api (an endpoint in
+	// env). Defaults to subscription.
+	// +optional
+	// +kubebuilder:default=subscription
+	Billing Billing `json:"billing,omitempty"`
+
+	// default marks the profile bridge_send auto-spawns from when no member is
+	// addressed and none exists. At most one profile per namespace should set it;
+	// when several do, the oldest wins.
+	// +optional
+	Default bool `json:"default,omitempty"`
+}
+
+// ProfileStatus is the observed state of a Profile.
+type ProfileStatus struct {
+	// conditions: Ready says whether members can be started from this profile.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the generation the status was computed from.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=prof,categories=fleet
+// +kubebuilder:printcolumn:name="Agent",type=string,JSONPath=`.spec.agent`
+// +kubebuilder:printcolumn:name="Command",type=string,JSONPath=`.spec.command[0]`,priority=1
+// +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.spec.model`
+// +kubebuilder:printcolumn:name="Billing",type=string,JSONPath=`.spec.billing`
+// +kubebuilder:printcolumn:name="Default",type=boolean,JSONPath=`.spec.default`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// Profile is a named way to run a worker: agent kind or command, args, env,
+// working directory, model, effort and billing. Members reference it by name.
+type Profile struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is how to run a worker.
+	// +required
+	Spec ProfileSpec `json:"spec"`
+
+	// status is the observed state.
+	// +optional
+	Status ProfileStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// ProfileList is a list of Profiles.
+type ProfileList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Profile `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Profile{}, &ProfileList{})
+}

@@ -1,0 +1,338 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { testenv.Main(m, &env) }
+
+// decode turns one YAML manifest into an object in namespace ns.
+func decode(t *testing.T, manifest, ns string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(manifest), &u.Object); err != nil {
+		t.Fatalf("decoding manifest: %v\n%s", err, manifest)
+	}
+	u.SetNamespace(ns)
+	return u
+}
+
+// readSamples returns every object in config/samples.
+func readSamples(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
+	dir := filepath.Join(testenv.RepoRoot(), "config", "samples")
+	files, err := filepath.Glob(filepath.Join(dir, "fleet_*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no samples in %s: %v", dir, err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range strings.Split(string(data), "\n---\n") {
+			if strings.TrimSpace(doc) == "" {
+				continue
+			}
+			u := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if len(u.Object) > 0 {
+				objs = append(objs, u)
+			}
+		}
+	}
+	return objs
+}
+
+func TestSamplesAreAccepted(t *testing.T) {
+	ns := env.Namespace(t)
+	kinds := map[string]int{}
+	for _, u := range readSamples(t) {
+		u.SetNamespace(ns)
+		if err := env.Client.Create(context.Background(), u); err != nil {
+			t.Errorf("sample %s %s refused: %v", u.GetKind(), u.GetName(), err)
+		}
+		kinds[u.GetKind()]++
+	}
+	for _, k := range []string{"Member", "Delegation", "Profile"} {
+		if kinds[k] == 0 {
+			t.Errorf("no sample of kind %s", k)
+		}
+	}
+}
+
+func TestBadManifestsAreRefused(t *testing.T) {
+	ns := env.Namespace(t)
+	long := strings.Repeat("x", fleetv1alpha1.MaxContentBytes+1)
+	cases := map[string]struct {
+		manifest string
+		// want are substrings the API server's message must contain: the
+		// offending field and what is wrong with it.
+		want []string
+	}{
+		"member without profile, agent or command": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Member, metadata: {name: m1}, spec: {team: core}}`,
+			want:     []string{"spec", "set exactly one of profile, agent or command"},
+		},
+		"member with profile and command": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Member, metadata: {name: m2}, spec: {profile: p, command: [sh]}}`,
+			want:     []string{"spec", "set exactly one of profile, agent or command"},
+		},
+		"member with agent and command": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Member, metadata: {name: m3}, spec: {agent: claude, command: [sh]}}`,
+			want:     []string{"spec", "set exactly one of profile, agent or command"},
+		},
+		"member name not a herdr agent name": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Member, metadata: {name: 1worker}, spec: {agent: claude}}`,
+			want:     []string{"metadata.name", "herdr agent name"},
+		},
+		"member name longer than 32": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Member, metadata: {name: a23456789012345678901234567890123}, spec: {agent: claude}}`,
+			want:     []string{"metadata.name", "herdr agent name"},
+		},
+		"member role not in enum": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Member, metadata: {name: m4}, spec: {agent: claude, role: boss}}`,
+			want:     []string{"spec.role", `"lead", "member"`},
+		},
+		"member env with value and valueFrom": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Member, metadata: {name: m5}, spec: {command: [sh], env: [{name: A, value: x, valueFrom: {secretKeyRef: {name: s, key: k}}}]}}`,
+			want:     []string{"spec.env", "exactly one of value or valueFrom"},
+		},
+		"member env sets a reserved FLEETD_ name": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Member, metadata: {name: m6}, spec: {command: [sh], env: [{name: FLEETD_TOKEN, value: x}]}}`,
+			want:     []string{"spec.env", "reserved for fleetd and herdr"},
+		},
+		"member inline env carries ANTHROPIC_BASE_URL": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Member, metadata: {name: m7}, spec: {agent: claude, env: [{name: ANTHROPIC_BASE_URL, value: "http://x"}]}}`,
+			want:     []string{"spec.env", "ANTHROPIC_BASE_URL"},
+		},
+		"member with profile and env": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Member, metadata: {name: m8}, spec: {profile: p, env: [{name: A, value: x}]}}`,
+			want:     []string{"spec", "env and workingDir come from the profile"},
+		},
+		"member command with args": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Member, metadata: {name: m9}, spec: {command: [sh], args: [-c]}}`,
+			want:     []string{"spec", "args apply only to an agent or a profile"},
+		},
+		"member bad env name": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Member, metadata: {name: m10}, spec: {command: [sh], env: [{name: "1-A", value: x}]}}`,
+			want:     []string{"spec.env[0].name", "should match"},
+		},
+		"member agent kind with uppercase": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Member, metadata: {name: m11}, spec: {agent: Claude}}`,
+			want:     []string{"spec.agent", "should match"},
+		},
+		"profile billing api without ANTHROPIC_BASE_URL": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Profile, metadata: {name: p1}, spec: {agent: claude, billing: api}}`,
+			want:     []string{"spec", "billing: api requires ANTHROPIC_BASE_URL in env"},
+		},
+		"profile subscription with ANTHROPIC_BASE_URL": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Profile, metadata: {name: p2}, spec: {agent: claude, env: [{name: ANTHROPIC_BASE_URL, value: "http://x"}]}}`,
+			want:     []string{"spec", "billing: subscription must not set ANTHROPIC_BASE_URL"},
+		},
+		"profile billing not in enum": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Profile, metadata: {name: p3}, spec: {agent: claude, billing: free}}`,
+			want:     []string{"spec.billing", `"subscription", "api"`},
+		},
+		"profile without agent or command": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Profile, metadata: {name: p4}, spec: {model: sonnet}}`,
+			want:     []string{"spec", "exactly one of agent (a herdr agent kind) or command"},
+		},
+		"profile effort not in enum": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Profile, metadata: {name: p5}, spec: {agent: claude, effort: extreme}}`,
+			want:     []string{"spec.effort", `"low"`},
+		},
+		"profile without spec": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Profile, metadata: {name: p6}}`,
+			want:     []string{"spec", "Required value"},
+		},
+		"profile model with spaces": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Profile, metadata: {name: p7}, spec: {agent: claude, model: "rm -rf"}}`,
+			want:     []string{"spec.model", "should match"},
+		},
+		"delegation without to": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Delegation, metadata: {name: d1}, spec: {from: {kind: Static, name: dev}, content: hi}}`,
+			want:     []string{"spec.to", "Required value"},
+		},
+		"delegation with empty content": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Delegation, metadata: {name: d2}, spec: {from: {kind: Static, name: dev}, to: w, content: ""}}`,
+			want:     []string{"spec.content", "at least 1"},
+		},
+		"delegation content over 64 KiB": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Delegation, metadata: {name: d3}, spec: {from: {kind: Static, name: dev}, to: w, content: ` + long + `}}`,
+			want:     []string{"spec.content", "Too long"},
+		},
+		"delegation timeout over a day": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Delegation, metadata: {name: d4}, spec: {from: {kind: Static, name: dev}, to: w, content: hi, timeoutSeconds: 86401}}`,
+			want:     []string{"spec.timeoutSeconds", "less than or equal to 86400"},
+		},
+		"delegation timeout zero": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Delegation, metadata: {name: d5}, spec: {from: {kind: Static, name: dev}, to: w, content: hi, timeoutSeconds: 0}}`,
+			want:     []string{"spec.timeoutSeconds", "greater than or equal to 1"},
+		},
+		"delegation sender kind not in enum": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Delegation, metadata: {name: d6}, spec: {from: {kind: Human, name: dev}, to: w, content: hi}}`,
+			want:     []string{"spec.from.kind", `"Member", "ServiceAccount", "Static"`},
+		},
+		"delegation to an invalid member name": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Delegation, metadata: {name: d7}, spec: {from: {kind: Static, name: dev}, to: "Worker 1", content: hi}}`,
+			want:     []string{"spec.to", "should match"},
+		},
+		"delegation without from": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Delegation, metadata: {name: d8}, spec: {to: w, content: hi}}`,
+			want:     []string{"spec.from", "Required value"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := env.Client.Create(context.Background(), decode(t, tc.manifest, ns))
+			if err == nil {
+				t.Fatalf("the API server accepted a bad manifest")
+			}
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("want an Invalid error, got %v", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("message does not mention %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestDelegationSpecIsImmutable(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	d := decode(t, `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Delegation, metadata: {name: d}, spec: {from: {kind: Static, name: dev}, to: w, content: hi}}`, ns)
+	if err := env.Client.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	patch := []byte(`{"spec":{"content":"changed"}}`)
+	err := env.Client.Patch(ctx, d, client.RawPatch(types.MergePatchType, patch))
+	if err == nil || !strings.Contains(err.Error(), "spec is immutable") {
+		t.Fatalf("changing spec.content: want the immutability message, got %v", err)
+	}
+	// Metadata stays mutable: labels are how delegations are found.
+	labels := []byte(`{"metadata":{"labels":{"x":"y"}}}`)
+	if err := env.Client.Patch(ctx, d, client.RawPatch(types.MergePatchType, labels)); err != nil {
+		t.Fatalf("labelling a delegation: %v", err)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	d := &fleetv1alpha1.Delegation{}
+	d.Name, d.Namespace = "d", ns
+	d.Spec = fleetv1alpha1.DelegationSpec{From: fleetv1alpha1.Principal{Kind: fleetv1alpha1.PrincipalStatic, Name: "dev"}, To: "w", Content: "hi"}
+	if err := env.Client.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Spec.Wait == nil || !*d.Spec.Wait || d.Spec.TimeoutSeconds != fleetv1alpha1.DefaultTimeoutSeconds {
+		t.Errorf("defaults: wait=%v timeoutSeconds=%d, want true and %d", d.Spec.Wait, d.Spec.TimeoutSeconds, fleetv1alpha1.DefaultTimeoutSeconds)
+	}
+	m := &fleetv1alpha1.Member{}
+	m.Name, m.Namespace = "w", ns
+	m.Spec.Command = []string{"sh"}
+	if err := env.Client.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Spec.Role != fleetv1alpha1.RoleMember {
+		t.Errorf("default role = %q, want member", m.Spec.Role)
+	}
+}
+
+func TestStatusSubresource(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	m := &fleetv1alpha1.Member{}
+	m.Name, m.Namespace = "w", ns
+	m.Spec.Command = []string{"sh"}
+	if err := env.Client.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	// A status in the main resource's write is ignored ...
+	m.Status.Phase = fleetv1alpha1.MemberReady
+	if err := env.Client.Update(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	got := &fleetv1alpha1.Member{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Phase != "" {
+		t.Errorf("status written through the main resource: phase=%q", got.Status.Phase)
+	}
+	// ... and lands through the status subresource, without touching spec.
+	got.Status.Phase = fleetv1alpha1.MemberReady
+	got.Status.PaneID = "w1:p1"
+	got.Spec.Team = "ignored"
+	if err := env.Client.Status().Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	final := &fleetv1alpha1.Member{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), final); err != nil {
+		t.Fatal(err)
+	}
+	if final.Status.Phase != fleetv1alpha1.MemberReady || final.Status.PaneID != "w1:p1" || final.Spec.Team != "" {
+		t.Errorf("after a status update: phase=%q pane=%q team=%q", final.Status.Phase, final.Status.PaneID, final.Spec.Team)
+	}
+}
+
+func TestPrinterColumnsAndCategories(t *testing.T) {
+	want := map[string][]string{
+		"members":     {"Phase", "Agent Status", "Pane", "Team", "Role", "Age"},
+		"delegations": {"From", "To", "Phase", "Outcome", "Age"},
+		"profiles":    {"Agent", "Model", "Billing", "Age"},
+	}
+	for plural, cols := range want {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Name: plural + ".fleet.fleetd.dev"}, crd); err != nil {
+			t.Fatalf("getting CRD %s: %v", plural, err)
+		}
+		have := map[string]bool{}
+		for _, c := range crd.Spec.Versions[0].AdditionalPrinterColumns {
+			have[c.Name] = true
+		}
+		for _, c := range cols {
+			if !have[c] {
+				t.Errorf("%s: no printer column %q", plural, c)
+			}
+		}
+		if !contains(crd.Spec.Names.Categories, "fleet") {
+			t.Errorf("%s: not in category fleet: %v", plural, crd.Spec.Names.Categories)
+		}
+		if len(crd.Spec.Names.ShortNames) == 0 {
+			t.Errorf("%s: no short name", plural)
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
