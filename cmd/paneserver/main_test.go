@@ -1,0 +1,141 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fleetd/fleetd/herdr"
+)
+
+// runMainEnv makes the test binary run main instead of the tests, so the
+// tests can run the command as a process of its own.
+const runMainEnv = "PANESERVER_TEST_RUN_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// TestSignalEndsPanes runs the command, starts a pane with a background
+// job, and stops the command with SIGTERM: the job dies and the socket goes.
+func TestSignalEndsPanes(t *testing.T) {
+	cases := map[string]struct {
+		args []string
+		env  bool
+	}{
+		"socket flag":             {args: []string{"--socket"}},
+		"HERDR_SOCKET_PATH alone": {env: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir, err := os.MkdirTemp("", "ps")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = os.RemoveAll(dir) })
+			socket := filepath.Join(dir, "herdr.sock")
+
+			args := []string{"--shell", "/bin/sh"}
+			env := append(os.Environ(), runMainEnv+"=1", herdr.SocketPathEnv+"=")
+			if tc.env {
+				env = append(env, herdr.SocketPathEnv+"="+socket)
+			} else {
+				args = append(args, "--socket", socket)
+			}
+			cmd := exec.Command(os.Args[0], args...)
+			cmd.Env = env
+			cmd.Stderr = os.Stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+
+			client := herdr.NewClient(socket)
+			poll(t, "the server answers", func() error {
+				_, err := client.Ping(t.Context())
+				return err
+			})
+			created, err := client.WorkspaceCreate(t.Context(), herdr.WorkspaceCreateParams{Cwd: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pane := created.RootPane.PaneID
+			pid := backgroundJob(t, client, pane)
+
+			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Wait(); err != nil {
+				t.Errorf("paneserver exited with %v after SIGTERM", err)
+			}
+			if _, err := os.Stat(socket); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("socket still there after SIGTERM: %v", err)
+			}
+			poll(t, fmt.Sprintf("job %d is gone", pid), func() error {
+				stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+				if errors.Is(err, os.ErrNotExist) || (err == nil && strings.Contains(string(stat), ") Z ")) {
+					return nil
+				}
+				return fmt.Errorf("job still runs: %s %v", stat, err)
+			})
+		})
+	}
+}
+
+// backgroundJob starts a long sleep in the background of pane and returns its pid.
+func backgroundJob(t *testing.T, client *herdr.Client, pane string) int {
+	t.Helper()
+	poll(t, "the shell prompts", func() error {
+		read, err := client.PaneRead(t.Context(), herdr.ReadParams{PaneID: pane, Source: herdr.ReadSourceVisible})
+		if err == nil && strings.TrimSpace(read.Text) == "" {
+			err = errors.New("empty screen")
+		}
+		return err
+	})
+	err := client.PaneSendInput(t.Context(), herdr.PaneSendInputParams{PaneID: pane, Text: `sleep 600 & echo "job=[$!]"`, Keys: []string{"enter"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := regexp.MustCompile(`(?m)^job=\[(\d+)\]$`)
+	var pid int
+	poll(t, "the job's pid shows", func() error {
+		read, err := client.PaneRead(t.Context(), herdr.ReadParams{PaneID: pane, Source: herdr.ReadSourceRecentUnwrapped})
+		if err != nil {
+			return err
+		}
+		m := line.FindStringSubmatch(read.Text)
+		if m == nil {
+			return fmt.Errorf("pane shows %q", read.Text)
+		}
+		pid, err = strconv.Atoi(m[1])
+		return err
+	})
+	return pid
+}
+
+func poll(t *testing.T, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s: %v", what, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,219 @@
+package paneserver
+
+import (
+	"context"
+	"time"
+
+	"github.com/fleetd/fleetd/herdr"
+)
+
+// typed is a result with nothing but its type, such as "ok".
+type typed struct {
+	Type string `json:"type"`
+}
+
+var okResult = typed{Type: herdr.ResultOK}
+
+type pongResult struct {
+	Type string `json:"type"`
+	herdr.Pong
+}
+
+type workspaceCreatedResult struct {
+	Type string `json:"type"`
+	*herdr.WorkspaceCreated
+}
+
+type tabCreatedResult struct {
+	Type string `json:"type"`
+	*herdr.TabCreated
+}
+
+type agentStartedResult struct {
+	Type string `json:"type"`
+	*herdr.AgentStarted
+}
+
+type agentResult struct {
+	Type  string           `json:"type"`
+	Agent *herdr.AgentInfo `json:"agent"`
+}
+
+type agentListResult struct {
+	Type   string            `json:"type"`
+	Agents []herdr.AgentInfo `json:"agents"`
+}
+
+type paneReadResult struct {
+	Type string          `json:"type"`
+	Read *herdr.PaneRead `json:"read"`
+}
+
+type sessionSnapshotResult struct {
+	Type     string                 `json:"type"`
+	Snapshot *herdr.SessionSnapshot `json:"snapshot"`
+}
+
+func (s *Server) ping(context.Context, herdr.EmptyParams) (any, *herdr.Error) {
+	return pongResult{Type: herdr.ResultPong, Pong: herdr.Pong{
+		Version:      s.opts.Version,
+		Protocol:     s.opts.Protocol,
+		Capabilities: &herdr.ServerCapabilities{},
+	}}, nil
+}
+
+func (s *Server) sessionSnapshot(context.Context, herdr.EmptyParams) (any, *herdr.Error) {
+	return sessionSnapshotResult{Type: herdr.ResultSessionSnapshot, Snapshot: s.sess.snapshot()}, nil
+}
+
+func (s *Server) workspaceCreate(_ context.Context, p herdr.WorkspaceCreateParams) (any, *herdr.Error) {
+	created, err := s.sess.createWorkspace(p)
+	if err != nil {
+		return nil, err
+	}
+	return workspaceCreatedResult{Type: herdr.ResultWorkspaceCreated, WorkspaceCreated: created}, nil
+}
+
+func (s *Server) workspaceClose(_ context.Context, p herdr.WorkspaceTarget) (any, *herdr.Error) {
+	if err := s.sess.closeWorkspace(p.WorkspaceID); err != nil {
+		return nil, err
+	}
+	return okResult, nil
+}
+
+func (s *Server) tabCreate(_ context.Context, p herdr.TabCreateParams) (any, *herdr.Error) {
+	created, err := s.sess.createTab(p)
+	if err != nil {
+		return nil, err
+	}
+	return tabCreatedResult{Type: herdr.ResultTabCreated, TabCreated: created}, nil
+}
+
+func (s *Server) agentStart(_ context.Context, p herdr.AgentStartParams) (any, *herdr.Error) {
+	started, err := s.sess.startAgent(p)
+	if err != nil {
+		return nil, err
+	}
+	return agentStartedResult{Type: herdr.ResultAgentStarted, AgentStarted: started}, nil
+}
+
+func (s *Server) agentGet(_ context.Context, p herdr.AgentTarget) (any, *herdr.Error) {
+	agent, err := s.sess.agent(p.Target)
+	if err != nil {
+		return nil, err
+	}
+	return agentResult{Type: herdr.ResultAgentInfo, Agent: agent}, nil
+}
+
+func (s *Server) agentList(context.Context, herdr.EmptyParams) (any, *herdr.Error) {
+	return agentListResult{Type: herdr.ResultAgentList, Agents: s.sess.agents()}, nil
+}
+
+func (s *Server) agentRead(_ context.Context, p herdr.ReadParams) (any, *herdr.Error) {
+	agent, err := s.sess.agent(p.Target)
+	if err != nil {
+		return nil, err
+	}
+	return s.read(agent.PaneID, p)
+}
+
+func (s *Server) paneRead(_ context.Context, p herdr.ReadParams) (any, *herdr.Error) {
+	return s.read(p.PaneID, p)
+}
+
+func (s *Server) read(paneID string, p herdr.ReadParams) (any, *herdr.Error) {
+	read, err := s.sess.readPane(paneID, p.Source, p.Lines)
+	if err != nil {
+		return nil, err
+	}
+	return paneReadResult{Type: herdr.ResultPaneRead, Read: read}, nil
+}
+
+// agentPrompt types the prompt, then Enter after the submit delay: an agent
+// that reads a burst of input as a paste would otherwise take the Enter as
+// part of it.
+func (s *Server) agentPrompt(ctx context.Context, p herdr.AgentPromptParams) (any, *herdr.Error) {
+	target, err := s.sess.promptTargetFor(p.Target, p.Text)
+	if err != nil {
+		return nil, err
+	}
+	if err := target.sh.write(encodeText(p.Text, target.sh.term.modes())); err != nil {
+		return nil, errorf(herdr.CodeAgentPromptFailed, "%v", err)
+	}
+	select {
+	case <-time.After(s.opts.PromptSubmitDelay):
+	case <-s.ctx.Done():
+		return nil, errorf(herdr.CodeAgentPromptFailed, "server is shutting down")
+	}
+	if err := target.sh.write(enterKey); err != nil {
+		return nil, errorf(herdr.CodeAgentPromptFailed, "%v", err)
+	}
+
+	if p.Wait == nil {
+		agent, err := s.sess.agent(p.Target)
+		if err != nil {
+			return nil, err
+		}
+		return agentResult{Type: herdr.ResultAgentPrompted, Agent: agent}, nil
+	}
+	agent, answered, err := s.sess.waitAgent(ctx, agentWait{
+		target:     p.Target,
+		until:      p.Wait.Until,
+		afterSeq:   &target.baseline,
+		terminalID: target.terminalID,
+	}, timeoutAfter(p.Wait.TimeoutMS))
+	if !answered {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return agentResult{Type: herdr.ResultAgentPrompted, Agent: agent}, nil
+}
+
+func (s *Server) agentWaitCall(ctx context.Context, p herdr.AgentWaitParams) (any, *herdr.Error) {
+	agent, answered, err := s.sess.waitAgent(ctx, agentWait{target: p.Target, until: p.Until}, timeoutAfter(p.TimeoutMS))
+	if !answered {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return agentResult{Type: herdr.ResultAgentInfo, Agent: agent}, nil
+}
+
+// timeoutAfter fires after ms milliseconds, or never when ms is nil.
+func timeoutAfter(ms *uint64) <-chan time.Time {
+	if ms == nil {
+		return nil
+	}
+	return time.After(time.Duration(min(*ms, uint64(time.Duration(1<<62)/time.Millisecond))) * time.Millisecond)
+}
+
+func (s *Server) paneSendInput(_ context.Context, p herdr.PaneSendInputParams) (any, *herdr.Error) {
+	if err := s.sess.sendInput(p.PaneID, p.Text, p.Keys); err != nil {
+		return nil, err
+	}
+	return okResult, nil
+}
+
+func (s *Server) paneSendKeys(_ context.Context, p herdr.PaneSendKeysParams) (any, *herdr.Error) {
+	if err := s.sess.sendInput(p.PaneID, "", p.Keys); err != nil {
+		return nil, err
+	}
+	return okResult, nil
+}
+
+func (s *Server) paneReportAgent(_ context.Context, p herdr.PaneReportAgentParams) (any, *herdr.Error) {
+	if err := s.sess.reportAgent(p); err != nil {
+		return nil, err
+	}
+	return okResult, nil
+}
+
+func (s *Server) paneClose(_ context.Context, p herdr.PaneTarget) (any, *herdr.Error) {
+	if err := s.sess.closePane(p.PaneID); err != nil {
+		return nil, err
+	}
+	return okResult, nil
+}

@@ -1,0 +1,78 @@
+package paneserver
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// sessionProcessGroups lists the process groups with a live process in
+// session sid. A job-control shell puts every job in a group of its own, so
+// killing the shell's group alone would leave its jobs running.
+func sessionProcessGroups(sid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	seen := map[int]bool{}
+	var groups []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, ok := readProcStat(pid)
+		if !ok || stat.session != sid || stat.state == 'Z' || seen[stat.pgrp] {
+			continue
+		}
+		seen[stat.pgrp] = true
+		groups = append(groups, stat.pgrp)
+	}
+	return groups
+}
+
+type procStat struct {
+	state   byte
+	pgrp    int
+	session int
+}
+
+// readProcStat parses /proc/<pid>/stat. The command name may hold spaces and
+// parentheses, so fields are counted from the last ')'.
+func readProcStat(pid int) (procStat, bool) {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, false
+	}
+	end := bytes.LastIndexByte(raw, ')')
+	if end < 0 {
+		return procStat{}, false
+	}
+	// After the name: state ppid pgrp session ...
+	fields := bytes.Fields(raw[end+1:])
+	if len(fields) < 4 || len(fields[0]) != 1 {
+		return procStat{}, false
+	}
+	pgrp, err1 := strconv.Atoi(string(fields[2]))
+	session, err2 := strconv.Atoi(string(fields[3]))
+	if err1 != nil || err2 != nil {
+		return procStat{}, false
+	}
+	return procStat{state: fields[0][0], pgrp: pgrp, session: session}, true
+}
+
+// processCwd returns a process's working directory.
+func processCwd(pid int) (string, bool) {
+	cwd, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/cwd")
+	return cwd, err == nil
+}
+
+// killSession kills every process group of the session led by sid.
+func killSession(sid int) {
+	_ = unix.Kill(-sid, unix.SIGKILL)
+	for _, pgrp := range sessionProcessGroups(sid) {
+		_ = unix.Kill(-pgrp, unix.SIGKILL)
+	}
+}

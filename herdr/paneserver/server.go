@@ -1,0 +1,431 @@
+package paneserver
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/fleetd/fleetd/herdr"
+)
+
+// Protocol limits, as herdr has them.
+const (
+	maxRequestLine     = 1 << 20
+	requestReadTimeout = 5 * time.Second
+	writeTimeout       = 5 * time.Second
+	// samplePeriod is how often agent processes are sampled and output
+	// subscriptions polled.
+	samplePeriod = 100 * time.Millisecond
+)
+
+// Options configure a Server. Only SocketPath is required.
+type Options struct {
+	// SocketPath is where the server listens. Its directory is created.
+	SocketPath string
+	// Shell is the program each pane runs; $SHELL, else /bin/sh, if empty.
+	Shell string
+	// Cwd is where panes start when workspace.create names no cwd; the
+	// server's working directory if empty.
+	Cwd string
+	// BinPath is given to panes as HERDR_BIN_PATH; this executable if empty.
+	BinPath string
+	// AgentCommands overrides the executable agent.start types for an agent
+	// label, e.g. {"claude": "/opt/fake-claude"}.
+	AgentCommands map[string]string
+	// AgentSettle is how long a started agent must be the foreground program
+	// before it counts as interactive; herdr's 3s if zero.
+	AgentSettle time.Duration
+	// PromptSubmitDelay separates a prompt's text from its Enter; herdr's
+	// 300ms if zero.
+	PromptSubmitDelay time.Duration
+	// Columns and Rows size every pane; herdr's headless 120x40 if zero.
+	Columns, Rows int
+	// ScrollbackLines bounds each pane's scrollback; 10000 if zero.
+	ScrollbackLines int
+	// Version is reported by ping; "0.8.2" if empty.
+	Version string
+	// Protocol is reported by ping; 20 if zero.
+	Protocol int
+	// Logger receives connection failures; discarded if nil.
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.SocketPath == "" {
+		return o, errors.New("paneserver: socket path is required")
+	}
+	if o.Shell == "" {
+		o.Shell = os.Getenv("SHELL")
+	}
+	if o.Shell == "" {
+		o.Shell = "/bin/sh"
+	}
+	if o.Cwd == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return o, fmt.Errorf("paneserver: resolving default cwd: %w", err)
+		}
+		o.Cwd = wd
+	}
+	if o.BinPath == "" {
+		if exe, err := os.Executable(); err == nil {
+			o.BinPath = exe
+		}
+	}
+	o.AgentSettle = orDefault(o.AgentSettle, agentStartSettle)
+	o.PromptSubmitDelay = orDefault(o.PromptSubmitDelay, 300*time.Millisecond)
+	o.Columns = orDefault(o.Columns, 120)
+	o.Rows = orDefault(o.Rows, 40)
+	o.ScrollbackLines = orDefault(o.ScrollbackLines, 10000)
+	o.Version = orDefault(o.Version, "0.8.2")
+	o.Protocol = orDefault(o.Protocol, herdr.MinProtocol)
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o, nil
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+func (o *Options) agentExecutable(label string) string {
+	if exe, ok := o.AgentCommands[label]; ok {
+		return exe
+	}
+	if exe, ok := agentExecutables[label]; ok {
+		return exe
+	}
+	return label
+}
+
+// Server serves the herdr protocol on a unix socket.
+type Server struct {
+	opts Options
+	ln   *net.UnixListener
+	sess *session
+	log  *slog.Logger
+
+	// ctx ends when the server closes; held-open calls watch it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+}
+
+// New listens on opts.SocketPath with mode 0600. A stale socket left by a
+// dead server is replaced; a live one is an error. Call Serve to answer
+// requests and Close to stop.
+func New(opts Options) (*Server, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ln, err := listen(opts.SocketPath)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		opts:   opts,
+		ln:     ln,
+		log:    opts.Logger,
+		ctx:    ctx,
+		cancel: cancel,
+		conns:  map[net.Conn]struct{}{},
+	}
+	s.sess = newSession(&s.opts, newHub())
+	s.wg.Go(s.sample)
+	return s, nil
+}
+
+func listen(path string) (*net.UnixListener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("paneserver: creating socket directory: %w", err)
+	}
+	if _, err := os.Lstat(path); err == nil {
+		if conn, err := net.Dial("unix", path); err == nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("paneserver: a server already listens on %s", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("paneserver: removing stale socket: %w", err)
+		}
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("paneserver: listening on %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("paneserver: restricting socket: %w", err)
+	}
+	return ln, nil
+}
+
+// SocketPath returns where the server listens.
+func (s *Server) SocketPath() string {
+	return s.opts.SocketPath
+}
+
+// Serve answers connections until Close. It returns nil after Close.
+func (s *Server) Serve() error {
+	for {
+		conn, err := s.ln.Accept()
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return fmt.Errorf("paneserver: accepting: %w", err)
+		}
+		if !s.track(conn) {
+			_ = conn.Close()
+			return nil
+		}
+		s.wg.Go(func() {
+			defer s.untrack(conn)
+			s.serveConn(conn)
+		})
+	}
+}
+
+// Close stops the server: it ends held calls and subscriptions, kills every
+// pane's processes, and removes the socket.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	for conn := range s.conns {
+		_ = conn.Close()
+	}
+	s.mu.Unlock()
+
+	s.cancel()
+	err := s.ln.Close()
+	s.sess.shutdown()
+	s.wg.Wait()
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		return fmt.Errorf("paneserver: closing listener: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) track(conn net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[conn] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(conn net.Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conns, conn)
+}
+
+func (s *Server) sample() {
+	t := time.NewTicker(samplePeriod)
+	defer t.Stop()
+	for {
+		select {
+		case now := <-t.C:
+			s.sess.sampleAgents(now)
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+// serveConn answers the one request of a connection.
+func (s *Server) serveConn(conn net.Conn) {
+	defer conn.Close()
+	defer func() {
+		// A bug in one handler must not take every pane down with the server.
+		if r := recover(); r != nil {
+			s.log.Error("Request handler panicked", "panic", r)
+		}
+	}()
+
+	_ = conn.SetReadDeadline(time.Now().Add(requestReadTimeout))
+	r := bufio.NewReaderSize(conn, 64<<10)
+	line, err := readRequestLine(r, maxRequestLine)
+	if errors.Is(err, errRequestTooLong) {
+		s.writeLine(conn, errorResponse{ID: "", Error: invalidRequest("request line exceeds %d bytes", maxRequestLine)})
+		return
+	}
+	if err != nil {
+		return
+	}
+	_ = conn.SetReadDeadline(time.Time{})
+	if len(bytes.TrimSpace(line)) == 0 {
+		return
+	}
+
+	req, herr := decodeRequest(line)
+	if herr != nil {
+		s.writeLine(conn, errorResponse{ID: "", Error: herr})
+		return
+	}
+	m := methods[req.method]
+	if req.method == herdr.MethodEventsSubscribe {
+		s.stream(heldContext(s.ctx, r), conn, req)
+		return
+	}
+	ctx := s.ctx
+	if m.held(req.params) {
+		ctx = heldContext(s.ctx, r)
+	}
+	result, herr := m.serve(s, ctx, req.params)
+	if ctx.Err() != nil {
+		// The client went away, or the server is closing: no one to answer.
+		return
+	}
+	if herr != nil {
+		s.writeLine(conn, errorResponse{ID: req.id, Error: herr})
+		return
+	}
+	s.writeLine(conn, successResponse{ID: req.id, Result: result})
+}
+
+// heldContext ends when the client sends anything more, half-closes or
+// disconnects: herdr reads all of these as the caller going away.
+func heldContext(parent context.Context, r *bufio.Reader) context.Context {
+	ctx, cancel := context.WithCancel(parent)
+	if r.Buffered() > 0 {
+		cancel()
+		return ctx
+	}
+	go func() {
+		defer cancel()
+		// Returns when the connection is closed at the latest.
+		_, _ = r.ReadByte()
+	}()
+	return ctx
+}
+
+var errRequestTooLong = errors.New("request line too long")
+
+// readRequestLine reads the request line. A final line without a newline
+// counts: the client may have half-closed after writing it.
+func readRequestLine(r *bufio.Reader, limit int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if len(line)+len(chunk) > limit {
+			return nil, errRequestTooLong
+		}
+		line = append(line, chunk...)
+		switch {
+		case err == nil:
+			return line, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && len(line) > 0:
+			return line, nil
+		default:
+			return nil, err
+		}
+	}
+}
+
+type successResponse struct {
+	ID     string `json:"id"`
+	Result any    `json:"result"`
+}
+
+type errorResponse struct {
+	ID    string       `json:"id"`
+	Error *herdr.Error `json:"error"`
+}
+
+// writeLine writes one JSON line. A reader that takes longer than the write
+// timeout is dropped, as herdr drops it.
+func (s *Server) writeLine(conn net.Conn, v any) bool {
+	line, err := json.Marshal(v)
+	if err != nil {
+		s.log.Error("Encoding response failed", "err", err)
+		return false
+	}
+	return s.writeRaw(conn, append(line, '\n'))
+}
+
+func (s *Server) writeRaw(conn net.Conn, line []byte) bool {
+	_ = conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := conn.Write(line); err != nil {
+		return false
+	}
+	return true
+}
+
+// stream serves events.subscribe: one acknowledgement or error line, then
+// events until the client goes away or falls behind.
+func (s *Server) stream(ctx context.Context, conn net.Conn, req request) {
+	params := req.params.(herdr.EventsSubscribeParams)
+	sub, herr := s.sess.subscribe(params.Subscriptions)
+	if herr != nil {
+		s.writeLine(conn, errorResponse{ID: req.id, Error: herr})
+		return
+	}
+	defer s.sess.hub.remove(sub)
+	if !s.writeLine(conn, successResponse{ID: req.id, Result: typed{Type: herdr.ResultSubscriptionStarted}}) {
+		return
+	}
+
+	var poll <-chan time.Time
+	if len(sub.outputs) > 0 {
+		t := time.NewTicker(samplePeriod)
+		defer t.Stop()
+		poll = t.C
+	}
+	for {
+		// A subscriber that fell behind is dropped even while events queue.
+		select {
+		case <-sub.overflow:
+			return
+		default:
+		}
+		select {
+		case line := <-sub.queue:
+			if !s.writeRaw(conn, line) {
+				return
+			}
+		case <-poll:
+			for _, w := range sub.outputs {
+				if ev, ok := w.poll(s.sess); ok && !s.writeLine(conn, ev) {
+					return
+				}
+			}
+		case <-sub.overflow:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}

@@ -1,0 +1,564 @@
+package paneserver
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fleetd/fleetd/herdr"
+)
+
+// Environment variables herdr gives every pane process. They win over the
+// env a caller passes.
+const (
+	envSocketPath  = "HERDR_SOCKET_PATH"
+	envHerdr       = "HERDR_ENV"
+	envWorkspaceID = "HERDR_WORKSPACE_ID"
+	envTabID       = "HERDR_TAB_ID"
+	envPaneID      = "HERDR_PANE_ID"
+	envBinPath     = "HERDR_BIN_PATH"
+)
+
+// baselineEnv lists the only variables a pane inherits from the server:
+// fleetd relies on panes getting nothing else but what it passes.
+var baselineEnv = []string{"PATH", "HOME", "LANG"}
+
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// session is the server's state: workspaces of tabs of panes, each pane a
+// shell on a pty. One mutex guards the layout and every pane's agent state;
+// events are published while it is held, so subscribers see them in the
+// order the changes happened.
+type session struct {
+	opts    *Options
+	hub     *hub
+	started time.Time
+
+	mu            sync.Mutex
+	workspaces    []*workspace
+	panes         map[string]*pane
+	active        *workspace
+	lastWorkspace int
+	lastTerminal  uint64
+	closed        bool
+	// changed is closed and replaced on every agent change, waking waiters.
+	changed chan struct{}
+}
+
+type workspace struct {
+	id        string
+	label     string
+	cwd       string
+	tabs      []*tab
+	activeTab *tab
+	lastTab   int
+	lastPane  int
+}
+
+type tab struct {
+	id    string
+	label string
+	ws    *workspace
+	panes []*pane
+}
+
+type pane struct {
+	id         string
+	terminalID string
+	cwd        string
+	ws         *workspace
+	tab        *tab
+	sh         *shell
+	agent      agentState
+	// gone is set once the pane left the layout, by close or exit.
+	gone bool
+}
+
+func newSession(opts *Options, h *hub) *session {
+	return &session{
+		opts:    opts,
+		hub:     h,
+		started: time.Now(),
+		panes:   map[string]*pane{},
+		changed: make(chan struct{}),
+	}
+}
+
+// notifyLocked wakes everything waiting for an agent change.
+func (s *session) notifyLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+func (s *session) createWorkspace(p herdr.WorkspaceCreateParams) (*herdr.WorkspaceCreated, *herdr.Error) {
+	if err := validateEnv(p.Env); err != nil {
+		return nil, err
+	}
+	cwd := cmp.Or(p.Cwd, s.opts.Cwd)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errorf(herdr.CodeServerUnavailable, "server is shutting down")
+	}
+	s.lastWorkspace++
+	ws := &workspace{
+		id:    "w" + strconv.Itoa(s.lastWorkspace),
+		label: cmp.Or(p.Label, filepath.Base(cwd)),
+		cwd:   cwd,
+	}
+	t, pn, err := s.addTabLocked(ws, cwd, p.Env, "")
+	if err != nil {
+		return nil, errorf(herdr.CodeWorkspaceCreateFailed, "%v", err)
+	}
+	s.workspaces = append(s.workspaces, ws)
+	if p.Focus || s.active == nil {
+		s.active = ws
+	}
+	created := &herdr.WorkspaceCreated{
+		Workspace: s.workspaceInfoLocked(ws),
+		Tab:       s.tabInfoLocked(t),
+		RootPane:  s.paneInfoLocked(pn),
+	}
+	s.hub.publish(lifecycle(herdr.EventWorkspaceCreated, herdr.EventData{Workspace: &created.Workspace}))
+	s.publishTabOpenedLocked(created.Tab, created.RootPane)
+	return created, nil
+}
+
+func (s *session) createTab(p herdr.TabCreateParams) (*herdr.TabCreated, *herdr.Error) {
+	if err := validateEnv(p.Env); err != nil {
+		return nil, err
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errorf(herdr.CodeServerUnavailable, "server is shutting down")
+	}
+	ws := s.active
+	if p.WorkspaceID != "" {
+		ws = s.workspaceLocked(p.WorkspaceID)
+		if ws == nil {
+			return nil, errorf(herdr.CodeWorkspaceNotFound, "workspace %s not found", p.WorkspaceID)
+		}
+	}
+	if ws == nil {
+		return nil, errorf(herdr.CodeWorkspaceNotFound, "no active workspace")
+	}
+	t, pn, err := s.addTabLocked(ws, cmp.Or(p.Cwd, ws.cwd), p.Env, p.Label)
+	if err != nil {
+		return nil, errorf(herdr.CodeTabCreateFailed, "%v", err)
+	}
+	if p.Focus {
+		s.active, ws.activeTab = ws, t
+	}
+	created := &herdr.TabCreated{Tab: s.tabInfoLocked(t), RootPane: s.paneInfoLocked(pn)}
+	s.publishTabOpenedLocked(created.Tab, created.RootPane)
+	return created, nil
+}
+
+func (s *session) publishTabOpenedLocked(t herdr.TabInfo, p herdr.PaneInfo) {
+	s.hub.publish(lifecycle(herdr.EventTabCreated, herdr.EventData{Tab: &t}))
+	s.hub.publish(lifecycle(herdr.EventPaneCreated, herdr.EventData{Pane: &p}))
+}
+
+// addTabLocked starts a tab's shell and adds the tab to ws.
+func (s *session) addTabLocked(ws *workspace, cwd string, env map[string]string, label string) (*tab, *pane, error) {
+	ws.lastTab++
+	t := &tab{
+		id:    fmt.Sprintf("%s:t%d", ws.id, ws.lastTab),
+		label: cmp.Or(label, strconv.Itoa(len(ws.tabs)+1)),
+		ws:    ws,
+	}
+	ws.lastPane++
+	s.lastTerminal++
+	p := &pane{
+		id:         fmt.Sprintf("%s:p%d", ws.id, ws.lastPane),
+		terminalID: fmt.Sprintf("term_%x%x", s.started.UnixMicro(), s.lastTerminal),
+		cwd:        cwd,
+		ws:         ws,
+		tab:        t,
+		agent:      agentState{status: herdr.AgentStatusUnknown},
+	}
+	sh, err := startShell(shellSpec{
+		path:       s.opts.Shell,
+		dir:        cwd,
+		env:        s.paneEnv(env, ws.id, t.id, p.id),
+		cols:       s.opts.Columns,
+		rows:       s.opts.Rows,
+		scrollback: s.opts.ScrollbackLines,
+	}, func() { s.shellExited(p) })
+	if err != nil {
+		return nil, nil, err
+	}
+	p.sh = sh
+	t.panes = []*pane{p}
+	ws.tabs = append(ws.tabs, t)
+	if ws.activeTab == nil {
+		ws.activeTab = t
+	}
+	s.panes[p.id] = p
+	return t, p, nil
+}
+
+// paneEnv is the environment of a pane's shell: the baseline, then the
+// caller's env, then herdr's own variables.
+func (s *session) paneEnv(extra map[string]string, workspaceID, tabID, paneID string) []string {
+	env := map[string]string{"PATH": defaultPath, "TERM": "xterm-256color", "SHELL": s.opts.Shell}
+	for _, name := range baselineEnv {
+		if v, ok := os.LookupEnv(name); ok {
+			env[name] = v
+		}
+	}
+	maps.Copy(env, extra)
+	maps.Copy(env, map[string]string{
+		envSocketPath:  s.opts.SocketPath,
+		envHerdr:       "1",
+		envWorkspaceID: workspaceID,
+		envTabID:       tabID,
+		envPaneID:      paneID,
+		envBinPath:     s.opts.BinPath,
+	})
+	list := make([]string, 0, len(env))
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		list = append(list, k+"="+env[k])
+	}
+	return list
+}
+
+func validateEnv(env map[string]string) *herdr.Error {
+	for k, v := range env {
+		switch {
+		case k == "":
+			return errorf(herdr.CodeInvalidEnv, "env key must not be empty")
+		case strings.ContainsRune(k, '='):
+			return errorf(herdr.CodeInvalidEnv, "env key %s must not contain '='", k)
+		case strings.ContainsRune(k, 0):
+			return errorf(herdr.CodeInvalidEnv, "env key must not contain NUL bytes")
+		case strings.ContainsRune(v, 0):
+			return errorf(herdr.CodeInvalidEnv, "env value for %s must not contain NUL bytes", k)
+		}
+	}
+	return nil
+}
+
+func (s *session) closePane(id string) *herdr.Error {
+	s.mu.Lock()
+	p := s.panes[id]
+	if p == nil {
+		s.mu.Unlock()
+		return errorf(herdr.CodePaneNotFound, "pane %s not found", id)
+	}
+	s.removePaneLocked(p, herdr.EventPaneClosed)
+	s.mu.Unlock()
+	p.sh.terminate()
+	return nil
+}
+
+// shellExited removes a pane whose shell ended on its own.
+func (s *session) shellExited(p *pane) {
+	s.mu.Lock()
+	if p.gone {
+		s.mu.Unlock()
+		return
+	}
+	s.removePaneLocked(p, herdr.EventPaneExited)
+	s.mu.Unlock()
+	p.sh.terminate()
+}
+
+// removePaneLocked takes a pane out of the layout, and its tab and workspace
+// when they become empty, publishing kind for the pane.
+func (s *session) removePaneLocked(p *pane, kind herdr.EventKind) {
+	ws, t := p.ws, p.tab
+	wsInfo := s.workspaceInfoLocked(ws)
+	p.gone = true
+	delete(s.panes, p.id)
+	t.panes = slices.DeleteFunc(t.panes, func(q *pane) bool { return q == p })
+	s.hub.publish(lifecycle(kind, herdr.EventData{PaneID: p.id, WorkspaceID: ws.id}))
+
+	if len(t.panes) == 0 {
+		ws.tabs = slices.DeleteFunc(ws.tabs, func(u *tab) bool { return u == t })
+		if ws.activeTab == t {
+			ws.activeTab = firstOrNil(ws.tabs)
+		}
+		if len(ws.tabs) == 0 {
+			s.removeWorkspaceLocked(ws)
+			s.hub.publish(lifecycle(herdr.EventWorkspaceClosed, herdr.EventData{WorkspaceID: ws.id, Workspace: &wsInfo}))
+		} else {
+			s.hub.publish(lifecycle(herdr.EventTabClosed, herdr.EventData{TabID: t.id, WorkspaceID: ws.id}))
+		}
+	}
+	s.notifyLocked()
+}
+
+func (s *session) closeWorkspace(id string) *herdr.Error {
+	s.mu.Lock()
+	ws := s.workspaceLocked(id)
+	if ws == nil {
+		s.mu.Unlock()
+		return errorf(herdr.CodeWorkspaceNotFound, "workspace %s not found", id)
+	}
+	info := s.workspaceInfoLocked(ws)
+	var doomed []*pane
+	for _, t := range ws.tabs {
+		for _, p := range t.panes {
+			p.gone = true
+			delete(s.panes, p.id)
+			doomed = append(doomed, p)
+		}
+	}
+	s.removeWorkspaceLocked(ws)
+	s.hub.publish(lifecycle(herdr.EventWorkspaceClosed, herdr.EventData{WorkspaceID: ws.id, Workspace: &info}))
+	s.notifyLocked()
+	s.mu.Unlock()
+	terminateAll(doomed)
+	return nil
+}
+
+func (s *session) removeWorkspaceLocked(ws *workspace) {
+	s.workspaces = slices.DeleteFunc(s.workspaces, func(w *workspace) bool { return w == ws })
+	if s.active == ws {
+		s.active = firstOrNil(s.workspaces)
+	}
+}
+
+// shutdown ends every pane; the session takes no new ones.
+func (s *session) shutdown() {
+	s.mu.Lock()
+	s.closed = true
+	doomed := slices.Collect(maps.Values(s.panes))
+	for _, p := range doomed {
+		p.gone = true
+	}
+	clear(s.panes)
+	s.workspaces, s.active = nil, nil
+	s.notifyLocked()
+	s.mu.Unlock()
+	terminateAll(doomed)
+}
+
+func terminateAll(panes []*pane) {
+	var wg sync.WaitGroup
+	for _, p := range panes {
+		wg.Go(p.sh.terminate)
+	}
+	wg.Wait()
+}
+
+func (s *session) workspaceLocked(id string) *workspace {
+	for _, ws := range s.workspaces {
+		if ws.id == id {
+			return ws
+		}
+	}
+	return nil
+}
+
+// readPane reads a pane's terminal.
+func (s *session) readPane(id string, source herdr.ReadSource, lines *int) (*herdr.PaneRead, *herdr.Error) {
+	s.mu.Lock()
+	p := s.panes[id]
+	if p == nil {
+		s.mu.Unlock()
+		return nil, errorf(herdr.CodePaneNotFound, "pane %s not found", id)
+	}
+	read := herdr.PaneRead{PaneID: p.id, WorkspaceID: p.ws.id, TabID: p.tab.id, Source: source, Format: herdr.ReadFormatText}
+	term := p.sh.term
+	s.mu.Unlock()
+
+	snap := term.read(source, lines)
+	read.Text, read.Revision, read.Truncated = snap.text, snap.revision, snap.truncated
+	return &read, nil
+}
+
+// sendInput types text and then keys into a pane.
+func (s *session) sendInput(id, text string, keys []string) *herdr.Error {
+	s.mu.Lock()
+	p := s.panes[id]
+	s.mu.Unlock()
+	if p == nil {
+		return errorf(herdr.CodePaneNotFound, "pane %s not found", id)
+	}
+	modes := p.sh.term.modes()
+	input := encodeText(text, modes)
+	for _, k := range keys {
+		seq, err := encodeKey(k, modes)
+		if err != nil {
+			return errorf(herdr.CodeInvalidKey, "%v", err)
+		}
+		input += seq
+	}
+	if err := p.sh.write(input); err != nil {
+		return errorf(herdr.CodePaneSendFailed, "%v", err)
+	}
+	return nil
+}
+
+func (s *session) snapshot() *herdr.SessionSnapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap := &herdr.SessionSnapshot{
+		Version:    s.opts.Version,
+		Protocol:   s.opts.Protocol,
+		Workspaces: []herdr.WorkspaceInfo{},
+		Tabs:       []herdr.TabInfo{},
+		Panes:      []herdr.PaneInfo{},
+		Layouts:    []herdr.PaneLayoutSnapshot{},
+		Agents:     []herdr.AgentInfo{},
+	}
+	for _, ws := range s.workspaces {
+		snap.Workspaces = append(snap.Workspaces, s.workspaceInfoLocked(ws))
+		for _, t := range ws.tabs {
+			snap.Tabs = append(snap.Tabs, s.tabInfoLocked(t))
+			snap.Layouts = append(snap.Layouts, s.layoutLocked(t))
+			for _, p := range t.panes {
+				snap.Panes = append(snap.Panes, s.paneInfoLocked(p))
+				if p.agent.hosted() {
+					snap.Agents = append(snap.Agents, s.agentInfoLocked(p))
+				}
+			}
+		}
+	}
+	if ws := s.active; ws != nil {
+		snap.FocusedWorkspaceID = &ws.id
+		if t := ws.activeTab; t != nil {
+			snap.FocusedTabID = &t.id
+			if len(t.panes) > 0 {
+				snap.FocusedPaneID = &t.panes[0].id
+			}
+		}
+	}
+	return snap
+}
+
+func (s *session) tabFocusedLocked(t *tab) bool {
+	return t.ws == s.active && t.ws.activeTab == t
+}
+
+func (s *session) workspaceInfoLocked(ws *workspace) herdr.WorkspaceInfo {
+	info := herdr.WorkspaceInfo{
+		WorkspaceID: ws.id,
+		Number:      slices.Index(s.workspaces, ws) + 1,
+		Label:       ws.label,
+		Focused:     ws == s.active,
+		TabCount:    len(ws.tabs),
+		AgentStatus: herdr.AgentStatusUnknown,
+	}
+	if ws.activeTab != nil {
+		info.ActiveTabID = ws.activeTab.id
+	}
+	for _, t := range ws.tabs {
+		info.PaneCount += len(t.panes)
+		info.AgentStatus = mostUrgent(info.AgentStatus, tabStatus(t))
+	}
+	return info
+}
+
+func (s *session) tabInfoLocked(t *tab) herdr.TabInfo {
+	return herdr.TabInfo{
+		TabID:       t.id,
+		WorkspaceID: t.ws.id,
+		Number:      slices.Index(t.ws.tabs, t) + 1,
+		Label:       t.label,
+		Focused:     s.tabFocusedLocked(t),
+		PaneCount:   len(t.panes),
+		AgentStatus: tabStatus(t),
+	}
+}
+
+func (s *session) paneInfoLocked(p *pane) herdr.PaneInfo {
+	info := herdr.PaneInfo{
+		PaneID:       p.id,
+		TerminalID:   p.terminalID,
+		WorkspaceID:  p.ws.id,
+		TabID:        p.tab.id,
+		Focused:      s.tabFocusedLocked(p.tab),
+		AgentStatus:  p.agent.status,
+		Revision:     p.sh.term.currentRevision(),
+		Agent:        optional(p.agent.label),
+		AgentSession: p.agent.session,
+		Cwd:          optional(p.currentCwd()),
+		Title:        optional(p.sh.term.currentTitle()),
+	}
+	return info
+}
+
+func (s *session) layoutLocked(t *tab) herdr.PaneLayoutSnapshot {
+	area := herdr.PaneLayoutRect{Width: s.opts.Columns, Height: s.opts.Rows}
+	layout := herdr.PaneLayoutSnapshot{
+		WorkspaceID: t.ws.id,
+		TabID:       t.id,
+		Area:        area,
+		Panes:       []herdr.PaneLayoutPane{},
+		Splits:      []herdr.PaneLayoutSplit{},
+	}
+	// Tabs here hold one pane: there is no split method.
+	for _, p := range t.panes {
+		layout.FocusedPaneID = cmp.Or(layout.FocusedPaneID, p.id)
+		layout.Panes = append(layout.Panes, herdr.PaneLayoutPane{PaneID: p.id, Focused: s.tabFocusedLocked(t), Rect: area})
+	}
+	return layout
+}
+
+// currentCwd is where the shell is now, or where it started.
+func (p *pane) currentCwd() string {
+	if cwd, ok := p.sh.cwd(); ok {
+		return cwd
+	}
+	return p.cwd
+}
+
+func tabStatus(t *tab) herdr.AgentStatus {
+	status := herdr.AgentStatusUnknown
+	for _, p := range t.panes {
+		status = mostUrgent(status, p.agent.status)
+	}
+	return status
+}
+
+// statusUrgency ranks statuses as herdr ranks a tab's attention.
+var statusUrgency = map[herdr.AgentStatus]int{
+	herdr.AgentStatusUnknown: 0,
+	herdr.AgentStatusIdle:    1,
+	herdr.AgentStatusWorking: 2,
+	herdr.AgentStatusDone:    3,
+	herdr.AgentStatusBlocked: 4,
+}
+
+func mostUrgent(a, b herdr.AgentStatus) herdr.AgentStatus {
+	if statusUrgency[b] > statusUrgency[a] {
+		return b
+	}
+	return a
+}
+
+func lifecycle(kind herdr.EventKind, data herdr.EventData) herdr.Event {
+	data.Type = kind
+	return herdr.Event{Kind: kind, Data: data}
+}
+
+func firstOrNil[T any](list []*T) *T {
+	if len(list) == 0 {
+		return nil
+	}
+	return list[0]
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func errorf(code, format string, args ...any) *herdr.Error {
+	return &herdr.Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}

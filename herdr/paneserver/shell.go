@@ -1,0 +1,150 @@
+package paneserver
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
+
+	"github.com/creack/pty"
+)
+
+const (
+	// inputWriteTimeout bounds a write into a pane whose program stopped
+	// reading its input.
+	inputWriteTimeout = 5 * time.Second
+	// exitGrace is how long terminate waits for the shell to die before it
+	// sweeps the session for stragglers a second time.
+	exitGrace = 2 * time.Second
+)
+
+// shellSpec says how to start a pane's shell.
+type shellSpec struct {
+	path       string
+	dir        string
+	env        []string
+	cols, rows int
+	scrollback int
+}
+
+// shell is a pane's process tree: a shell on a pty, leading a session of its
+// own, whose output feeds the pane's terminal.
+type shell struct {
+	cmd    *exec.Cmd
+	pid    int
+	ptmx   *os.File
+	term   *terminal
+	exited chan struct{}
+
+	inputMu  sync.Mutex
+	stopOnce sync.Once
+	pumps    sync.WaitGroup
+}
+
+// startShell starts the shell; onExit runs once it has exited.
+func startShell(spec shellSpec, onExit func()) (*shell, error) {
+	cmd := exec.Command(spec.path)
+	cmd.Dir = spec.dir
+	cmd.Env = spec.env
+	// pty.StartWithSize makes the shell a session leader with the pty as its
+	// controlling terminal: its process group id is its pid.
+	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: uint16(spec.cols), Rows: uint16(spec.rows)})
+	if err != nil {
+		return nil, fmt.Errorf("starting shell %s in %s: %w", spec.path, spec.dir, err)
+	}
+	sh := &shell{
+		cmd:    cmd,
+		pid:    cmd.Process.Pid,
+		ptmx:   ptmx,
+		term:   newTerminal(spec.cols, spec.rows, spec.scrollback),
+		exited: make(chan struct{}),
+	}
+	sh.pumps.Add(2)
+	go sh.pumpOutput()
+	go sh.pumpReplies()
+	go func() {
+		_ = cmd.Wait()
+		close(sh.exited)
+		onExit()
+	}()
+	return sh, nil
+}
+
+func (sh *shell) pumpOutput() {
+	defer sh.pumps.Done()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := sh.ptmx.Read(buf)
+		if n > 0 {
+			sh.term.feed(buf[:n])
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// pumpReplies forwards the emulator's answers to the program's queries, as a
+// real terminal would.
+func (sh *shell) pumpReplies() {
+	defer sh.pumps.Done()
+	buf := make([]byte, 1024)
+	for {
+		n, err := sh.term.replies().Read(buf)
+		if n > 0 {
+			_ = sh.write(string(buf[:n]))
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// write types input into the pane. One write is never interleaved with another.
+func (sh *shell) write(input string) error {
+	if input == "" {
+		return nil
+	}
+	sh.inputMu.Lock()
+	defer sh.inputMu.Unlock()
+	_ = sh.ptmx.SetWriteDeadline(time.Now().Add(inputWriteTimeout))
+	if _, err := io.WriteString(sh.ptmx, input); err != nil {
+		return fmt.Errorf("writing to pane input: %w", err)
+	}
+	return nil
+}
+
+// atPrompt reports whether the shell itself is the foreground process group,
+// i.e. no command runs in the foreground. Interactive shells run each job in
+// a group of its own, so a running command shows as another group.
+func (sh *shell) atPrompt() (bool, error) {
+	pgid, err := foregroundProcessGroup(sh.ptmx)
+	if err != nil {
+		return false, fmt.Errorf("reading foreground process group: %w", err)
+	}
+	return pgid == sh.pid, nil
+}
+
+// cwd returns the shell's working directory.
+func (sh *shell) cwd() (string, bool) {
+	return processCwd(sh.pid)
+}
+
+// terminate kills every process of the pane's session and releases the pty.
+// It is safe to call more than once and from the exit path.
+func (sh *shell) terminate() {
+	sh.stopOnce.Do(func() {
+		killSession(sh.pid)
+		select {
+		case <-sh.exited:
+		case <-time.After(exitGrace):
+		}
+		// A job may have forked between the first sweep and the shell's death.
+		killSession(sh.pid)
+		_ = sh.ptmx.Close()
+		sh.term.close()
+		sh.pumps.Wait()
+	})
+}
