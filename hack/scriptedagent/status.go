@@ -1,0 +1,32 @@
+package main
+
+import (
+	"context"
+)
+
+// Agent states the scripted agent reports, as herdr's pane.report_agent
+// spells them.
+const (
+	stateIdle    = "idle"
+	stateWorking = "working"
+	stateBlocked = "blocked"
+)
+
+// Identity of the scripted agent in its status reports.
+const (
+	reportSource = "scripted-agent"
+	reportAgent  = "scripted"
+)
+
+// statusReporter tells herdr what the agent is doing, the way hook-based
+// agents do.
+type statusReporter interface {
+	// Report records the agent's new state; message may be empty.
+	Report(ctx context.Context, state, message string) error
+}
+
+// silentReporter reports nothing, for an agent that runs outside herdr.
+type silentReporter struct{}
+
+// Report does nothing.
+func (silentReporter) Report(context.Context, string, string) error { return nil }
