@@ -80,6 +80,9 @@ const (
 const (
 	// LabelMember names the Member a Secret belongs to or a Delegation is sent to.
 	LabelMember = "fleet.fleetd.dev/member"
+	// LabelMemberUID records the UID of the Member a token Secret was made
+	// for, so a recreated Member with the same name never inherits a token.
+	LabelMemberUID = "fleet.fleetd.dev/member-uid"
 	// LabelTeam copies a Member's team onto its Delegations for selection.
 	LabelTeam = "fleet.fleetd.dev/team"
 	// LabelSender names the sender of a Delegation (a member name or a
@@ -87,6 +90,12 @@ const (
 	LabelSender = "fleet.fleetd.dev/sender"
 	// LabelStaticToken marks a Secret whose keys are static gateway tokens.
 	LabelStaticToken = "fleet.fleetd.dev/static-token"
+	// AnnotationSequence orders Delegations created within the same second:
+	// the gateway sets it to the creation time with nanoseconds (RFC 3339).
+	AnnotationSequence = "fleet.fleetd.dev/sequence"
+	// AnnotationCancel withdraws a Delegation that was not delivered yet
+	// when set to "true".
+	AnnotationCancel = "fleet.fleetd.dev/cancel"
 	// AnnotationSpawnedBy records who spawned a Member through the gateway.
 	AnnotationSpawnedBy = "fleet.fleetd.dev/spawned-by"
 	// MemberFinalizer lets the controller close a Member's pane before it goes.

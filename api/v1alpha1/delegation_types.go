@@ -231,6 +231,10 @@ type DelegationStatus struct {
 	// +optional
 	DeliveringSeq int64 `json:"deliveringSeq,omitempty"`
 
+	// paneID is the pane the Delegation was typed into.
+	// +optional
+	PaneID string `json:"paneID,omitempty"`
+
 	// deliveredAt is when herdr confirmed the delivery.
 	// +optional
 	DeliveredAt *metav1.Time `json:"deliveredAt,omitempty"`
@@ -299,8 +303,4 @@ type DelegationList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Delegation `json:"items"`
-}
-
-func init() {
-	SchemeBuilder.Register(&Delegation{}, &DelegationList{})
 }

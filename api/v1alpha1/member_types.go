@@ -224,7 +224,3 @@ type MemberList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Member `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&Member{}, &MemberList{})
-}

@@ -102,7 +102,3 @@ type ProfileList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Profile `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&Profile{}, &ProfileList{})
-}

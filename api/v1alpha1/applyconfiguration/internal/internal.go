@@ -129,6 +129,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: outcome
       type:
         namedType: com.github.fleetd.fleetd.api.v1alpha1.Outcome
+    - name: paneID
+      type:
+        scalar: string
     - name: phase
       type:
         namedType: com.github.fleetd.fleetd.api.v1alpha1.DelegationPhase

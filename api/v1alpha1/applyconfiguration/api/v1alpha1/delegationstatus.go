@@ -55,6 +55,8 @@ type DelegationStatusApplyConfiguration struct {
 	// deliveringSeq is the member's stateChangeSeq when delivery was intended;
 	// a later seq proves a pickup.
 	DeliveringSeq *int64 `json:"deliveringSeq,omitempty"`
+	// paneID is the pane the Delegation was typed into.
+	PaneID *string `json:"paneID,omitempty"`
 	// deliveredAt is when herdr confirmed the delivery.
 	DeliveredAt *metav1.Time `json:"deliveredAt,omitempty"`
 	// pickedUpAt is when the member was seen working on it.
@@ -168,6 +170,14 @@ func (b *DelegationStatusApplyConfiguration) WithDeliveringAt(value metav1.Time)
 // If called multiple times, the DeliveringSeq field is set to the value of the last call.
 func (b *DelegationStatusApplyConfiguration) WithDeliveringSeq(value int64) *DelegationStatusApplyConfiguration {
 	b.DeliveringSeq = &value
+	return b
+}
+
+// WithPaneID sets the PaneID field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PaneID field is set to the value of the last call.
+func (b *DelegationStatusApplyConfiguration) WithPaneID(value string) *DelegationStatusApplyConfiguration {
+	b.PaneID = &value
 	return b
 }
 
