@@ -1,0 +1,394 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/herdr"
+	"github.com/fleetd/fleetd/internal/testutil"
+)
+
+func getMember(t testing.TB, ns, name string) (*fleetv1alpha1.Member, error) {
+	m := &fleetv1alpha1.Member{}
+	err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, m)
+	return m, err
+}
+
+// waitReady waits for a Member to be Ready and returns it.
+func waitReady(t testing.TB, ns, name string) *fleetv1alpha1.Member {
+	t.Helper()
+	var m *fleetv1alpha1.Member
+	eventually(t, "member "+name+" Ready", func() (bool, string) {
+		var err error
+		m, err = getMember(t, ns, name)
+		if err != nil {
+			return false, err.Error()
+		}
+		return meta.IsStatusConditionTrue(m.Status.Conditions, fleetv1alpha1.ConditionReady) && m.Status.PaneID != "", describe(m)
+	})
+	return m
+}
+
+func describe(m *fleetv1alpha1.Member) string {
+	var conds []string
+	for _, c := range m.Status.Conditions {
+		conds = append(conds, fmt.Sprintf("%s=%s(%s: %s)", c.Type, c.Status, c.Reason, c.Message))
+	}
+	return fmt.Sprintf("phase=%s pane=%s agent=%s restarts=%d %s", m.Status.Phase, m.Status.PaneID, m.Status.AgentStatus, m.Status.Restarts, strings.Join(conds, " "))
+}
+
+func create(t testing.TB, obj client.Object) {
+	t.Helper()
+	if err := env.Client.Create(context.Background(), obj); err != nil {
+		t.Fatalf("creating %s: %v", obj.GetName(), err)
+	}
+}
+
+func workspaces(t testing.TB, h *herdrServer) []herdr.WorkspaceInfo {
+	t.Helper()
+	snap, err := h.client().SessionSnapshot(context.Background())
+	if err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	return snap.Workspaces
+}
+
+func TestMemberBecomesReadyAndMirrorsAgentStatus(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startHerdr(t)
+	startControllers(t, ns, h.socket)
+	create(t, testutil.MakeProfile("scripted", ns).Command(scriptedAgent).Obj())
+	create(t, testutil.MakeMember("w1", ns).Profile("scripted").Obj())
+
+	m := waitReady(t, ns, "w1")
+	if m.Status.WorkspaceID == "" || m.Status.TerminalID == "" || m.Status.TokenSecretName == "" {
+		t.Errorf("status misses ids: %s workspace=%q terminal=%q secret=%q", describe(m), m.Status.WorkspaceID, m.Status.TerminalID, m.Status.TokenSecretName)
+	}
+	if m.Status.ObservedGeneration != m.Generation {
+		t.Errorf("observedGeneration=%d, generation=%d", m.Status.ObservedGeneration, m.Generation)
+	}
+
+	// Drive the agent through every state and watch the Member follow.
+	hc := h.client()
+	if _, err := hc.AgentPrompt(context.Background(), herdr.AgentPromptParams{Target: m.Status.PaneID, Text: "dialog: approve?"}); err != nil {
+		t.Fatalf("prompting: %v", err)
+	}
+	waitAgentStatus(t, ns, "w1", fleetv1alpha1.AgentBlocked)
+	if err := hc.PaneSendKeys(context.Background(), m.Status.PaneID, "y"); err != nil {
+		t.Fatal(err)
+	}
+	waitAgentStatus(t, ns, "w1", fleetv1alpha1.AgentIdle)
+	if _, err := hc.AgentPrompt(context.Background(), herdr.AgentPromptParams{Target: m.Status.PaneID, Text: "sleep: 3"}); err != nil {
+		t.Fatalf("prompting: %v", err)
+	}
+	waitAgentStatus(t, ns, "w1", fleetv1alpha1.AgentWorking)
+	final := waitAgentStatus(t, ns, "w1", fleetv1alpha1.AgentIdle)
+	if final.Status.StateChangeSeq < 4 {
+		t.Errorf("stateChangeSeq=%d after four status changes", final.Status.StateChangeSeq)
+	}
+
+	// The pane got the gateway settings and nothing of the controller's own
+	// environment; the token never shows on screen.
+	secret := &corev1.Secret{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: m.Status.TokenSecretName}, secret); err != nil {
+		t.Fatal(err)
+	}
+	token := string(secret.Data[fleetv1alpha1.TokenSecretKey])
+	if len(token) != 64 {
+		t.Errorf("token has %d hex digits, want 64 (256 bits)", len(token))
+	}
+	read, err := hc.PaneRead(context.Background(), herdr.ReadParams{PaneID: m.Status.PaneID, Source: herdr.ReadSourceRecent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(read.Text, token) {
+		t.Errorf("the token is visible in the pane:\n%s", read.Text)
+	}
+}
+
+func waitAgentStatus(t testing.TB, ns, name string, want fleetv1alpha1.AgentStatus) *fleetv1alpha1.Member {
+	t.Helper()
+	var m *fleetv1alpha1.Member
+	eventually(t, fmt.Sprintf("member %s agentStatus %s", name, want), func() (bool, string) {
+		var err error
+		m, err = getMember(t, ns, name)
+		if err != nil {
+			return false, err.Error()
+		}
+		return m.Status.AgentStatus == want, describe(m)
+	})
+	return m
+}
+
+func TestPaneEnvironmentCarriesOnlyWhatTheSpecSays(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startHerdr(t)
+	t.Setenv("FLEETD_CONTROLLER_SECRET", "must-not-leak")
+	startControllers(t, ns, h.socket)
+	// sh prints its environment, then becomes the scripted agent.
+	create(t, testutil.MakeMember("envcheck", ns).Command("/bin/sh", "-c", "env | sort; exec "+scriptedAgent).Env("TEAM_COLOR", "blue").Obj())
+	m := waitReady(t, ns, "envcheck")
+	read, err := h.client().PaneRead(context.Background(), herdr.ReadParams{PaneID: m.Status.PaneID, Source: herdr.ReadSourceRecentUnwrapped})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"TEAM_COLOR=blue", "FLEETD_MEMBER=envcheck", "FLEETD_MCP_URL=http://127.0.0.1:1/mcp", "FLEETD_TOKEN=", "HERDR_PANE_ID="} {
+		if !strings.Contains(read.Text, want) {
+			t.Errorf("pane environment misses %s:\n%s", want, read.Text)
+		}
+	}
+	if strings.Contains(read.Text, "FLEETD_CONTROLLER_SECRET") {
+		t.Errorf("the controller's environment leaked into the pane")
+	}
+}
+
+func TestKilledAgentIsRecreatedAndCounted(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startHerdr(t)
+	startControllers(t, ns, h.socket)
+	create(t, testutil.MakeMember("crashy", ns).Command(scriptedAgent).Obj())
+	first := waitReady(t, ns, "crashy")
+
+	if _, err := h.client().AgentPrompt(context.Background(), herdr.AgentPromptParams{Target: first.Status.PaneID, Text: "crash"}); err != nil {
+		t.Fatal(err)
+	}
+	var m *fleetv1alpha1.Member
+	eventually(t, "a recreated pane", func() (bool, string) {
+		var err error
+		m, err = getMember(t, ns, "crashy")
+		if err != nil {
+			return false, err.Error()
+		}
+		return m.Status.Restarts == 1 && m.Status.PaneID != "" && m.Status.PaneID != first.Status.PaneID &&
+			meta.IsStatusConditionTrue(m.Status.Conditions, fleetv1alpha1.ConditionReady), describe(m)
+	})
+	if m.Status.LastRestartReason == "" || m.Status.LastRestartTime == nil {
+		t.Errorf("restart not explained: reason=%q time=%v", m.Status.LastRestartReason, m.Status.LastRestartTime)
+	}
+	if got := len(workspaces(t, h)); got != 1 {
+		t.Errorf("%d workspaces after the restart, want 1", got)
+	}
+	waitEvent(t, ns, "crashy", fleetv1alpha1.ReasonPaneLost)
+}
+
+func waitEvent(t testing.TB, ns, name, reason string) {
+	t.Helper()
+	eventually(t, "event "+reason, func() (bool, string) {
+		var list eventsv1.EventList
+		if err := env.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, e := range list.Items {
+			if e.Regarding.Name == name && e.Reason == reason {
+				return true, ""
+			}
+			seen = append(seen, e.Reason)
+		}
+		return false, strings.Join(seen, ",")
+	})
+}
+
+func TestHerdrRestartHealsEveryMember(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startHerdr(t)
+	startControllers(t, ns, h.socket)
+	names := []string{"a1", "a2", "a3"}
+	for _, n := range names {
+		create(t, testutil.MakeMember(n, ns).Command(scriptedAgent).Obj())
+	}
+	for _, n := range names {
+		waitReady(t, ns, n)
+	}
+
+	h.stop()
+	eventually(t, "HerdrReachable=False", func() (bool, string) {
+		m, err := getMember(t, ns, "a1")
+		if err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(m.Status.Conditions, fleetv1alpha1.ConditionHerdrReachable)
+		return c != nil && c.Status == "False", describe(m)
+	})
+	h.start(t)
+
+	for _, n := range names {
+		eventually(t, n+" healed", func() (bool, string) {
+			m, err := getMember(t, ns, n)
+			if err != nil {
+				return false, err.Error()
+			}
+			return m.Status.Restarts >= 1 && meta.IsStatusConditionTrue(m.Status.Conditions, fleetv1alpha1.ConditionReady), describe(m)
+		})
+	}
+	if got := len(workspaces(t, h)); got != len(names) {
+		t.Errorf("%d workspaces after healing, want %d", got, len(names))
+	}
+}
+
+func TestControllerRestartAdoptsPanes(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startHerdr(t)
+	run := startControllers(t, ns, h.socket)
+	for _, n := range []string{"b1", "b2"} {
+		create(t, testutil.MakeMember(n, ns).Command(scriptedAgent).Obj())
+	}
+	before := map[string]string{}
+	for _, n := range []string{"b1", "b2"} {
+		before[n] = waitReady(t, ns, n).Status.PaneID
+	}
+	run.stop()
+	startControllers(t, ns, h.socket)
+
+	// Give the new controller a change to make, then check it made none.
+	m, _ := getMember(t, ns, "b1")
+	if _, err := h.client().AgentPrompt(context.Background(), herdr.AgentPromptParams{Target: m.Status.PaneID, Text: "sleep: 0.2"}); err != nil {
+		t.Fatal(err)
+	}
+	waitAgentStatus(t, ns, "b1", fleetv1alpha1.AgentWorking)
+	waitAgentStatus(t, ns, "b1", fleetv1alpha1.AgentIdle)
+	for n, pane := range before {
+		m := waitReady(t, ns, n)
+		if m.Status.PaneID != pane || m.Status.Restarts != 0 {
+			t.Errorf("%s: pane %s → %s, restarts %d; want the same pane", n, pane, m.Status.PaneID, m.Status.Restarts)
+		}
+	}
+	if got := len(workspaces(t, h)); got != 2 {
+		t.Errorf("%d workspaces after a controller restart, want 2", got)
+	}
+}
+
+func TestAdoptsAPaneCreatedButNotRecorded(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startHerdr(t)
+	create(t, testutil.MakeMember("orphan", ns).Command(scriptedAgent).Obj())
+	m, err := getMember(t, ns, "orphan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An earlier controller created the workspace and died before writing
+	// status.
+	ws, err := h.client().WorkspaceCreate(context.Background(), herdr.WorkspaceCreateParams{Label: workspaceLabel(m)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startControllers(t, ns, h.socket)
+	eventually(t, "adoption", func() (bool, string) {
+		m, err := getMember(t, ns, "orphan")
+		if err != nil {
+			return false, err.Error()
+		}
+		return m.Status.PaneID == ws.RootPane.PaneID, describe(m)
+	})
+	if got := len(workspaces(t, h)); got != 1 {
+		t.Errorf("%d workspaces, want the adopted one only", got)
+	}
+}
+
+func TestDeleteCleansUp(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startHerdr(t)
+	startControllers(t, ns, h.socket)
+	create(t, testutil.MakeMember("gone", ns).Command(scriptedAgent).Obj())
+	m := waitReady(t, ns, "gone")
+	if err := env.Client.Delete(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "member deleted", func() (bool, string) {
+		_, err := getMember(t, ns, "gone")
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	if got := len(workspaces(t, h)); got != 0 {
+		t.Errorf("%d workspaces left after delete", got)
+	}
+	err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: TokenSecretName("gone")}, &corev1.Secret{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("token secret still there: %v", err)
+	}
+}
+
+func TestDeleteWhileHerdrIsDown(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startHerdr(t)
+	startControllers(t, ns, h.socket)
+	create(t, testutil.MakeMember("orphaned", ns).Command(scriptedAgent).Obj())
+	m := waitReady(t, ns, "orphaned")
+	h.stop()
+	if err := env.Client.Delete(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	// Bounded by cleanupTimeout, then released with a Warning.
+	eventually(t, "member deleted without herdr", func() (bool, string) {
+		_, err := getMember(t, ns, "orphaned")
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	waitEvent(t, ns, "orphaned", fleetv1alpha1.ReasonCleanupTimedOut)
+}
+
+func TestSubscriptionBoundaryRefusesThePane(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startHerdr(t)
+	startControllers(t, ns, h.socket)
+	// The API server lets this through (it is only a command line), the
+	// controller does not: the endpoint would reach a subscription worker.
+	create(t, testutil.MakeMember("smuggler", ns).Command("env", "ANTHROPIC_BASE_URL=http://evil", scriptedAgent).Obj())
+	eventually(t, "SubscriptionBoundary", func() (bool, string) {
+		m, err := getMember(t, ns, "smuggler")
+		if err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(m.Status.Conditions, fleetv1alpha1.ConditionReady)
+		return c != nil && c.Reason == fleetv1alpha1.ReasonSubscriptionBoundary && m.Status.Phase == fleetv1alpha1.MemberFailed, describe(m)
+	})
+	waitEvent(t, ns, "smuggler", fleetv1alpha1.ReasonSubscriptionBoundary)
+	if got := len(workspaces(t, h)); got != 0 {
+		t.Errorf("%d panes created across the subscription boundary", got)
+	}
+}
+
+func TestFiftyMembersAllReachReady(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 50 agents")
+	}
+	ns := env.Namespace(t)
+	h := startHerdr(t)
+	startControllers(t, ns, h.socket)
+	const n = 50
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			create(t, testutil.MakeMember(fmt.Sprintf("m%02d", i), ns).Command(scriptedAgent).Obj())
+		}()
+	}
+	wg.Wait()
+	eventually(t, "50 members Ready", func() (bool, string) {
+		var list fleetv1alpha1.MemberList
+		if err := env.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		ready := 0
+		for _, m := range list.Items {
+			if meta.IsStatusConditionTrue(m.Status.Conditions, fleetv1alpha1.ConditionReady) {
+				ready++
+			}
+		}
+		return ready == n, fmt.Sprintf("%d of %d ready", ready, n)
+	})
+	if got := len(workspaces(t, h)); got != n {
+		t.Errorf("%d workspaces for %d members", got, n)
+	}
+	_ = time.Second
+}

@@ -1,0 +1,206 @@
+package controllers
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/herdr"
+)
+
+// PaneEvents is the one subscription manager between herdr and the Member
+// controller. It follows herdr's lifecycle events and each tracked pane's
+// agent status changes, and turns them into reconcile requests for the
+// Members they concern, through a channel source. The streams reconnect and
+// resync on their own; every resync requests a reconcile, so nothing that
+// happened while herdr was away goes unnoticed.
+type PaneEvents struct {
+	panes  Panes
+	events chan event.TypedGenericEvent[client.Object]
+
+	mu      sync.Mutex
+	ctx     context.Context
+	byPane  map[string]types.NamespacedName
+	tracked map[types.NamespacedName]*paneStream
+}
+
+type paneStream struct {
+	paneID string
+	cancel context.CancelFunc
+}
+
+// NewPaneEvents returns a PaneEvents reading from panes. Add it to the
+// manager and hand Source to the controller.
+func NewPaneEvents(panes Panes) *PaneEvents {
+	return &PaneEvents{
+		panes:   panes,
+		events:  make(chan event.TypedGenericEvent[client.Object], 1024),
+		byPane:  map[string]types.NamespacedName{},
+		tracked: map[types.NamespacedName]*paneStream{},
+	}
+}
+
+// Source is the controller's view of herdr's events.
+func (p *PaneEvents) Source() source.Source {
+	return source.Channel(p.events, &handler.EnqueueRequestForObject{})
+}
+
+// NeedLeaderElection ties the streams to the controllers they feed.
+func (p *PaneEvents) NeedLeaderElection() bool { return true }
+
+// Start follows herdr's lifecycle events until ctx ends, and starts the
+// per-pane streams tracked before it ran.
+func (p *PaneEvents) Start(ctx context.Context) error {
+	p.mu.Lock()
+	p.ctx = ctx
+	for key, s := range p.tracked {
+		p.startLocked(key, s)
+	}
+	p.mu.Unlock()
+
+	go p.probe(ctx)
+	stream := p.panes.Subscribe(ctx, []herdr.Subscription{
+		herdr.Lifecycle(herdr.SubscribePaneClosed),
+		herdr.Lifecycle(herdr.SubscribePaneExited),
+		herdr.Lifecycle(herdr.SubscribeWorkspaceClosed),
+	})
+	defer stream.Close()
+	for ev := range stream.Events() {
+		if ev.Kind == herdr.EventResync {
+			p.requestAll(ctx)
+			continue
+		}
+		p.requestPane(ctx, ev.Data.PaneID, ev.Data.WorkspaceID)
+	}
+	if err := stream.Err(); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}
+
+// probeInterval is how often PaneEvents checks that herdr still answers. A
+// lost connection produces no event, so without the probe nobody would notice
+// herdr going away until the next resync.
+const probeInterval = 2 * time.Second
+
+// probe requests a reconcile of every tracked Member whenever herdr stops or
+// starts answering.
+func (p *PaneEvents) probe(ctx context.Context) {
+	reachable := true
+	t := time.NewTicker(probeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, probeInterval)
+		_, err := p.panes.Ping(pctx)
+		cancel()
+		if now := err == nil; now != reachable {
+			reachable = now
+			p.requestAll(ctx)
+		}
+	}
+}
+
+// Track follows the agent status of key's pane. A new pane id replaces the
+// stream of the old one.
+func (p *PaneEvents) Track(key types.NamespacedName, paneID string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s, ok := p.tracked[key]; ok {
+		if s.paneID == paneID {
+			return
+		}
+		p.stopLocked(key, s)
+	}
+	s := &paneStream{paneID: paneID}
+	p.tracked[key] = s
+	p.byPane[paneID] = key
+	if p.ctx != nil {
+		p.startLocked(key, s)
+	}
+}
+
+// Forget stops following key's pane.
+func (p *PaneEvents) Forget(key types.NamespacedName) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s, ok := p.tracked[key]; ok {
+		p.stopLocked(key, s)
+	}
+}
+
+func (p *PaneEvents) startLocked(key types.NamespacedName, s *paneStream) {
+	ctx, cancel := context.WithCancel(p.ctx)
+	s.cancel = cancel
+	go p.probe(ctx)
+	stream := p.panes.Subscribe(ctx, []herdr.Subscription{herdr.PaneAgentStatusChanged(s.paneID)})
+	go func() {
+		defer stream.Close()
+		for range stream.Events() {
+			p.request(ctx, key)
+		}
+		// A stream herdr ended (e.g. its pane is gone) is worth a look.
+		p.request(ctx, key)
+	}()
+}
+
+func (p *PaneEvents) stopLocked(key types.NamespacedName, s *paneStream) {
+	if s.cancel != nil {
+		s.cancel()
+	}
+	delete(p.tracked, key)
+	if p.byPane[s.paneID] == key {
+		delete(p.byPane, s.paneID)
+	}
+}
+
+func (p *PaneEvents) requestPane(ctx context.Context, paneID, workspaceID string) {
+	p.mu.Lock()
+	key, ok := p.byPane[paneID]
+	var keys []types.NamespacedName
+	if !ok && paneID == "" && workspaceID != "" {
+		// A closed workspace names no pane: look at everyone tracked in it.
+		for k := range p.tracked {
+			keys = append(keys, k)
+		}
+	}
+	p.mu.Unlock()
+	if ok {
+		p.request(ctx, key)
+	}
+	for _, k := range keys {
+		p.request(ctx, k)
+	}
+}
+
+func (p *PaneEvents) requestAll(ctx context.Context) {
+	p.mu.Lock()
+	keys := make([]types.NamespacedName, 0, len(p.tracked))
+	for k := range p.tracked {
+		keys = append(keys, k)
+	}
+	p.mu.Unlock()
+	for _, k := range keys {
+		p.request(ctx, k)
+	}
+}
+
+func (p *PaneEvents) request(ctx context.Context, key types.NamespacedName) {
+	m := &fleetv1alpha1.Member{}
+	m.Name, m.Namespace = key.Name, key.Namespace
+	select {
+	case p.events <- event.TypedGenericEvent[client.Object]{Object: m}:
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,194 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/herdr"
+	"github.com/fleetd/fleetd/herdr/paneserver"
+	"github.com/fleetd/fleetd/internal/testenv"
+)
+
+var (
+	env *testenv.Env
+	// scriptedAgent is the scripted agent binary, built once per run.
+	scriptedAgent string
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "fleetd-ctrl")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	scriptedAgent = filepath.Join(dir, "scripted-agent")
+	build := exec.Command("go", "build", "-o", scriptedAgent, "github.com/fleetd/fleetd/hack/scriptedagent")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the scripted agent:", err)
+		os.Exit(1)
+	}
+	testenv.Main(m, &env)
+}
+
+// herdrServer is a herdr-compatible server on a short socket path.
+type herdrServer struct {
+	socket string
+	srv    *paneserver.Server
+}
+
+var socketSeq atomic.Int64
+
+func startHerdr(t testing.TB) *herdrServer {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "hd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	h := &herdrServer{socket: filepath.Join(dir, fmt.Sprintf("h%d.sock", socketSeq.Add(1)))}
+	h.start(t)
+	t.Cleanup(h.stop)
+	return h
+}
+
+func (h *herdrServer) start(t testing.TB) {
+	t.Helper()
+	srv, err := paneserver.New(paneserver.Options{SocketPath: h.socket, Shell: "/bin/sh", AgentSettle: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("starting the pane server: %v", err)
+	}
+	h.srv = srv
+	go func() { _ = srv.Serve() }()
+}
+
+func (h *herdrServer) stop() {
+	if h.srv != nil {
+		_ = h.srv.Close()
+		h.srv = nil
+	}
+}
+
+func (h *herdrServer) client() *herdr.Client { return herdr.NewClient(h.socket) }
+
+// controllerRun is one running manager with fleetd's controllers, watching
+// one namespace so parallel runs never fight over the same objects.
+type controllerRun struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// startControllers runs the Member and Delegation controllers for namespace
+// ns against herdr at socket.
+func startControllers(t testing.TB, ns, socket string) *controllerRun {
+	t.Helper()
+	return startManager(t, ns, socket, true)
+}
+
+// startInjectorOnly runs the Delegation controller without the Member
+// controller, so Member status stays as it was: a stale view on purpose.
+func startInjectorOnly(t testing.TB, ns, socket string) *controllerRun {
+	t.Helper()
+	return startManager(t, ns, socket, false)
+}
+
+func startManager(t testing.TB, ns, socket string, members bool) *controllerRun {
+	t.Helper()
+	memberSecrets, _ := labels.NewRequirement(fleetv1alpha1.LabelMember, selection.Exists, nil)
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:  env.Scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache: cache.Options{
+			DefaultNamespaces: map[string]cache.Config{ns: {}},
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Secret{}: {Label: labels.NewSelector().Add(*memberSecrets)},
+			},
+		},
+		Controller: config.Controller{SkipNameValidation: ptrTo(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	panes := herdr.NewClient(socket)
+	if members {
+		events := NewPaneEvents(panes)
+		if err := mgr.Add(events); err != nil {
+			t.Fatal(err)
+		}
+		r := &MemberReconciler{
+			Client:   mgr.GetClient(),
+			Reader:   mgr.GetAPIReader(),
+			Panes:    panes,
+			Events:   events,
+			Recorder: mgr.GetEventRecorder("fleetd-member"),
+			Clock:    clock.RealClock{},
+			MCPURL:   "http://127.0.0.1:1/mcp",
+		}
+		if err := r.SetupWithManager(mgr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	policy := DefaultDeliveryPolicy
+	policy.SettleWindow = time.Second
+	d := &DelegationReconciler{
+		Client:   mgr.GetClient(),
+		Panes:    panes,
+		Recorder: mgr.GetEventRecorder("fleetd-delegation"),
+		Clock:    clock.RealClock{},
+		Policy:   policy,
+	}
+	if err := d.SetupWithManager(ctx, mgr); err != nil {
+		t.Fatal(err)
+	}
+	run := &controllerRun{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(run.done)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	t.Cleanup(run.stop)
+	return run
+}
+
+func (c *controllerRun) stop() {
+	c.cancel()
+	<-c.done
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// eventually polls cond until it holds or the deadline passes. Deadlines are
+// generous: they catch a hang, not slowness.
+func eventually(t testing.TB, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	var last string
+	for time.Now().Before(deadline) {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s; last seen: %s", what, last)
+}

@@ -1,0 +1,104 @@
+package controllers
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/utils/ptr"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+)
+
+func TestPlanLaunch(t *testing.T) {
+	const url, token = "http://gw:8080/mcp", "secret-token"
+	cases := map[string]struct {
+		worker       Worker
+		env          map[string]string
+		wantBoundary bool
+		wantKind     string
+		wantArgs     []string
+		wantCommand  string
+	}{
+		"plain command is exec'd and quoted": {
+			worker:      Worker{Command: []string{"scripted-agent", "--prompt", "it's > "}, Billing: fleetv1alpha1.BillingSubscription},
+			wantCommand: `exec scripted-agent --prompt 'it'\''s > '`,
+		},
+		"claude gets model and an MCP config naming the token variable": {
+			worker:   Worker{Agent: fleetv1alpha1.AgentClaude, Model: "sonnet", Args: []string{"--verbose"}, Billing: fleetv1alpha1.BillingSubscription},
+			wantKind: "claude",
+			wantArgs: []string{"--model", "sonnet", "--mcp-config", `{"mcpServers":{"fleetd":{"headers":{"Authorization":"Bearer ${FLEETD_TOKEN}"},"type":"http","url":"http://gw:8080/mcp"}}}`, "--verbose"},
+		},
+		"codex reads the bearer token from the environment": {
+			worker:   Worker{Agent: fleetv1alpha1.AgentCodex, Effort: "high", Billing: fleetv1alpha1.BillingSubscription},
+			wantKind: "codex",
+			wantArgs: []string{"-c", `model_reasoning_effort="high"`, "-c", `mcp_servers.fleetd.url="http://gw:8080/mcp"`, "-c", `mcp_servers.fleetd.bearer_token_env_var="FLEETD_TOKEN"`},
+		},
+		"api billing with its endpoint": {
+			worker:   Worker{Agent: fleetv1alpha1.AgentClaude, Billing: fleetv1alpha1.BillingAPI},
+			env:      map[string]string{"ANTHROPIC_BASE_URL": "http://llm:4000"},
+			wantKind: "claude",
+			wantArgs: []string{"--mcp-config", `{"mcpServers":{"fleetd":{"headers":{"Authorization":"Bearer ${FLEETD_TOKEN}"},"type":"http","url":"http://gw:8080/mcp"}}}`},
+		},
+		"api billing without an endpoint": {
+			worker:       Worker{Agent: fleetv1alpha1.AgentClaude, Billing: fleetv1alpha1.BillingAPI},
+			env:          map[string]string{"ANTHROPIC_BASE_URL": ""},
+			wantBoundary: true,
+		},
+		"subscription worker with an endpoint": {
+			worker:       Worker{Agent: fleetv1alpha1.AgentClaude, Billing: fleetv1alpha1.BillingSubscription},
+			env:          map[string]string{"ANTHROPIC_API_KEY": "sk-x"},
+			wantBoundary: true,
+		},
+		"endpoint smuggled on the command line": {
+			worker:       Worker{Command: []string{"env", "ANTHROPIC_BASE_URL=http://x", "claude"}, Billing: fleetv1alpha1.BillingSubscription},
+			wantBoundary: true,
+		},
+		"endpoint smuggled in args even for api billing": {
+			worker:       Worker{Agent: fleetv1alpha1.AgentClaude, Args: []string{"ANTHROPIC_AUTH_TOKEN=x"}, Billing: fleetv1alpha1.BillingAPI},
+			env:          map[string]string{"ANTHROPIC_BASE_URL": "http://llm:4000"},
+			wantBoundary: true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			l, err := planLaunch(tc.worker, tc.env, url, token, "w1")
+			var boundary *boundaryError
+			if tc.wantBoundary {
+				if !errors.As(err, &boundary) {
+					t.Fatalf("want a boundary error, got %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantArgs, l.AgentArgs); diff != "" {
+				t.Errorf("args (-want +got):\n%s", diff)
+			}
+			if l.AgentKind != tc.wantKind || l.CommandLine != tc.wantCommand {
+				t.Errorf("kind=%q command=%q, want %q and %q", l.AgentKind, l.CommandLine, tc.wantKind, tc.wantCommand)
+			}
+			if l.Env[EnvToken] != token || l.Env[EnvMCPURL] != url || l.Env[EnvMember] != "w1" {
+				t.Errorf("fleetd's variables missing: %v", l.Env)
+			}
+			if strings.Contains(strings.Join(l.AgentArgs, " ")+l.CommandLine, token) {
+				t.Errorf("the token is on the command line")
+			}
+		})
+	}
+}
+
+func TestResolveWorker(t *testing.T) {
+	m := &fleetv1alpha1.Member{Spec: fleetv1alpha1.MemberSpec{Profile: "p", Args: []string{"--member-arg"}}}
+	p := &fleetv1alpha1.Profile{Spec: fleetv1alpha1.ProfileSpec{
+		WorkerSpec: fleetv1alpha1.WorkerSpec{Agent: "claude", Args: []string{"--profile-arg"}, Env: []fleetv1alpha1.EnvVar{{Name: "A", Value: ptr.To("1")}}},
+		Model:      "opus",
+	}}
+	got := resolveWorker(m, p)
+	want := Worker{Agent: "claude", Args: []string{"--profile-arg", "--member-arg"}, Env: p.Spec.Env, Model: "opus", Billing: fleetv1alpha1.BillingSubscription}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("resolveWorker (-want +got):\n%s", diff)
+	}
+}
