@@ -14,9 +14,12 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
@@ -39,6 +42,11 @@ type DelegationReconciler struct {
 	Recorder recorder.EventRecorder
 	Clock    clock.PassiveClock
 	Policy   DeliveryPolicy
+	// MaxConcurrentReconciles bounds how many members' queues are worked on
+	// at once (default 16). herdr holds a prompt for 300 ms before pressing
+	// Enter, so this caps the fleet's delivery rate at about 3 per worker
+	// per second.
+	MaxConcurrentReconciles int
 }
 
 // +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=delegations,verbs=get;list;watch;create
@@ -176,11 +184,7 @@ func (r *DelegationReconciler) deliver(ctx context.Context, d *fleetv1alpha1.Del
 		d.Status.Phase = fleetv1alpha1.DelegationDelivered
 		d.Status.DeliveredAt = &now
 		setDelegationConditions(d, fleetv1alpha1.ReasonDelivered, "typed into pane "+m.PaneID)
-		if err := r.write(ctx, d); err != nil {
-			return err
-		}
-		r.Recorder.Eventf(d, nil, corev1.EventTypeNormal, fleetv1alpha1.ReasonDelivered, "Deliver", "Typed into pane %s of member %s", m.PaneID, d.Spec.To)
-		return nil
+		return r.write(ctx, d)
 	case errors.As(err, &refusal):
 		return r.settle(ctx, d, fleetv1alpha1.DelegationFailed, fleetv1alpha1.OutcomeDeliveryFailed, fleetv1alpha1.ReasonDeliveryRefused,
 			fmt.Sprintf("herdr refused the delivery: %s: %s", refusal.Code, refusal.Message), metav1.NewTime(r.Clock.Now()))
@@ -254,11 +258,11 @@ func (r *DelegationReconciler) settle(ctx context.Context, d *fleetv1alpha1.Dele
 	if err := r.write(ctx, d); err != nil {
 		return err
 	}
-	kind := corev1.EventTypeNormal
+	// The status tells the ordinary story; events are for what went wrong,
+	// so a busy fleet does not write an Event per message.
 	if outcome != fleetv1alpha1.OutcomeTurnDone && outcome != fleetv1alpha1.OutcomeReply {
-		kind = corev1.EventTypeWarning
+		r.Recorder.Eventf(d, nil, corev1.EventTypeWarning, reason, "Settle", "%s", msg)
 	}
-	r.Recorder.Eventf(d, nil, kind, reason, "Settle", "%s", msg)
 	return nil
 }
 
@@ -315,6 +319,9 @@ func setDelegationConditions(d *fleetv1alpha1.Delegation, reason, msg string) {
 // SetupWithManager registers the reconciler. Requests are member keys: a
 // Delegation maps to the member it is sent to.
 func (r *DelegationReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if r.MaxConcurrentReconciles == 0 {
+		r.MaxConcurrentReconciles = 16
+	}
 	if err := IndexDelegations(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
@@ -328,10 +335,21 @@ func (r *DelegationReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("delegation").
 		Watches(&fleetv1alpha1.Delegation{}, toMember).
-		Watches(&fleetv1alpha1.Member{}, &handler.EnqueueRequestForObject{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		Watches(&fleetv1alpha1.Member{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(memberStateChanged)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)
 }
+
+// memberStateChanged passes Member changes the injector decides on, and not
+// the queue fields it writes itself.
+var memberStateChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	old, okOld := e.ObjectOld.(*fleetv1alpha1.Member)
+	cur, okNew := e.ObjectNew.(*fleetv1alpha1.Member)
+	if !okOld || !okNew {
+		return true
+	}
+	return memberViewOf(old) != memberViewOf(cur)
+}}
 
 // IndexDelegations registers the Delegation field indexes fleetd uses.
 func IndexDelegations(ctx context.Context, idx client.FieldIndexer) error {

@@ -71,7 +71,8 @@ func waitPhase(t testing.TB, ns, name string, want fleetv1alpha1.DelegationPhase
 		if err != nil {
 			return false, err.Error()
 		}
-		return d.Status.Phase == want, fmt.Sprintf("phase=%s outcome=%s conditions=%v", d.Status.Phase, d.Status.Outcome, d.Status.Conditions)
+		m, _ := getMember(t, ns, d.Spec.To)
+		return d.Status.Phase == want, fmt.Sprintf("phase=%s outcome=%s deliveringSeq=%d conditions=%v; member %s seq=%d since=%v", d.Status.Phase, d.Status.Outcome, d.Status.DeliveringSeq, d.Status.Conditions, describe(m), m.Status.StateChangeSeq, m.Status.AgentStatusSince)
 	})
 	return d
 }

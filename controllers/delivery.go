@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -235,6 +236,8 @@ func Decide(m MemberView, ds []fleetv1alpha1.Delegation, now time.Time, policy D
 	if lastDelivery != nil && awaitsPickup(lastDelivery) && m.Seq <= lastDelivery.Status.DeliveringSeq {
 		return dec
 	}
+	// Delivering records the queueing too: no separate write for the head.
+	dec.Steps = slices.DeleteFunc(dec.Steps, func(s Step) bool { return s.Kind == StepQueue && s.Name == queue[0].Name })
 	dec.Steps = append(dec.Steps, Step{Kind: StepDeliver, Name: queue[0].Name})
 	dec.InFlight = queue[0].Name
 	dec.QueueDepth--

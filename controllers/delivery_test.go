@@ -76,7 +76,7 @@ func TestDecide(t *testing.T) {
 		"pending is queued and delivered to an idle member": {
 			member:       idle(1),
 			ds:           []fleetv1alpha1.Delegation{mk("a", 0).obj()},
-			want:         []Step{{Kind: StepQueue, Name: "a"}, {Kind: StepDeliver, Name: "a"}},
+			want:         []Step{{Kind: StepDeliver, Name: "a"}},
 			wantInFlight: "a", wantRequeue: 50 * time.Second,
 		},
 		"done counts as idle": {

@@ -17,11 +17,14 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
@@ -91,7 +94,10 @@ func (r *MemberReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return r.reconcileDelete(ctx, m)
 	}
 	if controllerutil.AddFinalizer(m, fleetv1alpha1.MemberFinalizer) {
-		return ctrl.Result{}, r.Client.Update(ctx, m)
+		// Go on with the updated object: the update event is filtered out.
+		if err := r.Client.Update(ctx, m); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 
 	original := m.DeepCopy()
@@ -99,6 +105,10 @@ func (r *MemberReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	result, reconcileErr := r.reconcileNormal(ctx, scope)
 	rollUp(&m.Status, m.Generation, false)
 	if err := r.writeStatus(ctx, original, scope); err != nil {
+		if apierrors.IsConflict(err) {
+			// Read again and redo the pass: herdr's state is re-observed.
+			return ctrl.Result{RequeueAfter: 10 * time.Millisecond}, nil
+		}
 		return ctrl.Result{}, errors.Join(reconcileErr, err)
 	}
 	if result.RequeueAfter == 0 || result.RequeueAfter > resyncPeriod {
@@ -144,13 +154,22 @@ func (r *MemberReconciler) reconcileNormal(ctx context.Context, s *memberScope) 
 
 	hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
 	defer cancel()
-	if _, err := r.Panes.Ping(hctx); err != nil {
+	result, err := r.reconcilePane(ctx, hctx, s, launch)
+	if errors.Is(err, herdr.ErrUnavailable) {
 		s.condition(fleetv1alpha1.ConditionHerdrReachable, metav1.ConditionFalse, fleetv1alpha1.ReasonHerdrUnreachable, err.Error())
-		// The lifecycle stream's resync brings us back as soon as herdr
-		// answers; the requeue is the safety net.
+		// PaneEvents' probe brings us back as soon as herdr answers; the
+		// requeue is the safety net.
 		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
 	}
-	s.condition(fleetv1alpha1.ConditionHerdrReachable, metav1.ConditionTrue, fleetv1alpha1.ReasonHerdrReachable, "herdr answers at "+socketOf(r.Panes))
+	if err == nil {
+		s.condition(fleetv1alpha1.ConditionHerdrReachable, metav1.ConditionTrue, fleetv1alpha1.ReasonHerdrReachable, "herdr answers at "+socketOf(r.Panes))
+	}
+	return result, err
+}
+
+// reconcilePane creates, adopts, observes or replaces the Member's pane.
+func (r *MemberReconciler) reconcilePane(ctx, hctx context.Context, s *memberScope, launch Launch) (ctrl.Result, error) {
+	m := s.member
 
 	if m.Status.PaneID == "" {
 		if fresh, err := r.isFresh(ctx, m); err != nil || !fresh {
@@ -501,7 +520,9 @@ func (r *MemberReconciler) writeStatus(ctx context.Context, original *fleetv1alp
 	if !equality.Semantic.DeepEqual(original.Status, m.Status) {
 		// A merge patch against what this pass read touches only the fields
 		// it changed, so the Delegation controller's queue fields survive.
-		if err := r.Client.Status().Patch(ctx, m, client.MergeFrom(original)); err != nil {
+		// The lock makes a pass that read a stale cache fail instead of
+		// leaving out fields it wrongly thought unchanged.
+		if err := r.Client.Status().Patch(ctx, m, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{})); err != nil {
 			return fmt.Errorf("writing member status: %w", err)
 		}
 	}
@@ -524,7 +545,14 @@ func (r *MemberReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.MaxConcurrentReconciles = 4
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&fleetv1alpha1.Member{}).
+		// Status writes (this controller's and the injector's queue fields)
+		// are not a reason to look at herdr again.
+		For(&fleetv1alpha1.Member{}, builder.WithPredicates(predicate.Or(
+			predicate.GenerationChangedPredicate{},
+			predicate.LabelChangedPredicate{},
+			predicate.AnnotationChangedPredicate{},
+			deletionStarted,
+		))).
 		Owns(&corev1.Secret{}).
 		Watches(&fleetv1alpha1.Profile{}, handler.EnqueueRequestsFromMapFunc(r.membersOfProfile)).
 		WatchesRawSource(r.Events.Source()).
@@ -532,6 +560,11 @@ func (r *MemberReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("member").
 		Complete(r)
 }
+
+// deletionStarted passes the update that marks an object for deletion.
+var deletionStarted = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+}}
 
 func (r *MemberReconciler) membersOfProfile(ctx context.Context, o client.Object) []reconcile.Request {
 	var members fleetv1alpha1.MemberList

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -366,14 +365,21 @@ func TestFiftyMembersAllReachReady(t *testing.T) {
 	startControllers(t, ns, h.socket)
 	const n = 50
 	var wg sync.WaitGroup
+	errs := make(chan error, n)
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			create(t, testutil.MakeMember(fmt.Sprintf("m%02d", i), ns).Command(scriptedAgent).Obj())
+			errs <- env.Client.Create(context.Background(), testutil.MakeMember(fmt.Sprintf("m%02d", i), ns).Command(scriptedAgent).Obj())
 		}()
 	}
 	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("creating a member: %v", err)
+		}
+	}
 	eventually(t, "50 members Ready", func() (bool, string) {
 		var list fleetv1alpha1.MemberList
 		if err := env.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
@@ -390,5 +396,4 @@ func TestFiftyMembersAllReachReady(t *testing.T) {
 	if got := len(workspaces(t, h)); got != n {
 		t.Errorf("%d workspaces for %d members", got, n)
 	}
-	_ = time.Second
 }

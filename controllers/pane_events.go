@@ -143,7 +143,6 @@ func (p *PaneEvents) Forget(key types.NamespacedName) {
 func (p *PaneEvents) startLocked(key types.NamespacedName, s *paneStream) {
 	ctx, cancel := context.WithCancel(p.ctx)
 	s.cancel = cancel
-	go p.probe(ctx)
 	stream := p.panes.Subscribe(ctx, []herdr.Subscription{herdr.PaneAgentStatusChanged(s.paneID)})
 	go func() {
 		defer stream.Close()

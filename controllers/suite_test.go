@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -99,20 +100,20 @@ type controllerRun struct {
 // ns against herdr at socket.
 func startControllers(t testing.TB, ns, socket string) *controllerRun {
 	t.Helper()
-	return startManager(t, ns, socket, true)
+	return startManager(t, env.Config, ns, socket, true)
 }
 
 // startInjectorOnly runs the Delegation controller without the Member
 // controller, so Member status stays as it was: a stale view on purpose.
 func startInjectorOnly(t testing.TB, ns, socket string) *controllerRun {
 	t.Helper()
-	return startManager(t, ns, socket, false)
+	return startManager(t, env.Config, ns, socket, false)
 }
 
-func startManager(t testing.TB, ns, socket string, members bool) *controllerRun {
+func startManager(t testing.TB, cfg *rest.Config, ns, socket string, members bool) *controllerRun {
 	t.Helper()
 	memberSecrets, _ := labels.NewRequirement(fleetv1alpha1.LabelMember, selection.Exists, nil)
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:  env.Scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		Cache: cache.Options{

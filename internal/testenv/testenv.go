@@ -14,10 +14,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,7 +26,7 @@ import (
 
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 
-	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/internal/scheme"
 )
 
 // Env is a running API server with fleetd's CRDs.
@@ -52,19 +50,7 @@ func RepoRoot() string {
 }
 
 // Scheme returns a scheme with the built-in kinds and fleetd's.
-func Scheme() *k8sruntime.Scheme {
-	s := k8sruntime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := apiextensionsv1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := fleetv1alpha1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return s
-}
+func Scheme() *k8sruntime.Scheme { return scheme.New() }
 
 // Start starts an API server for the tests of one package. Call it from
 // TestMain and Stop the result when the tests are done.
