@@ -1,0 +1,165 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+)
+
+// mcpStatus posts an MCP request with token and returns the HTTP status
+// and the WWW-Authenticate header.
+func mcpStatus(t testing.TB, h *harness, token string) (int, string) {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`
+	req, err := http.NewRequest(http.MethodPost, h.url+"/mcp", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if token != "" {
+		req.Header.Set("Authorization", token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("WWW-Authenticate")
+}
+
+// serviceAccountToken creates a ServiceAccount and mints a token for it
+// with the TokenRequest API.
+func serviceAccountToken(t testing.TB, ns, name string, audiences ...string) string {
+	t.Helper()
+	ctx := context.Background()
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating service account %s: %v", name, err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authnv1.TokenRequest{
+		Spec: authnv1.TokenRequestSpec{Audiences: audiences, ExpirationSeconds: ptr.To[int64](3600)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("minting a token for %s: %v", name, err)
+	}
+	return tr.Status.Token
+}
+
+// allowDelegations binds a service account to a Role that may create
+// Delegations in ns.
+func allowDelegations(t testing.TB, ns, sa string) {
+	t.Helper()
+	ctx := context.Background()
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "delegator-" + sa, Namespace: ns},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{fleetv1alpha1.GroupVersion.Group}, Resources: []string{"delegations"}, Verbs: []string{"create"}}},
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "delegator-" + sa, Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}},
+	}
+	if err := env.Client.Create(ctx, role); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAuthentication: identity comes from the bearer token alone, and
+// every way of lacking one is refused before any tool runs.
+func TestAuthentication(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startGateway(t, ns, Options{})
+	gone, goneToken := addMember(t, member("gone", ns).Obj())
+	if err := env.Client.Delete(context.Background(), gone); err != nil {
+		t.Fatal(err)
+	}
+	_, memberToken := addMember(t, member("w1", ns).Obj())
+	wrongAudience := serviceAccountToken(t, ns, "elsewhere", "kubernetes")
+	unbound := serviceAccountToken(t, ns, "unbound", fleetv1alpha1.GatewayAudience)
+	bound := serviceAccountToken(t, ns, "bound", fleetv1alpha1.GatewayAudience)
+	allowDelegations(t, ns, "bound")
+
+	cases := map[string]struct {
+		header     string
+		wantStatus int
+	}{
+		"no token":                   {header: "", wantStatus: http.StatusUnauthorized},
+		"not a bearer token":         {header: "Basic " + staticToken, wantStatus: http.StatusUnauthorized},
+		"unknown token":              {header: "Bearer not-a-token", wantStatus: http.StatusUnauthorized},
+		"unknown JWT":                {header: "Bearer eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln", wantStatus: http.StatusUnauthorized},
+		"deleted member's token":     {header: "Bearer " + goneToken, wantStatus: http.StatusUnauthorized},
+		"service account, wrong aud": {header: "Bearer " + wrongAudience, wantStatus: http.StatusUnauthorized},
+		"service account, no RBAC":   {header: "Bearer " + unbound, wantStatus: http.StatusForbidden},
+		"service account, bound":     {header: "Bearer " + bound, wantStatus: http.StatusOK},
+		"member token":               {header: "Bearer " + memberToken, wantStatus: http.StatusOK},
+		"static token":               {header: "Bearer " + staticToken, wantStatus: http.StatusOK},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var status int
+			var challenge string
+			// The gone member's deletion and the RoleBinding reach the
+			// gateway's cache and RBAC asynchronously.
+			eventually(t, func() error {
+				status, challenge = mcpStatus(t, h, tc.header)
+				return errIf(status != tc.wantStatus, "status %d, want %d", status, tc.wantStatus)
+			})
+			if status == http.StatusUnauthorized && !strings.HasPrefix(challenge, "Bearer") {
+				t.Errorf("401 without a Bearer challenge: %q", challenge)
+			}
+		})
+	}
+
+	// Whoever the token says, whoami agrees.
+	whoami := map[string]WhoamiOutput{
+		memberToken: {Kind: "Member", Name: "w1", Namespace: ns, Team: "", Role: "member"},
+		staticToken: {Kind: "Static", Name: "primary", Namespace: ns, Primary: true},
+		bound:       {Kind: "ServiceAccount", Name: "system:serviceaccount:" + ns + ":bound", Namespace: ns, Primary: true},
+	}
+	for token, want := range whoami {
+		got := wantOK(t, callTool[WhoamiOutput](t, h.connect(t, token, nil), "bridge_whoami", nil))
+		got.Member, got.Namespaces = nil, nil
+		if err := diffErr(want, got); err != nil {
+			t.Errorf("whoami for %s: %v", want.Name, err)
+		}
+	}
+}
+
+// TestMemberTokenOfEarlierMember: a Member recreated with the same name does
+// not inherit the token of its predecessor.
+func TestMemberTokenOfEarlierMember(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startGateway(t, ns, Options{})
+	old, token := addMember(t, member("w1", ns).Obj())
+	eventually(t, func() error {
+		status, _ := mcpStatus(t, h, "Bearer "+token)
+		return errIf(status != http.StatusOK, "status %d with a fresh member token", status)
+	})
+	if err := env.Client.Delete(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	// Recreated, but the old token Secret (labelled with the old UID) is
+	// still there.
+	eventually(t, func() error { return env.Client.Create(context.Background(), member("w1", ns).Obj()) })
+	eventually(t, func() error {
+		status, _ := mcpStatus(t, h, "Bearer "+token)
+		return errIf(status != http.StatusUnauthorized, "status %d with the earlier member's token", status)
+	})
+}

@@ -1,0 +1,485 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+)
+
+// The gateway reads fleetd's kinds and member token Secrets cluster-wide,
+// creates and settles Delegations, spawns and stops Members, and asks the
+// API server about service-account tokens and their permissions.
+// +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=delegations,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=delegations/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=members,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=profiles,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// Defaults of Options.
+const (
+	DefaultAddr             = "127.0.0.1:8080"
+	DefaultNamespace        = "default"
+	DefaultMaxTimeout       = time.Hour
+	DefaultProgressInterval = 15 * time.Second
+)
+
+// Options configure a Gateway.
+type Options struct {
+	// Addr is the listen address of the MCP, REST, health and metrics
+	// endpoints. Default 127.0.0.1:8080.
+	Addr string
+	// Namespace is where static principals act. Default "default".
+	Namespace string
+	// StaticTokens names a Secret labelled fleet.fleetd.dev/static-token
+	// whose data keys are principal names and whose values are their tokens.
+	// Empty disables static tokens.
+	StaticTokens types.NamespacedName
+	// MaxTimeout caps timeoutMs of held calls. Default one hour.
+	MaxTimeout time.Duration
+	// ProgressInterval is how often a held call sends a progress
+	// notification, when its client gave a progress token. Default 15s.
+	ProgressInterval time.Duration
+	// Features switches tool namespaces on or off. A namespace missing here
+	// takes its default: bridge always on, team on, process off.
+	Features map[ToolNamespace]bool
+	// TeamPolicy says who may use team_manage.
+	TeamPolicy TeamPolicy
+	// Clock stamps the times the gateway writes. Default the real clock.
+	Clock clock.PassiveClock
+}
+
+// withDefaults fills in unset options.
+func (o Options) withDefaults() Options {
+	if o.Addr == "" {
+		o.Addr = DefaultAddr
+	}
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
+	if o.MaxTimeout <= 0 {
+		o.MaxTimeout = DefaultMaxTimeout
+	}
+	if o.ProgressInterval <= 0 {
+		o.ProgressInterval = DefaultProgressInterval
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	return o
+}
+
+// Gateway serves fleetd's MCP gateway and REST surface. It is a manager
+// Runnable that does not need leader election: every replica serves.
+type Gateway struct {
+	opts Options
+	log  logr.Logger
+
+	// cache is the manager's shared cache: Delegations, Members, Profiles
+	// and member token Secrets.
+	cache client.Reader
+	// live reads from the API server, where the cache may trail.
+	live client.Reader
+	// client writes.
+	client client.Client
+
+	auth    *authenticator
+	rv      *rendezvous
+	metrics *metrics
+	procs   *processTable
+	server  *mcp.Server
+	handler http.Handler
+	// synced reports whether every informer the gateway reads has synced.
+	synced func() bool
+
+	toolNamespaces map[string]ToolNamespace
+	toolOrder      []string
+
+	// holds is the base context of requests served by Start; cancelling it
+	// ends every held call when the gateway stops.
+	holds       context.Context
+	cancelHolds context.CancelFunc
+
+	// detachSlots bounds concurrent departed-waiter writes.
+	detachSlots chan struct{}
+
+	// panics counts recovered handler panics.
+	panics atomic.Int64
+}
+
+var _ manager.LeaderElectionRunnable = (*Gateway)(nil)
+
+// memberTokenSelector selects the member token Secrets.
+func memberTokenSelector() labels.Selector {
+	req, err := labels.NewRequirement(fleetv1alpha1.LabelMember, selection.Exists, nil)
+	if err != nil {
+		panic(err)
+	}
+	return labels.NewSelector().Add(*req)
+}
+
+// CacheByObject is what the gateway needs from the manager's cache: Secrets
+// limited to member token Secrets (labelled fleet.fleetd.dev/member), so
+// that the gateway never caches every Secret of the cluster. Merge it into
+// cache.Options.ByObject. Anything that reads other Secrets through the
+// manager's client must then use the API reader for them.
+func CacheByObject() map[client.Object]cache.ByObject {
+	return map[client.Object]cache.ByObject{
+		&corev1.Secret{}: {Label: memberTokenSelector()},
+	}
+}
+
+// CacheOptions are manager cache options with CacheByObject, for a manager
+// that runs only the gateway.
+func CacheOptions() cache.Options { return cache.Options{ByObject: CacheByObject()} }
+
+// New creates a Gateway on mgr: it registers the field indexes and informers
+// it reads (one per kind, shared with the rest of the manager), and adds
+// itself to mgr as a Runnable that serves HTTP on Options.Addr. The
+// static-token Secret, if configured, is watched by a small cache of its own
+// limited to that one object.
+func New(mgr ctrl.Manager, opts Options) (*Gateway, error) {
+	opts = opts.withDefaults()
+	ctx := context.Background()
+	idx := mgr.GetFieldIndexer()
+	for _, ix := range []struct {
+		obj   client.Object
+		field string
+		fn    client.IndexerFunc
+	}{
+		{&fleetv1alpha1.Delegation{}, indexDelegationTo, indexDelegationToFunc},
+		{&fleetv1alpha1.Delegation{}, indexDelegationFrom, indexDelegationFromFunc},
+		{&corev1.Secret{}, indexSecretToken, indexSecretTokenFunc},
+	} {
+		if err := idx.IndexField(ctx, ix.obj, ix.field, ix.fn); err != nil {
+			return nil, fmt.Errorf("indexing %T by %s: %w", ix.obj, ix.field, err)
+		}
+	}
+
+	var informers []cache.Informer
+	var delegations cache.Informer
+	for _, obj := range []client.Object{&fleetv1alpha1.Delegation{}, &fleetv1alpha1.Member{}, &fleetv1alpha1.Profile{}, &corev1.Secret{}} {
+		inf, err := mgr.GetCache().GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+		if err != nil {
+			return nil, fmt.Errorf("getting the informer for %T: %w", obj, err)
+		}
+		if _, ok := obj.(*fleetv1alpha1.Delegation); ok {
+			delegations = inf
+		}
+		informers = append(informers, inf)
+	}
+
+	var static client.Reader
+	if opts.StaticTokens.Name != "" {
+		c, err := cache.New(mgr.GetConfig(), cache.Options{
+			HTTPClient:        mgr.GetHTTPClient(),
+			Scheme:            mgr.GetScheme(),
+			Mapper:            mgr.GetRESTMapper(),
+			DefaultNamespaces: map[string]cache.Config{opts.StaticTokens.Namespace: {}},
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Secret{}: {Field: fields.OneTermEqualSelector("metadata.name", opts.StaticTokens.Name)},
+			},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("creating the static-token cache: %w", err)
+		}
+		inf, err := c.GetInformer(ctx, &corev1.Secret{}, cache.BlockUntilSynced(false))
+		if err != nil {
+			return nil, fmt.Errorf("getting the static-token informer: %w", err)
+		}
+		informers = append(informers, inf)
+		if err := mgr.Add(tokenCache{c}); err != nil {
+			return nil, fmt.Errorf("adding the static-token cache: %w", err)
+		}
+		static = c
+	}
+
+	g := newGateway(opts, mgr.GetLogger().WithName("gateway"), gatewayDeps{
+		cache:  mgr.GetCache(),
+		live:   mgr.GetAPIReader(),
+		static: static,
+		client: mgr.GetClient(),
+		synced: func() bool {
+			for _, inf := range informers {
+				if !inf.HasSynced() {
+					return false
+				}
+			}
+			return true
+		},
+	})
+	if _, err := delegations.AddEventHandler(g.rv.handler()); err != nil {
+		return nil, fmt.Errorf("watching delegations: %w", err)
+	}
+	if err := mgr.Add(g); err != nil {
+		return nil, fmt.Errorf("adding the gateway to the manager: %w", err)
+	}
+	return g, nil
+}
+
+// tokenCache runs the static-token cache among the manager's caches, so it
+// has synced before the gateway serves, on every replica.
+type tokenCache struct{ cache.Cache }
+
+// GetCache places the cache in the manager's cache group.
+func (c tokenCache) GetCache() cache.Cache { return c.Cache }
+
+// gatewayDeps are the Gateway's connections to the API server.
+type gatewayDeps struct {
+	cache, live, static client.Reader
+	client              client.Client
+	synced              func() bool
+}
+
+// newGateway builds a Gateway on its dependencies; New wires them to a
+// manager.
+func newGateway(opts Options, log logr.Logger, d gatewayDeps) *Gateway {
+	opts = opts.withDefaults()
+	holds, cancel := context.WithCancel(context.Background())
+	g := &Gateway{
+		opts:   opts,
+		log:    log,
+		cache:  d.cache,
+		live:   d.live,
+		client: d.client,
+		auth: &authenticator{
+			cache:     d.cache,
+			static:    d.static,
+			staticKey: opts.StaticTokens,
+			reviews:   d.client,
+			namespace: opts.Namespace,
+			tokens:    newTTLCache[*tokenReview](opts.Clock),
+			access:    newTTLCache[bool](opts.Clock),
+		},
+		rv:             newRendezvous(),
+		metrics:        newMetrics(),
+		procs:          newProcessTable(),
+		synced:         d.synced,
+		toolNamespaces: map[string]ToolNamespace{},
+		holds:          holds,
+		cancelHolds:    cancel,
+		detachSlots:    make(chan struct{}, detachWriters),
+	}
+	g.server = mcp.NewServer(&mcp.Implementation{Name: "fleetd", Title: "fleetd gateway", Version: fleetv1alpha1.GroupVersion.Version}, &mcp.ServerOptions{
+		Instructions: instructions,
+		// Tools only; no logging capability, and the tool list never changes.
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+	})
+	g.registerTools()
+	g.server.AddReceivingMiddleware(g.toolMiddleware)
+	g.handler = g.routes()
+	return g
+}
+
+// instructions tell a model what the gateway is for.
+const instructions = `fleetd runs AI coding agents as fleet members, each in a terminal pane. Hand work to a member with bridge_send: one call that waits until the member replies, asks you a question, ends its turn, or times out. If you are a member working on a message, finish with bridge_reply; ask the sender with bridge_ask. Outcomes nobody waited for are in bridge_poll.`
+
+// NeedLeaderElection reports false: every replica serves.
+func (g *Gateway) NeedLeaderElection() bool { return false }
+
+// Handler is the gateway's HTTP handler: /mcp, the REST endpoints,
+// /healthz, /readyz and /metrics.
+func (g *Gateway) Handler() http.Handler { return g.handler }
+
+// Start serves HTTP on Options.Addr until ctx ends. Held calls then end
+// (their Delegations record the departed waiter, so the outcome survives),
+// and the processes the gateway ran are stopped.
+func (g *Gateway) Start(ctx context.Context) error {
+	ln, err := net.Listen("tcp", g.opts.Addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", g.opts.Addr, err)
+	}
+	srv := &http.Server{
+		Handler:           g.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		// No WriteTimeout: a held call is a response that legitimately takes
+		// up to MaxTimeout.
+		BaseContext: func(net.Listener) context.Context { return g.holds },
+	}
+	g.log.Info("Serving the MCP gateway", "addr", ln.Addr().String())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serving on %s: %w", g.opts.Addr, err)
+	case <-ctx.Done():
+	}
+	g.cancelHolds()
+	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*detachTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil {
+		g.log.Error(err, "Shutting down the MCP gateway")
+	}
+	g.procs.killAll(shutdown)
+	return nil
+}
+
+// principalContextKey carries the resolved Principal in a request context.
+type principalContextKey struct{}
+
+// routes builds the HTTP handler.
+func (g *Gateway) routes() http.Handler {
+	streamable := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &mcp.StreamableHTTPOptions{
+		// No MCP session state: a restart or another replica loses nothing.
+		Stateless:                    true,
+		PropagateRequestCancellation: true,
+		MaxRequestBodyBytes:          4 * fleetv1alpha1.MaxContentBytes,
+	})
+	// The SDK takes the caller from TokenInfo on each request; the
+	// principal was already resolved by authenticate.
+	withTokenInfo := auth.RequireBearerToken(func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
+		p, ok := r.Context().Value(principalContextKey{}).(*Principal)
+		if !ok {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: p.Namespace + "/" + p.key(), Extra: map[string]any{tokenInfoPrincipal: p}}, nil
+	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !g.ready() {
+			http.Error(w, errNotReady.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g.metrics.registry, promhttp.HandlerOpts{}))
+	mux.Handle("/mcp", g.authenticate(withTokenInfo(streamable)))
+	mux.Handle("POST /members", g.authenticate(http.HandlerFunc(g.restSpawn)))
+	mux.Handle("DELETE /members/{paneId}", g.authenticate(http.HandlerFunc(g.restStop)))
+	mux.Handle("GET /agents", g.authenticate(http.HandlerFunc(g.restAgents)))
+	mux.Handle("GET /v1/mcp/capabilities", g.authenticate(http.HandlerFunc(g.restCapabilities)))
+	return mux
+}
+
+// errNotReady answers requests until the cache has synced.
+var errNotReady = errors.New("the gateway is starting: its cache has not synced yet")
+
+// ready reports whether the informers have synced.
+func (g *Gateway) ready() bool { return g.synced == nil || g.synced() }
+
+// authenticate resolves the caller from the request's bearer token, and
+// refuses the request with 401 or 403 when it cannot. Nothing else about
+// the request (headers, arguments) is trusted for identity.
+func (g *Gateway) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !g.ready() {
+			w.Header().Set("Retry-After", "1")
+			writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: errorf(CodeInternal, "%s", errNotReady.Error())})
+			return
+		}
+		token, ok := bearerToken(r)
+		var p *Principal
+		var f *authFailure
+		if !ok {
+			f = &authFailure{status: http.StatusUnauthorized, reason: "missing_token", message: "send a bearer token: Authorization: Bearer <token>"}
+		} else {
+			p, f = g.auth.authenticate(r.Context(), token)
+		}
+		if f != nil {
+			g.metrics.authFailures.WithLabelValues(f.reason).Inc()
+			code := CodeInternal
+			switch f.status {
+			case http.StatusUnauthorized:
+				code = CodeUnauthorized
+				challenge := `Bearer realm="fleetd"`
+				if ok {
+					challenge += `, error="invalid_token"`
+				}
+				w.Header().Set("WWW-Authenticate", challenge)
+			case http.StatusForbidden:
+				code = CodeForbidden
+			}
+			writeJSON(w, f.status, errorBody{Error: &ToolError{Code: code, Message: f.message}})
+			return
+		}
+		ctx := context.WithValue(r.Context(), principalContextKey{}, p)
+		ctx = context.WithValue(ctx, requestContextKey{}, r.Context())
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// bearerToken extracts the token of an Authorization: Bearer header.
+func bearerToken(r *http.Request) (string, bool) {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	token = strings.TrimSpace(token)
+	if !ok || !strings.EqualFold(scheme, "bearer") || token == "" {
+		return "", false
+	}
+	return token, true
+}
+
+// toolMiddleware answers calls to switched-off namespaces with
+// feature_disabled, and gives the SDK's own argument errors (schema
+// validation, undecodable JSON) the structured form every error has.
+func (g *Gateway) toolMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		ctr, ok := req.(*mcp.CallToolRequest)
+		if !ok || method != "tools/call" || ctr.Params == nil {
+			return next(ctx, method, req)
+		}
+		name := ctr.Params.Name
+		if ns, known := g.toolNamespaces[name]; known && !g.enabled(ns) {
+			g.metrics.toolCalls.WithLabelValues(name, string(CodeFeatureDisabled)).Inc()
+			return errorResult(errorf(CodeFeatureDisabled, "the %s namespace is switched off on this gateway; GET /v1/mcp/capabilities lists what is on", ns)), nil
+		}
+		res, err := next(ctx, method, req)
+		ctres, ok := res.(*mcp.CallToolResult)
+		if !ok || err != nil || !ctres.IsError {
+			return res, err
+		}
+		// A handler's error result carries its output type's zero fields
+		// beside the error; a failed call shows the error alone.
+		var body errorBody
+		if raw, ok := ctres.StructuredContent.(json.RawMessage); ok && json.Unmarshal(raw, &body) == nil && body.Error != nil {
+			return errorResult(body.Error), nil
+		}
+		msg := "invalid arguments"
+		if len(ctres.Content) > 0 {
+			if t, ok := ctres.Content[0].(*mcp.TextContent); ok {
+				msg = t.Text
+			}
+		}
+		g.metrics.toolCalls.WithLabelValues(name, string(CodeInvalidArgument)).Inc()
+		return errorResult(errorf(CodeInvalidArgument, "%s", msg)), nil
+	}
+}
+
+// errorResult is a tool result carrying a structured error.
+func errorResult(te *ToolError) *mcp.CallToolResult {
+	body, err := json.Marshal(errorBody{Error: te})
+	if err != nil {
+		body = []byte(`{"error":{"code":"internal","message":"encoding an error"}}`)
+	}
+	return &mcp.CallToolResult{
+		IsError:           true,
+		Content:           []mcp.Content{&mcp.TextContent{Text: te.Error()}},
+		StructuredContent: json.RawMessage(body),
+	}
+}

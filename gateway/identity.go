@@ -1,0 +1,331 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+)
+
+// How long the results of TokenReviews and SubjectAccessReviews are reused.
+// Short, so a revoked token or a removed RoleBinding takes effect quickly,
+// and long enough that a burst of calls costs one review.
+const (
+	reviewTTL         = 30 * time.Second
+	reviewNegativeTTL = 5 * time.Second
+	// reviewCacheSize bounds each review cache; a full cache is swept of
+	// expired entries, then cleared.
+	reviewCacheSize = 4096
+)
+
+// serviceAccountPrefix starts the user name of every service account.
+const serviceAccountPrefix = "system:serviceaccount:"
+
+// authFailure is why a request was refused before any tool ran.
+type authFailure struct {
+	// status is 401 (no identity), 403 (identity without permission) or 500.
+	status int
+	// reason labels the auth failure metric.
+	reason string
+	// message is sent to the caller.
+	message string
+}
+
+// authenticator resolves bearer tokens to principals.
+type authenticator struct {
+	// cache reads member token Secrets and Members.
+	cache client.Reader
+	// static reads the static-token Secret.
+	static    client.Reader
+	staticKey types.NamespacedName
+	// reviews creates TokenReviews and SubjectAccessReviews.
+	reviews client.Client
+	// namespace is where static principals act.
+	namespace string
+
+	tokens *ttlCache[*tokenReview]
+	access *ttlCache[bool]
+}
+
+// tokenReview is a remembered TokenReview verdict.
+type tokenReview struct {
+	principal *Principal
+	user      authnv1.UserInfo
+	failure   *authFailure
+}
+
+// tokenHash is the index key of a token: a hash, so that neither the index
+// nor a log line ever holds the token itself.
+func tokenHash(token []byte) string {
+	sum := sha256.Sum256(token)
+	return hex.EncodeToString(sum[:])
+}
+
+// authenticate resolves a bearer token. Member and static tokens are checked
+// first, from the cache; anything shaped like a JWT goes to a TokenReview,
+// and a service account must then be allowed by RBAC to create Delegations
+// in its namespace.
+func (a *authenticator) authenticate(ctx context.Context, token string) (*Principal, *authFailure) {
+	raw := []byte(token)
+	if p, f := a.memberToken(ctx, raw); p != nil || f != nil {
+		return p, f
+	}
+	if p, f := a.staticToken(ctx, raw); p != nil || f != nil {
+		return p, f
+	}
+	if !looksLikeJWT(token) {
+		return nil, &authFailure{status: http.StatusUnauthorized, reason: "unknown_token", message: "the bearer token is not a member, static or service-account token"}
+	}
+	review := a.review(ctx, token)
+	if review.failure != nil {
+		return nil, review.failure
+	}
+	if f := a.authorize(ctx, review.principal, review.user); f != nil {
+		return nil, f
+	}
+	return review.principal, nil
+}
+
+// memberToken resolves a member token through the token-hash index.
+func (a *authenticator) memberToken(ctx context.Context, token []byte) (*Principal, *authFailure) {
+	var secrets corev1.SecretList
+	if err := a.cache.List(ctx, &secrets, client.MatchingFields{indexSecretToken: tokenHash(token)}); err != nil {
+		return nil, &authFailure{status: http.StatusInternalServerError, reason: "lookup_error", message: fmt.Sprintf("looking up the token: %v", err)}
+	}
+	for i := range secrets.Items {
+		s := &secrets.Items[i]
+		if subtle.ConstantTimeCompare(bytes.TrimSpace(s.Data[fleetv1alpha1.TokenSecretKey]), token) != 1 {
+			continue
+		}
+		name, uid := s.Labels[fleetv1alpha1.LabelMember], s.Labels[fleetv1alpha1.LabelMemberUID]
+		var m fleetv1alpha1.Member
+		err := a.cache.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: name}, &m)
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil, &authFailure{status: http.StatusUnauthorized, reason: "member_gone", message: fmt.Sprintf("the token belongs to member %s/%s, which no longer exists", s.Namespace, name)}
+		case err != nil:
+			return nil, &authFailure{status: http.StatusInternalServerError, reason: "lookup_error", message: fmt.Sprintf("looking up member %s/%s: %v", s.Namespace, name, err)}
+		case uid == "" || string(m.UID) != uid:
+			// A Member recreated under the same name must not inherit the
+			// token of its predecessor.
+			return nil, &authFailure{status: http.StatusUnauthorized, reason: "member_gone", message: fmt.Sprintf("the token belongs to an earlier member %s/%s", s.Namespace, name)}
+		}
+		return &Principal{Kind: fleetv1alpha1.PrincipalMember, Name: m.Name, Namespace: m.Namespace, Member: &m}, nil
+	}
+	return nil, nil
+}
+
+// staticToken resolves a static token. Every key is compared, so the time
+// taken does not say which key matched or how much of a token was right.
+func (a *authenticator) staticToken(ctx context.Context, token []byte) (*Principal, *authFailure) {
+	if a.staticKey.Name == "" || a.static == nil {
+		return nil, nil
+	}
+	var s corev1.Secret
+	if err := a.static.Get(ctx, a.staticKey, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, &authFailure{status: http.StatusInternalServerError, reason: "lookup_error", message: fmt.Sprintf("reading the static tokens: %v", err)}
+	}
+	if _, ok := s.Labels[fleetv1alpha1.LabelStaticToken]; !ok {
+		return nil, nil
+	}
+	keys := make([]string, 0, len(s.Data))
+	for k := range s.Data {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	match := ""
+	for _, k := range keys {
+		v := bytes.TrimSpace(s.Data[k])
+		if len(v) > 0 && subtle.ConstantTimeCompare(v, token) == 1 {
+			match = k
+		}
+	}
+	if match == "" {
+		return nil, nil
+	}
+	return &Principal{Kind: fleetv1alpha1.PrincipalStatic, Name: match, Namespace: a.namespace}, nil
+}
+
+// review asks the API server who a service-account token belongs to, for
+// the gateway's audience, reusing a recent answer.
+func (a *authenticator) review(ctx context.Context, token string) *tokenReview {
+	key := tokenHash([]byte(token))
+	if r, ok := a.tokens.get(key); ok {
+		return r
+	}
+	tr := &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{fleetv1alpha1.GatewayAudience}}}
+	if err := a.reviews.Create(ctx, tr); err != nil {
+		// Not cached: the next request asks again.
+		return &tokenReview{failure: &authFailure{status: http.StatusInternalServerError, reason: "review_error", message: fmt.Sprintf("reviewing the token: %v", err)}}
+	}
+	r := verdictOf(tr)
+	ttl := reviewTTL
+	if r.failure != nil {
+		ttl = reviewNegativeTTL
+	}
+	a.tokens.put(key, r, ttl)
+	return r
+}
+
+// verdictOf turns a TokenReview into a principal or a refusal.
+func verdictOf(tr *authnv1.TokenReview) *tokenReview {
+	unauthorized := func(reason, format string, args ...any) *tokenReview {
+		return &tokenReview{failure: &authFailure{status: http.StatusUnauthorized, reason: reason, message: fmt.Sprintf(format, args...)}}
+	}
+	st := tr.Status
+	if !st.Authenticated {
+		if strings.Contains(st.Error, "audience") {
+			return unauthorized("wrong_audience", "the token is not for audience %q", fleetv1alpha1.GatewayAudience)
+		}
+		return unauthorized("invalid_token", "the token was not accepted")
+	}
+	if !slices.Contains(st.Audiences, fleetv1alpha1.GatewayAudience) {
+		return unauthorized("wrong_audience", "the token is not for audience %q", fleetv1alpha1.GatewayAudience)
+	}
+	ns, _, ok := splitServiceAccount(st.User.Username)
+	if !ok {
+		return unauthorized("not_service_account", "only service-account tokens are accepted, not %q", st.User.Username)
+	}
+	return &tokenReview{
+		principal: &Principal{Kind: fleetv1alpha1.PrincipalServiceAccount, Name: st.User.Username, Namespace: ns},
+		user:      st.User,
+	}
+}
+
+// splitServiceAccount splits system:serviceaccount:<namespace>:<name>.
+func splitServiceAccount(user string) (namespace, name string, ok bool) {
+	rest, ok := strings.CutPrefix(user, serviceAccountPrefix)
+	if !ok {
+		return "", "", false
+	}
+	namespace, name, ok = strings.Cut(rest, ":")
+	if !ok || namespace == "" || name == "" || strings.Contains(name, ":") {
+		return "", "", false
+	}
+	return namespace, name, true
+}
+
+// authorize asks RBAC whether a service account may create Delegations in
+// its namespace, reusing a recent answer.
+func (a *authenticator) authorize(ctx context.Context, p *Principal, user authnv1.UserInfo) *authFailure {
+	key := p.Name + "\x00" + p.Namespace
+	allowed, ok := a.access.get(key)
+	if !ok {
+		extra := make(map[string]authzv1.ExtraValue, len(user.Extra))
+		for k, v := range user.Extra {
+			extra[k] = authzv1.ExtraValue(v)
+		}
+		sar := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+			User:   user.Username,
+			Groups: user.Groups,
+			UID:    user.UID,
+			Extra:  extra,
+			ResourceAttributes: &authzv1.ResourceAttributes{
+				Namespace: p.Namespace,
+				Verb:      "create",
+				Group:     fleetv1alpha1.GroupVersion.Group,
+				Resource:  "delegations",
+			},
+		}}
+		if err := a.reviews.Create(ctx, sar); err != nil {
+			return &authFailure{status: http.StatusInternalServerError, reason: "review_error", message: fmt.Sprintf("checking access: %v", err)}
+		}
+		allowed = sar.Status.Allowed && !sar.Status.Denied
+		ttl := reviewTTL
+		if !allowed {
+			ttl = reviewNegativeTTL
+		}
+		a.access.put(key, allowed, ttl)
+	}
+	if !allowed {
+		return &authFailure{status: http.StatusForbidden, reason: "forbidden", message: fmt.Sprintf("%s may not create delegations in namespace %s; bind it to a Role that allows create on delegations.%s", p.Name, p.Namespace, fleetv1alpha1.GroupVersion.Group)}
+	}
+	return nil
+}
+
+// looksLikeJWT reports whether a token has the shape of a JWT (three
+// base64url segments), so that random strings never cost a TokenReview.
+func looksLikeJWT(token string) bool {
+	if len(token) > 16<<10 {
+		return false
+	}
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	for _, p := range parts {
+		if p == "" {
+			return false
+		}
+		for _, r := range p {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '=') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// ttlCache is a small map whose entries expire.
+type ttlCache[V any] struct {
+	clock   clock.PassiveClock
+	mu      sync.Mutex
+	entries map[string]ttlEntry[V]
+}
+
+type ttlEntry[V any] struct {
+	value   V
+	expires time.Time
+}
+
+func newTTLCache[V any](c clock.PassiveClock) *ttlCache[V] {
+	return &ttlCache[V]{clock: c, entries: make(map[string]ttlEntry[V])}
+}
+
+func (c *ttlCache[V]) get(key string) (V, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[key]
+	if !ok || !c.clock.Now().Before(e.expires) {
+		var zero V
+		return zero, false
+	}
+	return e.value, true
+}
+
+func (c *ttlCache[V]) put(key string, v V, ttl time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	if len(c.entries) >= reviewCacheSize {
+		for k, e := range c.entries {
+			if !now.Before(e.expires) {
+				delete(c.entries, k)
+			}
+		}
+		if len(c.entries) >= reviewCacheSize {
+			clear(c.entries)
+		}
+	}
+	c.entries[key] = ttlEntry[V]{value: v, expires: now.Add(ttl)}
+}

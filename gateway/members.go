@@ -1,0 +1,106 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+)
+
+// spawnRequest says what member to start.
+type spawnRequest struct {
+	// profile names the Profile; empty means the default Profile.
+	profile string
+	// name is the member's name; empty means a generated one.
+	name string
+	// team and role place the member in a team.
+	team string
+	role fleetv1alpha1.Role
+}
+
+// spawn creates a Member from a Profile, on the caller's behalf and within
+// its billing mode. The Member controller starts its pane.
+func (g *Gateway) spawn(ctx context.Context, p *Principal, r spawnRequest) (*fleetv1alpha1.Member, error) {
+	profiles, err := g.profiles(ctx, p.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	var to *fleetv1alpha1.Profile
+	if r.profile == "" {
+		if to = defaultProfile(profiles); to == nil {
+			return nil, errorf(CodeNotFound, "no profile given and namespace %s has no default profile (spec.default: true); bridge_profiles lists the profiles", p.Namespace)
+		}
+	} else {
+		i := slices.IndexFunc(profiles, func(pr fleetv1alpha1.Profile) bool { return pr.Name == r.profile })
+		if i < 0 {
+			names := make([]string, 0, len(profiles))
+			for _, pr := range profiles {
+				names = append(names, pr.Name)
+			}
+			slices.Sort(names)
+			return nil, errorf(CodeNotFound, "no profile %q in namespace %s; profiles: %s", r.profile, p.Namespace, strings.Join(names, ", "))
+		}
+		to = &profiles[i]
+	}
+	var from *fleetv1alpha1.Profile
+	if p.Member != nil && p.Member.Spec.Profile != "" {
+		if i := slices.IndexFunc(profiles, func(pr fleetv1alpha1.Profile) bool { return pr.Name == p.Member.Spec.Profile }); i >= 0 {
+			from = &profiles[i]
+		}
+	}
+	if terr := checkBoundary(p, from, to); terr != nil {
+		return nil, terr
+	}
+	m := &fleetv1alpha1.Member{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:   p.Namespace,
+			Name:        r.name,
+			Annotations: map[string]string{fleetv1alpha1.AnnotationSpawnedBy: p.key()},
+		},
+		Spec: fleetv1alpha1.MemberSpec{Profile: to.Name, Team: r.team, Role: r.role},
+	}
+	if m.Name == "" {
+		m.GenerateName = memberGenerateName(to.Name)
+	}
+	if m.Spec.Role == "" {
+		m.Spec.Role = fleetv1alpha1.RoleMember
+	}
+	if err := g.client.Create(ctx, m); err != nil {
+		return nil, fmt.Errorf("creating a member from profile %s: %w", to.Name, err)
+	}
+	return m, nil
+}
+
+// stop deletes the member id addresses, if the caller may stop it.
+func (g *Gateway) stop(ctx context.Context, p *Principal, id string) (string, error) {
+	if id == "" {
+		return "", errorf(CodeInvalidArgument, "paneId must name a member: pane id, name, terminal id or agent session id")
+	}
+	members, err := g.members(ctx, p.Namespace)
+	if err != nil {
+		return "", err
+	}
+	m, terr := findMember(members, id)
+	if terr != nil {
+		return "", terr
+	}
+	if terr := mayStop(p, m); terr != nil {
+		return "", terr
+	}
+	return m.Name, g.deleteMember(ctx, m)
+}
+
+// deleteMember deletes a Member; its controller closes the pane.
+func (g *Gateway) deleteMember(ctx context.Context, m *fleetv1alpha1.Member) error {
+	// The UID precondition keeps a stale cache from deleting a newer
+	// Member that reuses the name.
+	if err := g.client.Delete(ctx, m, client.Preconditions{UID: &m.UID}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting member %s: %w", m.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,62 @@
+package gateway
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+)
+
+// Principal is a caller as the gateway resolved it from the request's bearer
+// token: never from an argument or an unauthenticated header.
+type Principal struct {
+	// Kind is Member, ServiceAccount or Static.
+	Kind fleetv1alpha1.PrincipalKind
+	// Name is the member's name, system:serviceaccount:<namespace>:<name>,
+	// or the static token's key.
+	Name string
+	// Namespace is where the principal acts: a member's own namespace, a
+	// service account's namespace, or the gateway's namespace for static
+	// principals.
+	Namespace string
+	// Member is the calling Member as the cache held it at authentication,
+	// for member principals; nil otherwise.
+	Member *fleetv1alpha1.Member
+}
+
+// api is the principal as a Delegation records it.
+func (p *Principal) api() fleetv1alpha1.Principal {
+	return fleetv1alpha1.Principal{Kind: p.Kind, Name: p.Name}
+}
+
+// key identifies the principal in indexes and annotations: kind and name,
+// which together are unique within a namespace.
+func (p *Principal) key() string { return principalKey(p.api()) }
+
+// isPrimary reports whether the principal is not a worker: pods and static
+// clients act as primaries and may manage any member of their namespace.
+func (p *Principal) isPrimary() bool { return p.Kind != fleetv1alpha1.PrincipalMember }
+
+// team is the caller's team, empty for primaries and team-less members.
+func (p *Principal) team() string {
+	if p.Member == nil {
+		return ""
+	}
+	return p.Member.Spec.Team
+}
+
+// isLead reports whether the caller is the lead of its team.
+func (p *Principal) isLead() bool {
+	return p.Member != nil && p.Member.Spec.Team != "" && p.Member.Spec.Role == fleetv1alpha1.RoleLead
+}
+
+// principalKey is the index value and spawned-by annotation of a principal.
+func principalKey(p fleetv1alpha1.Principal) string { return string(p.Kind) + ":" + p.Name }
+
+// senderLabel is the short stable hash of a principal that Delegations carry
+// in LabelSender. Principal names (service-account user names) do not fit a
+// label value, so the label holds a hash and the index holds the name.
+func senderLabel(p fleetv1alpha1.Principal) string {
+	sum := sha256.Sum256([]byte(string(p.Kind) + "\x00" + p.Name))
+	return hex.EncodeToString(sum[:10])
+}

@@ -1,0 +1,248 @@
+package gateway
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+)
+
+// TestSendReply: the primary's bridge_send is held until the worker's
+// bridge_reply, and the Delegation records both.
+func TestSendReply(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startGateway(t, ns, Options{})
+	_, workerToken := addMember(t, member("w1", ns).Obj())
+	primary := h.connect(t, staticToken, nil)
+	worker := h.connect(t, workerToken, nil)
+
+	sent := async[SendOutput](t, context.Background(), primary, "bridge_send", map[string]any{"content": "write the tests", "timeoutMs": 120000})
+	d := waitDelegation(t, ns, "w1", nil)
+	want := fleetv1alpha1.DelegationSpec{
+		From:           fleetv1alpha1.Principal{Kind: fleetv1alpha1.PrincipalStatic, Name: "primary"},
+		To:             "w1",
+		Content:        "write the tests",
+		Wait:           ptr.To(true),
+		TimeoutSeconds: 120,
+	}
+	if diff := cmp.Diff(want, d.Spec); diff != "" {
+		t.Errorf("delegation spec (-want +got):\n%s", diff)
+	}
+	if got, want := d.Labels[fleetv1alpha1.LabelSender], senderLabel(want.From); got != want {
+		t.Errorf("sender label = %q, want %q", got, want)
+	}
+	if _, err := time.Parse(time.RFC3339Nano, d.Annotations[fleetv1alpha1.AnnotationSequence]); err != nil {
+		t.Errorf("sequence annotation: %v", err)
+	}
+
+	// Nothing is in flight until the controller delivers it.
+	wantCode(t, callTool[ReplyOutput](t, worker, "bridge_reply", map[string]any{"content": "too early"}), CodeNotFound)
+
+	deliver(t, ns, d.Name)
+	reply := wantOK(t, callTool[ReplyOutput](t, worker, "bridge_reply", map[string]any{"content": "all green"}))
+	if diff := cmp.Diff(ReplyOutput{DispatchID: d.Name}, reply, exportAll); diff != "" {
+		t.Errorf("reply (-want +got):\n%s", diff)
+	}
+
+	got := wantOK(t, receive(t, sent))
+	if diff := cmp.Diff(SendOutput{Outcome: "reply", Text: "all green", DispatchID: d.Name, Member: "w1"}, got, exportAll); diff != "" {
+		t.Errorf("bridge_send (-want +got):\n%s", diff)
+	}
+	final := getDelegation(t, ns, d.Name)
+	if final.Status.Phase != fleetv1alpha1.DelegationReplied || final.Status.Outcome != fleetv1alpha1.OutcomeReply ||
+		deref(final.Status.Reply) != "all green" || final.Status.RepliedAt == nil || final.Status.SettledAt == nil {
+		t.Errorf("status after the reply: %+v", final.Status)
+	}
+	if final.Status.DetachedAt != nil {
+		t.Errorf("a waiter that got its outcome must not detach: %v", final.Status.DetachedAt)
+	}
+}
+
+// TestSendQuestion: the worker's bridge_ask surfaces as a question outcome;
+// the primary's answer (bridge_send with turnId) reaches the held ask, and
+// the answering call waits on the same Delegation for the reply.
+func TestSendQuestion(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startGateway(t, ns, Options{})
+	_, workerToken := addMember(t, member("w1", ns).Obj())
+	primary := h.connect(t, staticToken, nil)
+	worker := h.connect(t, workerToken, nil)
+	ctx := context.Background()
+
+	sent := async[SendOutput](t, ctx, primary, "bridge_send", map[string]any{"content": "deploy it"})
+	d := waitDelegation(t, ns, "w1", nil)
+	deliver(t, ns, d.Name)
+
+	asked := async[AskOutput](t, ctx, worker, "bridge_ask", map[string]any{"content": "which cluster?"})
+	q := wantOK(t, receive(t, sent))
+	turn := d.Name + ".q1"
+	if diff := cmp.Diff(SendOutput{Outcome: "question", Text: "which cluster?", TurnID: turn, DispatchID: d.Name, Member: "w1"}, q, exportAll); diff != "" {
+		t.Fatalf("question (-want +got):\n%s", diff)
+	}
+	if got := getDelegation(t, ns, d.Name).Status.Phase; got != fleetv1alpha1.DelegationAsking {
+		t.Errorf("phase while asking = %s, want Asking", got)
+	}
+
+	answered := async[SendOutput](t, ctx, primary, "bridge_send", map[string]any{"content": "staging", "turnId": turn})
+	a := wantOK(t, receive(t, asked))
+	if a.Answer == nil || *a.Answer != "staging" || a.TurnID != turn {
+		t.Fatalf("bridge_ask = %+v, want answer staging for %s", a, turn)
+	}
+	st := getDelegation(t, ns, d.Name).Status
+	if st.Phase != fleetv1alpha1.DelegationWorking || st.Questions[0].AnsweredAt == nil {
+		t.Errorf("after the answer: phase %s, question %+v", st.Phase, st.Questions[0])
+	}
+	// A retried answer is accepted; a different one is not.
+	wantOK(t, callTool[SendOutput](t, primary, "bridge_send", map[string]any{"content": "staging", "turnId": turn, "wait": false}))
+	wantCode(t, callTool[SendOutput](t, primary, "bridge_send", map[string]any{"content": "prod", "turnId": turn}), CodeConflict)
+
+	wantOK(t, callTool[ReplyOutput](t, worker, "bridge_reply", map[string]any{"content": "deployed to staging"}))
+	got := wantOK(t, receive(t, answered))
+	if diff := cmp.Diff(SendOutput{Outcome: "reply", Text: "deployed to staging", DispatchID: d.Name, Member: "w1"}, got, exportAll); diff != "" {
+		t.Errorf("after the answer (-want +got):\n%s", diff)
+	}
+}
+
+// TestSendOutcomes: every way the controller can settle a Delegation
+// reaches the held bridge_send as the documented outcome or error.
+func TestSendOutcomes(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startGateway(t, ns, Options{})
+	addMember(t, member("w1", ns).Obj())
+	primary := h.connect(t, staticToken, nil)
+
+	cases := map[string]struct {
+		status   fleetv1alpha1.DelegationStatus
+		want     SendOutput
+		wantCode Code
+	}{
+		"turn done": {
+			status: fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationTurnDone, Outcome: fleetv1alpha1.OutcomeTurnDone, Tail: ptr.To("$ make\nok")},
+			want:   SendOutput{Outcome: "turn_done", Text: "$ make\nok", Member: "w1"},
+		},
+		"timed out": {
+			status: fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationTimedOut, Outcome: fleetv1alpha1.OutcomeTimeout},
+			want:   SendOutput{Outcome: "timeout", Member: "w1"},
+		},
+		"worker gone": {
+			status:   fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationWorkerGone, Outcome: fleetv1alpha1.OutcomeWorkerGone},
+			wantCode: CodeWorkerGone,
+		},
+		"delivery failed": {
+			status:   fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationFailed, Outcome: fleetv1alpha1.OutcomeDeliveryFailed},
+			wantCode: CodeDeliveryFailed,
+		},
+		"cancelled": {
+			status:   fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationCancelled, Outcome: fleetv1alpha1.OutcomeCancelled},
+			wantCode: CodeCancelled,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			content := "task " + name
+			sent := async[SendOutput](t, context.Background(), primary, "bridge_send", map[string]any{"content": content})
+			d := waitDelegation(t, ns, "w1", func(d *fleetv1alpha1.Delegation) bool { return d.Spec.Content == content })
+			settle(t, ns, d.Name, func(s *fleetv1alpha1.DelegationStatus) { *s = tc.status })
+			got := receive(t, sent)
+			if tc.wantCode != "" {
+				wantCode(t, got, tc.wantCode)
+				return
+			}
+			tc.want.DispatchID = d.Name
+			if diff := cmp.Diff(tc.want, wantOK(t, got), exportAll); diff != "" {
+				t.Errorf("outcome (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestSendTimeout: a waiter whose own timeout passes returns timeout and
+// records detachedAt, so a later reply takes the detached path.
+func TestSendTimeout(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startGateway(t, ns, Options{})
+	_, workerToken := addMember(t, member("w1", ns).Obj())
+	primary := h.connect(t, staticToken, nil)
+	worker := h.connect(t, workerToken, nil)
+
+	got := wantOK(t, callTool[SendOutput](t, primary, "bridge_send", map[string]any{"content": "slow work", "timeoutMs": 300}))
+	if got.Outcome != "timeout" || got.DispatchID == "" {
+		t.Fatalf("bridge_send = %+v, want a timeout with a dispatchId", got)
+	}
+	d := getDelegation(t, ns, got.DispatchID)
+	if d.Spec.TimeoutSeconds != 1 || d.Status.DetachedAt == nil {
+		t.Errorf("timeoutSeconds %d (want 1), detachedAt %v (want set)", d.Spec.TimeoutSeconds, d.Status.DetachedAt)
+	}
+
+	// The controller times it out after delivery; the worker replies late.
+	settle(t, ns, d.Name, func(s *fleetv1alpha1.DelegationStatus) {
+		now := metav1.Now()
+		s.Phase, s.Outcome, s.DeliveredAt, s.SettledAt = fleetv1alpha1.DelegationTimedOut, fleetv1alpha1.OutcomeTimeout, &now, &now
+	})
+	eventually(t, func() error {
+		poll := wantOK(t, callTool[PollOutput](t, primary, "bridge_poll", nil))
+		return errIf(len(poll.Outcomes) != 1 || poll.Outcomes[0].Outcome != "timeout", "poll before the late reply = %+v", poll)
+	})
+	wantOK(t, callTool[AckOutput](t, primary, "bridge_ack", map[string]any{"dispatchId": d.Name}))
+	eventually(t, func() error {
+		return errIf(len(wantOK(t, callTool[PollOutput](t, primary, "bridge_poll", nil)).Outcomes) != 0, "acknowledged outcome still polled")
+	})
+
+	late := wantOK(t, callTool[ReplyOutput](t, worker, "bridge_reply", map[string]any{"content": "done after all"}))
+	if !late.Late || late.DispatchID != d.Name {
+		t.Fatalf("late reply = %+v", late)
+	}
+	d = getDelegation(t, ns, d.Name)
+	if d.Status.Phase != fleetv1alpha1.DelegationTimedOut || deref(d.Status.Reply) != "done after all" || d.Status.AcknowledgedAt != nil {
+		t.Errorf("after the late reply: %+v", d.Status)
+	}
+	eventually(t, func() error {
+		poll := wantOK(t, callTool[PollOutput](t, primary, "bridge_poll", nil))
+		return errIf(len(poll.Outcomes) != 1 || poll.Outcomes[0].Outcome != "reply" || poll.Outcomes[0].Text != "done after all", "poll = %+v", poll)
+	})
+}
+
+// TestSendDetached: wait:false returns at once; the outcome is collected
+// with bridge_poll and cleared with bridge_ack.
+func TestSendDetached(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startGateway(t, ns, Options{})
+	addMember(t, member("w1", ns).Obj())
+	primary := h.connect(t, staticToken, nil)
+
+	got := wantOK(t, callTool[SendOutput](t, primary, "bridge_send", map[string]any{"content": "fire and forget", "wait": false}))
+	if got.Outcome != "dispatched" || got.DispatchID == "" {
+		t.Fatalf("bridge_send = %+v", got)
+	}
+	d := getDelegation(t, ns, got.DispatchID)
+	if d.Spec.Wait == nil || *d.Spec.Wait {
+		t.Errorf("spec.wait = %v, want false", d.Spec.Wait)
+	}
+	wantCode(t, callTool[AckOutput](t, primary, "bridge_ack", map[string]any{"dispatchId": d.Name}), CodeConflict)
+
+	settle(t, ns, d.Name, func(s *fleetv1alpha1.DelegationStatus) {
+		now := metav1.Now()
+		s.Phase, s.Outcome, s.Reply, s.SettledAt = fleetv1alpha1.DelegationReplied, fleetv1alpha1.OutcomeReply, ptr.To("forgotten? no"), &now
+	})
+	eventually(t, func() error {
+		poll := wantOK(t, callTool[PollOutput](t, primary, "bridge_poll", nil))
+		want := []PolledOutcome{{DispatchID: d.Name, Member: "w1", Outcome: "reply", Text: "forgotten? no", Content: "fire and forget"}}
+		return diffErr(want, poll.Outcomes, cmpopts.IgnoreFields(PolledOutcome{}, "SettledAt"))
+	})
+	acked := wantOK(t, callTool[AckOutput](t, primary, "bridge_ack", nil))
+	if diff := cmp.Diff([]string{d.Name}, acked.Acknowledged); diff != "" {
+		t.Errorf("acknowledged (-want +got):\n%s", diff)
+	}
+	if getDelegation(t, ns, d.Name).Status.AcknowledgedAt == nil {
+		t.Error("acknowledgedAt not set")
+	}
+	eventually(t, func() error {
+		return errIf(len(wantOK(t, callTool[PollOutput](t, primary, "bridge_poll", nil)).Outcomes) != 0, "still polled after ack")
+	})
+}

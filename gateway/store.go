@@ -1,0 +1,231 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+)
+
+// Field indexes the gateway registers on the shared cache. The names are
+// the gateway's own so they never collide with a controller's. Delegation
+// index values join a state and a member or principal, so that a lookup
+// returns the few Delegations in that state however long the history grows.
+const (
+	// indexDelegationTo indexes Delegations by what their receiver may do
+	// with them: stateActive or stateLate, then spec.to.
+	indexDelegationTo = "gateway.fleetd.dev/to"
+	// indexDelegationFrom indexes Delegations by what their sender may see:
+	// statePending or statePollable, then principalKey(spec.from).
+	indexDelegationFrom = "gateway.fleetd.dev/from"
+	// indexSecretToken indexes member token Secrets by tokenHash.
+	indexSecretToken = "gateway.fleetd.dev/token-hash"
+)
+
+// Delegation states in index values.
+const (
+	// stateActive: in flight to the member (a reply or question applies).
+	stateActive = "active"
+	// stateLate: timed out after delivery with no reply yet (a late reply
+	// applies).
+	stateLate = "late"
+	// statePending: not settled.
+	statePending = "pending"
+	// statePollable: settled, unacknowledged, nobody waiting (bridge_poll).
+	statePollable = "pollable"
+)
+
+// indexValue joins a state and a name.
+func indexValue(state, name string) string { return state + "/" + name }
+
+// maxStatusAttempts bounds the optimistic-concurrency retries of one status
+// write; each retry re-reads the Delegation from the API server.
+const maxStatusAttempts = 8
+
+// errStale says a status mutation no longer applies to the Delegation as it
+// is now, and the caller should decide again from fresh data.
+var errStale = errors.New("delegation changed")
+
+// indexDelegationToFunc indexes a Delegation for its receiver.
+func indexDelegationToFunc(o client.Object) []string {
+	d, ok := o.(*fleetv1alpha1.Delegation)
+	if !ok || d.Spec.To == "" {
+		return nil
+	}
+	switch {
+	case inFlight(d):
+		return []string{indexValue(stateActive, d.Spec.To)}
+	case lateReplyAllowed(d):
+		return []string{indexValue(stateLate, d.Spec.To)}
+	}
+	return nil
+}
+
+// indexDelegationFromFunc indexes a Delegation for its sender.
+func indexDelegationFromFunc(o client.Object) []string {
+	d, ok := o.(*fleetv1alpha1.Delegation)
+	if !ok || d.Spec.From.Name == "" {
+		return nil
+	}
+	key := principalKey(d.Spec.From)
+	switch {
+	case !settled(d):
+		return []string{indexValue(statePending, key)}
+	case pollable(d):
+		return []string{indexValue(statePollable, key)}
+	}
+	return nil
+}
+
+// indexSecretTokenFunc extracts the hash of a member token.
+func indexSecretTokenFunc(o client.Object) []string {
+	s, ok := o.(*corev1.Secret)
+	if !ok {
+		return nil
+	}
+	if _, member := s.Labels[fleetv1alpha1.LabelMember]; !member {
+		return nil
+	}
+	token := bytes.TrimSpace(s.Data[fleetv1alpha1.TokenSecretKey])
+	if len(token) == 0 {
+		return nil
+	}
+	return []string{tokenHash(token)}
+}
+
+// getDelegation reads a Delegation from the cache, and from the API server
+// when the cache has not seen it yet (it may have been created a moment
+// ago, or by another replica).
+func (g *Gateway) getDelegation(ctx context.Context, key types.NamespacedName) (*fleetv1alpha1.Delegation, error) {
+	var d fleetv1alpha1.Delegation
+	err := g.cache.Get(ctx, key, &d)
+	if apierrors.IsNotFound(err) {
+		err = g.live.Get(ctx, key, &d)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// delegationsTo lists the Delegations in state sent to a member, from the
+// cache.
+func (g *Gateway) delegationsTo(ctx context.Context, namespace, member, state string) ([]fleetv1alpha1.Delegation, error) {
+	var list fleetv1alpha1.DelegationList
+	if err := g.cache.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{indexDelegationTo: indexValue(state, member)}); err != nil {
+		return nil, fmt.Errorf("listing delegations to %s/%s: %w", namespace, member, err)
+	}
+	return list.Items, nil
+}
+
+// allDelegationsTo lists every Delegation sent to a member, from the API
+// server: the answer when the cache may trail.
+func (g *Gateway) allDelegationsTo(ctx context.Context, namespace, member string) ([]fleetv1alpha1.Delegation, error) {
+	var list fleetv1alpha1.DelegationList
+	if err := g.live.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{fleetv1alpha1.LabelMember: member}); err != nil {
+		return nil, fmt.Errorf("listing delegations to %s/%s: %w", namespace, member, err)
+	}
+	// The label is a convenience; the spec is the truth.
+	items := list.Items[:0]
+	for _, d := range list.Items {
+		if d.Spec.To == member {
+			items = append(items, d)
+		}
+	}
+	return items, nil
+}
+
+// delegationsFrom lists the Delegations in state a principal sent.
+func (g *Gateway) delegationsFrom(ctx context.Context, p *Principal, state string) ([]fleetv1alpha1.Delegation, error) {
+	var list fleetv1alpha1.DelegationList
+	if err := g.cache.List(ctx, &list, client.InNamespace(p.Namespace), client.MatchingFields{indexDelegationFrom: indexValue(state, p.key())}); err != nil {
+		return nil, fmt.Errorf("listing delegations from %s: %w", p.key(), err)
+	}
+	return list.Items, nil
+}
+
+// members lists the Members of a namespace.
+func (g *Gateway) members(ctx context.Context, namespace string) ([]fleetv1alpha1.Member, error) {
+	var list fleetv1alpha1.MemberList
+	if err := g.cache.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("listing members in %s: %w", namespace, err)
+	}
+	return list.Items, nil
+}
+
+// profiles lists the Profiles of a namespace.
+func (g *Gateway) profiles(ctx context.Context, namespace string) ([]fleetv1alpha1.Profile, error) {
+	var list fleetv1alpha1.ProfileList
+	if err := g.cache.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("listing profiles in %s: %w", namespace, err)
+	}
+	return list.Items, nil
+}
+
+// updateStatus applies mutate to a copy of d and writes the status with d's
+// resourceVersion, so a concurrent writer (the controller, another replica)
+// is never overwritten. On a conflict it re-reads the Delegation from the
+// API server and applies mutate again. mutate returns false to write
+// nothing, or an error (errStale among them) to give up.
+func (g *Gateway) updateStatus(ctx context.Context, d *fleetv1alpha1.Delegation, mutate func(*fleetv1alpha1.Delegation) (bool, error)) (*fleetv1alpha1.Delegation, error) {
+	key := types.NamespacedName{Namespace: d.Namespace, Name: d.Name}
+	for attempt := 0; ; attempt++ {
+		next := d.DeepCopy()
+		write, err := mutate(next)
+		if err != nil || !write {
+			return d, err
+		}
+		err = g.client.Status().Update(ctx, next)
+		if err == nil {
+			return next, nil
+		}
+		if !apierrors.IsConflict(err) || attempt+1 >= maxStatusAttempts {
+			return d, fmt.Errorf("updating the status of delegation %s: %w", key, err)
+		}
+		fresh := &fleetv1alpha1.Delegation{}
+		if err := g.live.Get(ctx, key, fresh); err != nil {
+			return d, fmt.Errorf("re-reading delegation %s: %w", key, err)
+		}
+		d = fresh
+	}
+}
+
+// delegationGenerateName is the generateName of a Delegation to member:
+// readable in kubectl, and a valid object name (member names may hold '_').
+func delegationGenerateName(member string) string {
+	return strings.ReplaceAll(member, "_", "-") + "-"
+}
+
+// memberGenerateName is the generateName of a Member spawned from profile:
+// it satisfies the Member name rule (a letter, then at most 31 of [a-z0-9_-])
+// once the API server appends its five random characters.
+func memberGenerateName(profile string) string {
+	var b strings.Builder
+	for _, r := range profile {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-':
+			b.WriteRune(r)
+		case r == '.' || r == '_':
+			b.WriteByte('-')
+		}
+		if b.Len() >= 20 {
+			break
+		}
+	}
+	base := strings.Trim(b.String(), "-")
+	if base == "" || base[0] < 'a' || base[0] > 'z' {
+		base = "w" + base
+	}
+	if len(base) > 20 {
+		base = base[:20]
+	}
+	return base + "-"
+}

@@ -1,0 +1,487 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/internal/testenv"
+	"github.com/fleetd/fleetd/internal/testutil"
+)
+
+// env is the package's API server; nil while fuzzing, where every worker
+// process would otherwise start one.
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if os.Getenv(loadEnvURL) != "" {
+		if err := generateLoad(); err != nil {
+			fmt.Fprintln(os.Stderr, "load generator:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	if fuzzing() {
+		os.Exit(m.Run())
+	}
+	testenv.Main(m, &env)
+}
+
+// fuzzing reports whether this process runs a fuzz target (as the
+// coordinator or a worker), which needs no API server.
+func fuzzing() bool {
+	f, w := flag.Lookup("test.fuzz"), flag.Lookup("test.fuzzworker")
+	return (f != nil && f.Value.String() != "") || (w != nil && w.Value.String() == "true")
+}
+
+// staticToken is the static principal "primary"'s token in every harness.
+const staticToken = "static-primary-token-0123456789"
+
+// harness is one running gateway on a real listener, with a manager and a
+// real cache, in one namespace.
+type harness struct {
+	mgr  ctrl.Manager
+	ns   string
+	url  string
+	gw   *Gateway
+	stop func()
+}
+
+// startGateway runs a gateway for namespace ns; opts.Addr, Namespace and
+// StaticTokens are filled in.
+func startGateway(t testing.TB, ns string, opts Options) *harness {
+	t.Helper()
+	if env == nil {
+		t.Skip("no API server")
+	}
+	ensureStaticTokens(t, ns)
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 env.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache: cache.Options{
+			DefaultNamespaces: map[string]cache.Config{ns: {}},
+			ByObject:          CacheByObject(),
+		},
+	})
+	if err != nil {
+		t.Fatalf("creating a manager: %v", err)
+	}
+	opts.Addr = freeAddr(t)
+	opts.Namespace = ns
+	opts.StaticTokens = types.NamespacedName{Namespace: ns, Name: "fleetd-static-tokens"}
+	gw, err := New(mgr, opts)
+	if err != nil {
+		t.Fatalf("creating the gateway: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	h := &harness{mgr: mgr, ns: ns, url: "http://" + opts.Addr, gw: gw}
+	stopped := false
+	h.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		running.remove(h)
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}
+	t.Cleanup(h.stop)
+	running.add(h)
+	eventually(t, func() error {
+		resp, err := http.Get(h.url + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("readyz: %s", resp.Status)
+		}
+		return nil
+	})
+	return h
+}
+
+// running lists the gateways of each test namespace, so that objects a test
+// creates can be waited for in their caches.
+var running = &harnesses{byNS: map[string][]*harness{}}
+
+type harnesses struct {
+	mu   sync.Mutex
+	byNS map[string][]*harness
+}
+
+func (r *harnesses) add(h *harness) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.byNS[h.ns] = append(r.byNS[h.ns], h)
+}
+
+func (r *harnesses) remove(h *harness) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.byNS[h.ns] = slices.DeleteFunc(r.byNS[h.ns], func(x *harness) bool { return x == h })
+}
+
+func (r *harnesses) in(ns string) []*harness {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.byNS[ns])
+}
+
+// create creates objects and waits until every gateway running in their
+// namespace has them in its cache, so that a call right after sees them.
+func create(t testing.TB, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := env.Client.Create(context.Background(), o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+	cached(t, objs...)
+}
+
+// cached waits until every gateway running in the objects' namespace has
+// them in its cache.
+func cached(t testing.TB, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		for _, h := range running.in(o.GetNamespace()) {
+			eventually(t, func() error {
+				return h.gw.cache.Get(context.Background(), client.ObjectKeyFromObject(o), o.DeepCopyObject().(client.Object))
+			})
+		}
+	}
+}
+
+// freeAddr finds a free loopback port.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// ensureStaticTokens creates the static-token Secret of namespace ns.
+func ensureStaticTokens(t testing.TB, ns string) {
+	t.Helper()
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "fleetd-static-tokens", Namespace: ns, Labels: map[string]string{fleetv1alpha1.LabelStaticToken: "true"}},
+		StringData: map[string]string{"primary": staticToken + "\n"},
+	}
+	if err := env.Client.Create(context.Background(), s); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating static tokens: %v", err)
+	}
+}
+
+// eventually retries f until it succeeds, failing the test after 30s.
+func eventually(t testing.TB, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// bearer adds a bearer token to every request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	if b.token != "" {
+		r.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	return b.next.RoundTrip(r)
+}
+
+// httpClient sends token with every request.
+func httpClient(token string) *http.Client {
+	return &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}}
+}
+
+// connect opens an MCP client session with token.
+func (h *harness) connect(t testing.TB, token string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	var cs *mcp.ClientSession
+	// A token minted a moment ago may not be in the gateway's cache yet.
+	eventually(t, func() error {
+		var err error
+		cs, err = h.tryConnect(token, opts)
+		return err
+	})
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+func (h *harness) tryConnect(token string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
+	transport := &mcp.StreamableClientTransport{Endpoint: h.url + "/mcp", HTTPClient: httpClient(token), DisableStandaloneSSE: true}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return mcp.NewClient(&mcp.Implementation{Name: "gateway-test", Version: "v0"}, opts).Connect(ctx, transport, nil)
+}
+
+// toolCall is the decoded answer of one tool call.
+type toolCall[T any] struct {
+	out T
+	err *ToolError
+}
+
+// callTool calls a tool and decodes its structured result.
+func callTool[T any](t testing.TB, cs *mcp.ClientSession, name string, args any) toolCall[T] {
+	t.Helper()
+	return callToolCtx[T](t, context.Background(), cs, name, args)
+}
+
+func callToolCtx[T any](t testing.TB, ctx context.Context, cs *mcp.ClientSession, name string, args any) toolCall[T] {
+	t.Helper()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("calling %s: %v", name, err)
+	}
+	return decodeResult[T](t, name, res)
+}
+
+func decodeResult[T any](t testing.TB, name string, res *mcp.CallToolResult) toolCall[T] {
+	t.Helper()
+	raw, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		t.Fatalf("%s: encoding structured content: %v", name, err)
+	}
+	var got toolCall[T]
+	if res.IsError {
+		var body errorBody
+		if err := json.Unmarshal(raw, &body); err != nil || body.Error == nil {
+			t.Fatalf("%s: error result without a structured error: %s (%v)", name, raw, res.Content)
+		}
+		got.err = body.Error
+		return got
+	}
+	if err := json.Unmarshal(raw, &got.out); err != nil {
+		t.Fatalf("%s: decoding %s: %v", name, raw, err)
+	}
+	return got
+}
+
+// wantCode fails unless a call failed with code.
+func wantCode[T any](t testing.TB, got toolCall[T], code Code) {
+	t.Helper()
+	if got.err == nil {
+		t.Fatalf("want error %s, got success %+v", code, got.out)
+	}
+	if got.err.Code != code {
+		t.Fatalf("want error %s, got %s: %s", code, got.err.Code, got.err.Message)
+	}
+}
+
+// wantOK fails unless a call succeeded.
+func wantOK[T any](t testing.TB, got toolCall[T]) T {
+	t.Helper()
+	if got.err != nil {
+		t.Fatalf("want success, got %s: %s", got.err.Code, got.err.Message)
+	}
+	return got.out
+}
+
+// async runs a tool call in the background.
+func async[T any](t testing.TB, ctx context.Context, cs *mcp.ClientSession, name string, args any) <-chan toolCall[T] {
+	ch := make(chan toolCall[T], 1)
+	go func() {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+		if err != nil {
+			ch <- toolCall[T]{err: &ToolError{Code: "transport", Message: err.Error()}}
+			return
+		}
+		raw, _ := json.Marshal(res.StructuredContent)
+		var got toolCall[T]
+		if res.IsError {
+			var body errorBody
+			_ = json.Unmarshal(raw, &body)
+			got.err = body.Error
+			if got.err == nil {
+				got.err = &ToolError{Code: "unstructured", Message: fmt.Sprint(res.Content)}
+			}
+		} else if err := json.Unmarshal(raw, &got.out); err != nil {
+			got.err = &ToolError{Code: "undecodable", Message: err.Error()}
+		}
+		ch <- got
+	}()
+	return ch
+}
+
+// receive waits for a background call.
+func receive[T any](t testing.TB, ch <-chan toolCall[T]) toolCall[T] {
+	t.Helper()
+	select {
+	case got := <-ch:
+		return got
+	case <-time.After(60 * time.Second):
+		t.Fatal("the call did not return")
+	}
+	panic("unreachable")
+}
+
+// addMember creates a Member and the token Secret its controller would
+// make, returning the member and its token.
+func addMember(t testing.TB, m *fleetv1alpha1.Member) (*fleetv1alpha1.Member, string) {
+	t.Helper()
+	create(t, m)
+	token := fmt.Sprintf("member-%s-%s-token", m.Name, m.UID)
+	create(t, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: m.Name + "-fleetd-token", Namespace: m.Namespace,
+			Labels: map[string]string{fleetv1alpha1.LabelMember: m.Name, fleetv1alpha1.LabelMemberUID: string(m.UID)},
+		},
+		Data: map[string][]byte{fleetv1alpha1.TokenSecretKey: []byte(token)},
+	})
+	return m, token
+}
+
+// setMemberStatus writes a Member's status as its controller would.
+func setMemberStatus(t testing.TB, m *fleetv1alpha1.Member, mutate func(*fleetv1alpha1.MemberStatus)) {
+	t.Helper()
+	eventually(t, func() error {
+		var cur fleetv1alpha1.Member
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(m), &cur); err != nil {
+			return err
+		}
+		mutate(&cur.Status)
+		return env.Client.Status().Update(context.Background(), &cur)
+	})
+}
+
+// waitDelegation waits for the one Delegation to member to show up and
+// returns it; with several, the newest.
+func waitDelegation(t testing.TB, ns, member string, match func(*fleetv1alpha1.Delegation) bool) *fleetv1alpha1.Delegation {
+	t.Helper()
+	var found *fleetv1alpha1.Delegation
+	eventually(t, func() error {
+		var list fleetv1alpha1.DelegationList
+		if err := env.Client.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{fleetv1alpha1.LabelMember: member}); err != nil {
+			return err
+		}
+		for i := range list.Items {
+			d := &list.Items[i]
+			if match == nil || match(d) {
+				if found == nil || d.CreationTimestamp.After(found.CreationTimestamp.Time) {
+					found = d
+				}
+			}
+		}
+		if found == nil {
+			return fmt.Errorf("no delegation to %s yet", member)
+		}
+		return nil
+	})
+	return found
+}
+
+// getDelegation reads a Delegation from the API server.
+func getDelegation(t testing.TB, ns, name string) *fleetv1alpha1.Delegation {
+	t.Helper()
+	var d fleetv1alpha1.Delegation
+	if err := env.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &d); err != nil {
+		t.Fatalf("reading delegation %s: %v", name, err)
+	}
+	return &d
+}
+
+// settle plays the Delegation controller: it writes a phase and whatever
+// else mutate sets.
+func settle(t testing.TB, ns, name string, mutate func(*fleetv1alpha1.DelegationStatus)) {
+	t.Helper()
+	eventually(t, func() error {
+		var d fleetv1alpha1.Delegation
+		if err := env.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &d); err != nil {
+			return err
+		}
+		mutate(&d.Status)
+		return env.Client.Status().Update(context.Background(), &d)
+	})
+}
+
+// deliver plays the controller delivering a Delegation: phase Working,
+// deliveredAt set. A worker's call right after may reach the gateway before
+// its cache shows the delivery, which the gateway copes with.
+func deliver(t testing.TB, ns, name string) {
+	t.Helper()
+	settle(t, ns, name, func(s *fleetv1alpha1.DelegationStatus) {
+		now := metav1.Now()
+		s.Phase, s.DeliveredAt, s.PickedUpAt = fleetv1alpha1.DelegationWorking, &now, &now
+	})
+}
+
+// member is shorthand for a test member in ns.
+func member(name, ns string) *testutil.MemberWrapper {
+	return testutil.MakeMember(name, ns).Command("true")
+}
+
+// exportAll lets go-cmp look into the outputs' embedded failure.
+var exportAll = cmp.Exporter(func(reflect.Type) bool { return true })
+
+// errIf returns an error when cond holds.
+func errIf(cond bool, format string, args ...any) error {
+	if cond {
+		return fmt.Errorf(format, args...)
+	}
+	return nil
+}
+
+// diffErr returns the difference of want and got as an error.
+func diffErr(want, got any, opts ...cmp.Option) error {
+	if diff := cmp.Diff(want, got, append(opts, exportAll)...); diff != "" {
+		return fmt.Errorf("(-want +got):\n%s", diff)
+	}
+	return nil
+}
+
+// cmpSorted compares string slices as sets.
+var cmpSorted = cmpopts.SortSlices(func(a, b string) bool { return a < b })
+
+// httptestRequest is a request with an Authorization header.
+func httptestRequest(authorization string) *http.Request {
+	r, _ := http.NewRequest(http.MethodGet, "http://gateway/agents", nil)
+	if authorization != "" {
+		r.Header.Set("Authorization", authorization)
+	}
+	return r
+}

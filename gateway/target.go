@@ -1,0 +1,166 @@
+package gateway
+
+import (
+	"slices"
+	"strings"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+)
+
+// target is where a bridge_send goes: an existing member, or a member to
+// spawn from the default Profile because none exists.
+type target struct {
+	member string
+	spawn  bool
+}
+
+// resolveTarget decides which member a bridge_send addresses. A sessionID
+// names a member by name, agent session id, terminal id or pane id. Without
+// one, the sole member other than the caller is the target; with none, a
+// member is to be spawned; with several, the caller has to choose.
+func resolveTarget(members []fleetv1alpha1.Member, sessionID string, caller *Principal) (target, *ToolError) {
+	if sessionID != "" {
+		m, err := findMember(members, sessionID)
+		if err != nil {
+			return target{}, err
+		}
+		if isCaller(m, caller) {
+			return target{}, errorf(CodeInvalidArgument, "sessionId %q is you: a member cannot send to itself", sessionID)
+		}
+		if m.DeletionTimestamp != nil {
+			return target{}, errorf(CodeWorkerGone, "member %s is being deleted", m.Name)
+		}
+		return target{member: m.Name}, nil
+	}
+	var live []*fleetv1alpha1.Member
+	for i := range members {
+		m := &members[i]
+		if isCaller(m, caller) || m.DeletionTimestamp != nil {
+			continue
+		}
+		live = append(live, m)
+	}
+	switch len(live) {
+	case 0:
+		return target{spawn: true}, nil
+	case 1:
+		return target{member: live[0].Name}, nil
+	}
+	return target{}, errorf(CodeInvalidArgument,
+		"%d members could take this message: %s; pass sessionId with one of their names",
+		len(live), describeMembers(live))
+}
+
+// findMember finds the member a sessionId or paneId addresses. A name wins
+// over the other ids; an id that several members share is ambiguous.
+func findMember(members []fleetv1alpha1.Member, id string) (*fleetv1alpha1.Member, *ToolError) {
+	var byID []*fleetv1alpha1.Member
+	for i := range members {
+		m := &members[i]
+		if m.Name == id {
+			return m, nil
+		}
+		s := m.Status
+		if slices.Contains([]string{s.AgentSessionID, s.TerminalID, s.PaneID}, id) {
+			byID = append(byID, m)
+		}
+	}
+	switch len(byID) {
+	case 1:
+		return byID[0], nil
+	case 0:
+		live := make([]*fleetv1alpha1.Member, 0, len(members))
+		for i := range members {
+			live = append(live, &members[i])
+		}
+		if len(live) == 0 {
+			return nil, errorf(CodeNotFound, "no member %q: this namespace has no members", id)
+		}
+		return nil, errorf(CodeNotFound, "no member with name, agent session id, terminal id or pane id %q; members: %s", id, describeMembers(live))
+	}
+	return nil, errorf(CodeInvalidArgument, "%q is ambiguous: it is an id of %s; address the member by name", id, describeMembers(byID))
+}
+
+// isCaller reports whether m is the calling member itself.
+func isCaller(m *fleetv1alpha1.Member, caller *Principal) bool {
+	return caller != nil && caller.Kind == fleetv1alpha1.PrincipalMember && caller.Name == m.Name
+}
+
+// describeMembers lists members with their status for an error message,
+// so a model can pick one without another call.
+func describeMembers(ms []*fleetv1alpha1.Member) string {
+	parts := make([]string, 0, len(ms))
+	for _, m := range ms {
+		s := m.Name
+		if st := m.Status.AgentStatus; st != "" {
+			s += " (" + string(st) + ")"
+		}
+		parts = append(parts, s)
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
+}
+
+// defaultProfile is the Profile bridge_send auto-spawns from: the oldest
+// marked default, ties broken by name so every replica picks the same one.
+func defaultProfile(profiles []fleetv1alpha1.Profile) *fleetv1alpha1.Profile {
+	var best *fleetv1alpha1.Profile
+	for i := range profiles {
+		p := &profiles[i]
+		if !p.Spec.Default || p.DeletionTimestamp != nil {
+			continue
+		}
+		if best == nil || p.CreationTimestamp.Before(&best.CreationTimestamp) ||
+			(p.CreationTimestamp.Equal(&best.CreationTimestamp) && p.Name < best.Name) {
+			best = p
+		}
+	}
+	return best
+}
+
+// billingOf is the billing mode a Profile runs with (subscription unless it
+// says api).
+func billingOf(p *fleetv1alpha1.Profile) fleetv1alpha1.Billing {
+	if p.Spec.Billing == "" {
+		return fleetv1alpha1.BillingSubscription
+	}
+	return p.Spec.Billing
+}
+
+// checkBoundary decides whether caller may start a worker from profile to
+// without crossing the subscription boundary. Primaries have no billing mode
+// of their own. A member's mode is its Profile's; an inline member cannot
+// carry an API endpoint, so it runs on a subscription. from is the caller's
+// Profile, nil when the caller is inline or its Profile is gone.
+func checkBoundary(caller *Principal, from, to *fleetv1alpha1.Profile) *ToolError {
+	if caller.isPrimary() || caller.Member == nil {
+		return nil
+	}
+	mine := fleetv1alpha1.BillingSubscription
+	if caller.Member.Spec.Profile != "" {
+		if from == nil {
+			return errorf(CodeSubscriptionBoundary, "your profile %s no longer exists, so your billing mode is unknown; a member may only spawn workers with its own billing mode", caller.Member.Spec.Profile)
+		}
+		mine = billingOf(from)
+	}
+	if theirs := billingOf(to); theirs != mine {
+		return errorf(CodeSubscriptionBoundary, "profile %s bills by %s and you run on %s; a member may only spawn workers with its own billing mode", to.Name, theirs, mine)
+	}
+	return nil
+}
+
+// mayStop decides whether caller may stop member m: its spawner, a lead of
+// its team, or any primary.
+func mayStop(caller *Principal, m *fleetv1alpha1.Member) *ToolError {
+	switch {
+	case caller.isPrimary():
+		return nil
+	case isCaller(m, caller):
+		return errorf(CodeForbidden, "a member cannot stop itself")
+	case m.Annotations[fleetv1alpha1.AnnotationSpawnedBy] == caller.key():
+		return nil
+	case caller.isLead() && caller.team() == m.Spec.Team:
+		return nil
+	}
+	return errorf(CodeForbidden, "member %s was not spawned by you and you do not lead its team", m.Name)
+}

@@ -1,0 +1,280 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"k8s.io/utils/ptr"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+)
+
+// ToolNamespace is a group of tools that is switched on or off as a whole.
+type ToolNamespace string
+
+// Tool namespaces.
+const (
+	// ToolNamespaceBridge holds the bridge_* tools; it is always on.
+	ToolNamespaceBridge ToolNamespace = "bridge"
+	// ToolNamespaceTeam holds the team_* tools; on unless switched off.
+	ToolNamespaceTeam ToolNamespace = "team"
+	// ToolNamespaceProcess holds the process_* tools, which run commands on
+	// the gateway's host; off unless switched on.
+	ToolNamespaceProcess ToolNamespace = "process"
+)
+
+// namespaceDefaults says which namespaces are on when Options.Features does
+// not mention them.
+var namespaceDefaults = map[ToolNamespace]bool{
+	ToolNamespaceBridge:  true,
+	ToolNamespaceTeam:    true,
+	ToolNamespaceProcess: false,
+}
+
+// call is one tool call and the caller it came from.
+type call struct {
+	tool string
+	req  *mcp.CallToolRequest
+	who  *Principal
+}
+
+// result is what every tool output implements: room for a structured error,
+// and the outcome label of the call metric.
+type result interface {
+	setError(*ToolError)
+	metricOutcome() string
+}
+
+// failure is embedded in every tool output: a failed call returns only
+// {error:{code,message}} with isError set.
+type failure struct {
+	// error: set when the call failed; the other fields are then absent.
+	Error *ToolError `json:"error,omitempty" jsonschema:"set when the call failed; the other fields are then absent"`
+}
+
+func (f *failure) setError(e *ToolError) { f.Error = e }
+func (f *failure) metricOutcome() string { return "ok" }
+
+// tokenInfoPrincipal is the key of the resolved Principal in the TokenInfo
+// the HTTP layer attaches to every MCP request.
+const tokenInfoPrincipal = "fleetd.principal"
+
+// principalOf returns the caller of an MCP request, resolved by the HTTP
+// layer from this request's own bearer token.
+func principalOf(req *mcp.CallToolRequest) *Principal {
+	if req == nil || req.Extra == nil || req.Extra.TokenInfo == nil {
+		return nil
+	}
+	p, _ := req.Extra.TokenInfo.Extra[tokenInfoPrincipal].(*Principal)
+	return p
+}
+
+// toolSpec describes one tool for registration.
+type toolSpec struct {
+	namespace   ToolNamespace
+	name        string
+	description string
+	readOnly    bool
+	// schema adjusts the input schema derived from the input type, with
+	// what Go types cannot say (enums, bounds).
+	schema func(*jsonschema.Schema)
+}
+
+// addTool registers a typed tool. Every call is attributed to its
+// principal, counted, and shielded: an error becomes a structured error
+// result and a panic becomes an internal error, never a crashed gateway.
+func addTool[In, Out any, PO interface {
+	*Out
+	result
+}](g *Gateway, spec toolSpec, h func(context.Context, *call, In) (*Out, error)) {
+	g.toolNamespaces[spec.name] = spec.namespace
+	g.toolOrder = append(g.toolOrder, spec.name)
+	if !g.enabled(spec.namespace) {
+		return
+	}
+	in, err := jsonschema.For[In](nil)
+	if err != nil {
+		panic(fmt.Sprintf("input schema of %s: %v", spec.name, err))
+	}
+	if spec.schema != nil {
+		spec.schema(in)
+	}
+	tool := &mcp.Tool{
+		Name:        spec.name,
+		Description: spec.description,
+		InputSchema: in,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: spec.readOnly, OpenWorldHint: ptr.To(false)},
+	}
+	mcp.AddTool(g.server, tool, func(ctx context.Context, req *mcp.CallToolRequest, input In) (*mcp.CallToolResult, *Out, error) {
+		c := &call{tool: spec.name, req: req, who: principalOf(req)}
+		out, err := runTool(g, ctx, c, input, h)
+		if err != nil {
+			te := toolErrorOf(err)
+			label := string(te.Code)
+			if errors.Is(err, context.Canceled) {
+				label = "client_gone"
+			}
+			g.metrics.toolCalls.WithLabelValues(spec.name, label).Inc()
+			out = new(Out)
+			PO(out).setError(te)
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: te.Error()}}}, out, nil
+		}
+		if out == nil {
+			out = new(Out)
+		}
+		g.metrics.toolCalls.WithLabelValues(spec.name, PO(out).metricOutcome()).Inc()
+		return nil, out, nil
+	})
+}
+
+// runTool runs a handler and turns a panic into an internal error.
+func runTool[In, Out any](g *Gateway, ctx context.Context, c *call, in In, h func(context.Context, *call, In) (*Out, error)) (out *Out, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			g.panics.Add(1)
+			g.log.Error(fmt.Errorf("%v", r), "Tool handler panicked", "tool", c.tool, "stack", string(debug.Stack()))
+			out, err = nil, errorf(CodeInternal, "the gateway failed while handling %s", c.tool)
+		}
+	}()
+	if c.who == nil {
+		return nil, errorf(CodeUnauthorized, "the request carries no resolved caller")
+	}
+	return h(ctx, c, in)
+}
+
+// toolsByNamespace lists the tool names of a namespace in registration order.
+func (g *Gateway) toolsByNamespace(ns ToolNamespace) []string {
+	var names []string
+	for _, n := range g.toolOrder {
+		if g.toolNamespaces[n] == ns {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+// enabled reports whether a tool namespace is on.
+func (g *Gateway) enabled(ns ToolNamespace) bool {
+	if ns == ToolNamespaceBridge {
+		return true
+	}
+	if on, ok := g.opts.Features[ns]; ok {
+		return on
+	}
+	return namespaceDefaults[ns]
+}
+
+// registerTools adds every tool to the MCP server.
+func (g *Gateway) registerTools() {
+	contentLimit := func(props ...string) func(*jsonschema.Schema) {
+		return func(s *jsonschema.Schema) {
+			for _, p := range props {
+				if ps := s.Properties[p]; ps != nil {
+					ps.MinLength = ptr.To(1)
+					ps.MaxLength = ptr.To(fleetv1alpha1.MaxContentBytes)
+				}
+			}
+		}
+	}
+	timeoutBounds := func(s *jsonschema.Schema) {
+		if ps := s.Properties["timeoutMs"]; ps != nil {
+			ps.Minimum = ptr.To(0.0)
+		}
+	}
+	both := func(fs ...func(*jsonschema.Schema)) func(*jsonschema.Schema) {
+		return func(s *jsonschema.Schema) {
+			for _, f := range fs {
+				f(s)
+			}
+		}
+	}
+
+	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_send", description: descSend, schema: both(contentLimit("content"), timeoutBounds)}, g.bridgeSend)
+	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_reply", description: descReply, schema: contentLimit("content")}, g.bridgeReply)
+	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_ask", description: descAsk, schema: both(contentLimit("content"), timeoutBounds)}, g.bridgeAsk)
+	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_poll", description: descPoll, readOnly: true}, g.bridgePoll)
+	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_ack", description: descAck}, g.bridgeAck)
+	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_status", description: descStatus, readOnly: true}, g.bridgeStatus)
+	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_spawn", description: descSpawn}, g.bridgeSpawn)
+	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_list", description: descList, readOnly: true}, g.bridgeList)
+	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_stop", description: descStop}, g.bridgeStop)
+	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_profiles", description: descProfiles, readOnly: true}, g.bridgeProfiles)
+	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_whoami", description: descWhoami, readOnly: true}, g.bridgeWhoami)
+
+	addTool(g, toolSpec{namespace: ToolNamespaceTeam, name: "team_status", description: descTeamStatus, readOnly: true}, g.teamStatus)
+	addTool(g, toolSpec{namespace: ToolNamespaceTeam, name: "team_message", description: descTeamMessage, schema: contentLimit("content", "recipient")}, g.teamMessage)
+	addTool(g, toolSpec{namespace: ToolNamespaceTeam, name: "team_manage", description: descTeamManage, schema: func(s *jsonschema.Schema) {
+		if ps := s.Properties["action"]; ps != nil {
+			ps.Enum = []any{"add", "remove"}
+		}
+	}}, g.teamManage)
+
+	addTool(g, toolSpec{namespace: ToolNamespaceProcess, name: "process_run", description: descProcessRun, schema: func(s *jsonschema.Schema) {
+		if ps := s.Properties["command"]; ps != nil {
+			ps.MinItems = ptr.To(1)
+			ps.MaxItems = ptr.To(maxProcessArgs)
+		}
+	}}, g.processRun)
+	addTool(g, toolSpec{namespace: ToolNamespaceProcess, name: "process_status", description: descProcessStatus, readOnly: true}, g.processStatus)
+	addTool(g, toolSpec{namespace: ToolNamespaceProcess, name: "process_logs", description: descProcessLogs, readOnly: true}, g.processLogs)
+	addTool(g, toolSpec{namespace: ToolNamespaceProcess, name: "process_kill", description: descProcessKill}, g.processKill)
+}
+
+// Tool descriptions. A model reads them once and must use the tool right the
+// first time: what blocks, for how long, and what each outcome means.
+const (
+	descSend = `Send a message to a worker (a fleet member: an AI agent in a terminal pane) and wait, in this one call, for what comes back.
+The call blocks until the first of:
+- the worker calls bridge_reply -> {outcome:"reply", text, dispatchId}. Done.
+- the worker asks you a question with bridge_ask -> {outcome:"question", text, turnId, dispatchId}. Answer by calling bridge_send again with {content:<your answer>, turnId}; that call waits again on the same message.
+- the worker ends its turn without replying -> {outcome:"turn_done", text:<last lines of its terminal>}.
+- the deadline passes (timeoutMs, default 600000 = 10 minutes, capped by the gateway) -> {outcome:"timeout", dispatchId}. The message stays queued or in progress; a late reply appears in bridge_poll.
+With wait:false it returns at once with {outcome:"dispatched", dispatchId}; the outcome arrives later in bridge_poll (or typed into your pane if you are a member).
+sessionId picks the worker by member name, agent session id, terminal id or pane id. Omit it when exactly one other member exists; when none exists one is spawned from the default profile; when several exist the call fails with invalid_argument listing them.
+idempotencyKey (recommended for long tasks): a repeated call with the same key never sends twice; it waits on the first message again or returns its outcome, which is how to re-attach after a dropped connection or a gateway restart.
+Errors (isError with {error:{code,message}}): worker_gone (member or pane went away), delivery_failed, cancelled, not_found, invalid_argument, subscription_boundary, conflict (idempotencyKey reused for different content, or a turnId answered differently).
+While waiting, a progress notification is sent periodically (every 15 s by default) if the request carries a progress token.`
+
+	descReply = `Reply to the message you are working on; for fleet members only. This settles the delegation in flight to you and hands text to the sender's waiting bridge_send, so call it once, at the end, with the complete answer the sender needs. You never name the sender or the message: the gateway knows which delegation you are handling.
+A reply after the sender's deadline is still recorded and reaches the sender later (late:true).
+Returns at once with {dispatchId, late}. Error not_found: nothing is in flight to you.`
+
+	descAsk = `Ask the sender of the message you are working on a clarifying question, and wait for the answer; for fleet members only. You stay in the same turn.
+Blocks until the sender answers -> {answer, turnId}, or until timeoutMs passes (default 600000 = 10 minutes) -> {outcome:"timeout", turnId}: then carry on with your best judgement and say so in your bridge_reply.
+Error not_found: nothing is in flight to you. Error cancelled: the message settled before anyone answered.`
+
+	descPoll = `Collect what nobody waited for, without blocking: outcomes of messages you sent with wait:false, of bridge_send calls that timed out or were cancelled on your side, and late replies. Each entry has dispatchId, member, outcome (reply, turn_done, timeout, or an error code) and text. Also lists open questions workers asked you: answer with bridge_send {content, turnId}.
+Entries stay until you acknowledge them with bridge_ack.`
+
+	descAck = `Acknowledge outcomes shown by bridge_poll so they are not shown again. Pass dispatchId for one, ids for several, or neither to acknowledge everything bridge_poll shows now. Only settled messages you sent can be acknowledged. Returns at once with the acknowledged ids.`
+
+	descStatus = `Show live state without blocking: each member's agent status (idle, working, blocked = a dialog is on screen, done), phase, pane/terminal/session ids, queue depth and the message in flight; and your own messages still in progress (with any open question). With sessionId (name, agent session id, terminal id or pane id), just that member.`
+
+	descSpawn = `Start a new worker from a profile (bridge_profiles lists them; omit profile to use the namespace's default). Returns at once with the new member; its pane starts in the background, and messages sent to it with bridge_send (sessionId = its name) queue until its agent is ready. A member may only spawn profiles with its own billing mode (subscription or api); crossing it fails with subscription_boundary.`
+
+	descList = `List the members of your namespace with their status, without blocking. "self" marks you.`
+
+	descStop = `Stop a worker: delete the member and close its pane. paneId addresses it by pane id, member name, terminal id or agent session id. Allowed for the member that spawned it, the lead of its team, and primaries (non-member callers). Messages still queued for it settle as worker_gone. Returns at once.`
+
+	descProfiles = `List the profiles workers can be spawned from: name, description, agent or command, model, effort, billing (subscription or api) and which one is the default. Environment values are never shown.`
+
+	descWhoami = `Say who the gateway takes you for: principal kind (Member, ServiceAccount or Static), name, namespace, and for members their team and role; plus which tool namespaces are switched on. Identity comes only from your token.`
+
+	descTeamStatus = `Show your team: every member with its role, status, pane ids, queue depth and message in flight. Members see their own team; primaries pass team. Returns at once.`
+
+	descTeamMessage = `Send a message to one team member (recipient = its name, or any of its ids) or to every other member of your team (recipient = "broadcast"). Does not wait: returns at once with the dispatch ids; replies arrive through bridge_poll, or typed into your pane if you are a member. Primaries pass team.`
+
+	descTeamManage = `Add a member to your team from a profile (action "add", profile optional: the default profile; name optional) or remove one (action "remove", name required). Leads may always do this; other members only where the gateway's team policy allows; primaries pass team. Adding obeys the subscription boundary like bridge_spawn. Returns at once.`
+
+	descProcessRun = `Run a command on the gateway's host, without a shell: command is the argv (["make","test"]). Returns at once with processId; follow it with process_status and process_logs, stop it with process_kill. The process belongs to you: other callers cannot see it. Its environment is minimal (PATH, HOME, LANG), never the gateway's credentials.`
+
+	descProcessStatus = `Show your processes (or the one processId names): command, state (running or exited), exit code, start and end time. Returns at once.`
+
+	descProcessLogs = `Return the recent output (stdout and stderr interleaved) of one of your processes: the last tailBytes bytes (default and maximum: the whole kept buffer). truncated says older output was dropped. Returns at once.`
+
+	descProcessKill = `Stop one of your processes (SIGTERM to its process group, SIGKILL after a short grace). Returns its state.`
+)
