@@ -263,7 +263,9 @@ func awaitsPickup(d *fleetv1alpha1.Delegation) bool {
 // needsDetachedReply says whether a reply waits to be carried into its
 // member sender's pane: nobody waits for it and it was not carried yet.
 func needsDetachedReply(d *fleetv1alpha1.Delegation) bool {
-	if d.Status.Reply == nil || d.Status.ReplyDeliveredAs != "" || d.Spec.From.Kind != fleetv1alpha1.PrincipalMember {
+	// An acknowledged outcome reached its sender already (a re-attached
+	// bridge_send got it).
+	if d.Status.Reply == nil || d.Status.ReplyDeliveredAs != "" || d.Status.AcknowledgedAt != nil || d.Spec.From.Kind != fleetv1alpha1.PrincipalMember {
 		return false
 	}
 	waited := d.Spec.Wait == nil || *d.Spec.Wait

@@ -728,8 +728,39 @@ func (g *Gateway) bridgeAck(ctx context.Context, c *call, in AckInput) (*AckOutp
 		}
 		out.Acknowledged = append(out.Acknowledged, d.Name)
 	}
+	// A bridge_poll right after the ack reads the cache: wait until it shows
+	// the acks, so the caller never sees an acknowledged outcome again.
+	for _, d := range targets {
+		g.awaitCache(ctx, client.ObjectKeyFromObject(d), func(d *fleetv1alpha1.Delegation) bool { return d.Status.AcknowledgedAt != nil })
+	}
 	slices.Sort(out.Acknowledged)
 	return out, nil
+}
+
+// cacheCatchUp bounds how long a call waits for the cache to show its own
+// write.
+const cacheCatchUp = 2 * time.Second
+
+// awaitCache waits, at most cacheCatchUp, until the cached Delegation at key
+// satisfies shows.
+func (g *Gateway) awaitCache(ctx context.Context, key types.NamespacedName, shows func(*fleetv1alpha1.Delegation) bool) {
+	w := g.rv.subscribe(key)
+	defer g.rv.unsubscribe(key, w)
+	limit := time.NewTimer(cacheCatchUp)
+	defer limit.Stop()
+	for {
+		var d fleetv1alpha1.Delegation
+		if err := g.cache.Get(ctx, key, &d); err != nil || shows(&d) {
+			return
+		}
+		select {
+		case <-w.wake:
+		case <-limit.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 func phaseOf(d *fleetv1alpha1.Delegation) fleetv1alpha1.DelegationPhase {

@@ -229,11 +229,13 @@ func TestPollable(t *testing.T) {
 		status fleetv1alpha1.DelegationStatus
 		want   bool
 	}{
-		"detached, settled":       {wait: ptr.To(false), status: settledAt, want: true},
-		"detached, not settled":   {wait: ptr.To(false), status: fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationWorking}},
-		"blocking, waiter got it": {status: settledAt},
-		"blocking, waiter left":   {status: fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationTimedOut, DetachedAt: mtime(0)}, want: true},
-		"acknowledged":            {wait: ptr.To(false), status: fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationReplied, AcknowledgedAt: mtime(0)}},
+		"detached, settled":                       {wait: ptr.To(false), status: settledAt, want: true},
+		"detached, not settled":                   {wait: ptr.To(false), status: fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationWorking}},
+		"blocking, waiter got it":                 {status: settledAt},
+		"blocking, waiter left":                   {status: fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationTimedOut, DetachedAt: mtime(0)}, want: true},
+		"acknowledged":                            {wait: ptr.To(false), status: fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationReplied, AcknowledgedAt: mtime(0)}},
+		"late reply after the waiter got timeout": {status: fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationTimedOut, Reply: ptr.To("late")}, want: true},
+		"timeout without a reply, waiter got it":  {status: fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationTimedOut}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -230,7 +230,10 @@ func laterDelivered(a, b *fleetv1alpha1.Delegation) bool {
 // sender: settled, not acknowledged, and with nobody holding a call for it
 // (sent detached, or the waiter left).
 func pollable(d *fleetv1alpha1.Delegation) bool {
-	return settled(d) && d.Status.AcknowledgedAt == nil && (!waits(d) || d.Status.DetachedAt != nil)
+	// A reply after a timeout never reached the waiter, whichever of the
+	// waiter's timer and the controller's deadline came first.
+	late := d.Status.Phase == fleetv1alpha1.DelegationTimedOut && d.Status.Reply != nil
+	return settled(d) && d.Status.AcknowledgedAt == nil && (!waits(d) || d.Status.DetachedAt != nil || late)
 }
 
 // sortForPoll orders Delegations oldest first, so a caller handles outcomes
