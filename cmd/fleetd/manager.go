@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/fleetd/fleetd/controllers"
+	"github.com/fleetd/fleetd/gateway"
+	"github.com/fleetd/fleetd/herdr"
+	"github.com/fleetd/fleetd/internal/scheme"
+)
+
+// options are fleetd's settings.
+type options struct {
+	controllers, gateway bool
+
+	herdrSocket string
+	namespace   string
+
+	gatewayBind      string
+	gatewayURL       string
+	staticTokens     string
+	staticNamespace  string
+	maxTimeout       time.Duration
+	progressInterval time.Duration
+	teamMembersMay   bool
+	processTools     bool
+	teamTools        bool
+
+	metricsAddr    string
+	probeAddr      string
+	leaderElect    bool
+	leaderElectNS  string
+	settleWindow   time.Duration
+	maxHops        int
+	memberParallel int
+	queueParallel  int
+}
+
+func (o *options) bind(fs *flag.FlagSet) {
+	fs.BoolVar(&o.controllers, "controllers", true, "Run the Member and Delegation controllers.")
+	fs.BoolVar(&o.gateway, "gateway", true, "Run the MCP gateway.")
+	fs.StringVar(&o.herdrSocket, "herdr-socket", "", "herdr's socket (default: $HERDR_SOCKET_PATH, else herdr's own default path).")
+	fs.StringVar(&o.namespace, "namespace", "", "Watch only this namespace (default: all).")
+	fs.StringVar(&o.gatewayBind, "gateway-bind", gateway.DefaultAddr, "Address the gateway serves MCP (/mcp), REST, /healthz, /readyz and /metrics on.")
+	fs.StringVar(&o.gatewayURL, "gateway-url", "", "The gateway's MCP URL as panes reach it (default: http://<gateway-bind>/mcp).")
+	fs.StringVar(&o.staticTokens, "static-tokens", "", "namespace/name of a Secret labelled fleet.fleetd.dev/static-token whose keys are principal names and values tokens.")
+	fs.StringVar(&o.staticNamespace, "static-namespace", gateway.DefaultNamespace, "Namespace static-token principals act in.")
+	fs.DurationVar(&o.maxTimeout, "max-timeout", gateway.DefaultMaxTimeout, "Cap on a held call's timeoutMs.")
+	fs.DurationVar(&o.progressInterval, "progress-interval", gateway.DefaultProgressInterval, "How often a held call sends a progress notification.")
+	fs.BoolVar(&o.teamMembersMay, "team-members-manage", false, "Let non-lead members add and remove members of their team.")
+	fs.BoolVar(&o.teamTools, "team-tools", true, "Serve the team_* tools.")
+	fs.BoolVar(&o.processTools, "process-tools", false, "Serve the process_* tools, which run commands on the gateway's host.")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "Controller metrics address (0 disables; the gateway serves its own /metrics).")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", "", "Controller health probe address (empty disables).")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader among controller replicas.")
+	fs.StringVar(&o.leaderElectNS, "leader-election-namespace", "", "Namespace of the leader election lease.")
+	fs.DurationVar(&o.settleWindow, "turn-settle-window", controllers.DefaultDeliveryPolicy.SettleWindow, "How long a member stays idle after a pickup before a turn without a reply settles turn_done.")
+	fs.IntVar(&o.maxHops, "max-detached-hops", int(controllers.DefaultDeliveryPolicy.MaxHops), "Detached replies a member may chain without a primary's message in between.")
+	fs.IntVar(&o.memberParallel, "member-concurrency", 4, "Members reconciled in parallel.")
+	fs.IntVar(&o.queueParallel, "delegation-concurrency", 16, "Member queues the injector works on in parallel (each delivery holds a worker for herdr's 300 ms prompt delay).")
+}
+
+func (o *options) mcpURL() string {
+	if o.gatewayURL != "" {
+		return o.gatewayURL
+	}
+	host, port, err := net.SplitHostPort(o.gatewayBind)
+	if err != nil {
+		return "http://" + o.gatewayBind + "/mcp"
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/mcp"
+}
+
+// start runs fleetd on cfg until ctx ends.
+func start(ctx context.Context, cfg *rest.Config, o options) error {
+	if !o.controllers && !o.gateway {
+		return fmt.Errorf("nothing to run: --controllers=false and --gateway=false")
+	}
+	cacheOpts := gateway.CacheOptions()
+	if o.namespace != "" {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{o.namespace: {}}
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme.New(),
+		Cache:                   cacheOpts,
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect && o.controllers,
+		LeaderElectionID:        "fleetd.fleet.fleetd.dev",
+		LeaderElectionNamespace: o.leaderElectNS,
+	})
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	if o.probeAddr != "" {
+		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+			return err
+		}
+		if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+			return err
+		}
+	}
+	if o.controllers {
+		socket := o.herdrSocket
+		if socket == "" {
+			if socket, err = herdr.DefaultSocketPath(); err != nil {
+				return fmt.Errorf("finding herdr's socket: %w", err)
+			}
+		}
+		panes := herdr.NewClient(socket)
+		events := controllers.NewPaneEvents(panes)
+		if err := mgr.Add(events); err != nil {
+			return err
+		}
+		members := &controllers.MemberReconciler{
+			Client:                  mgr.GetClient(),
+			Reader:                  mgr.GetAPIReader(),
+			Panes:                   panes,
+			Events:                  events,
+			Recorder:                mgr.GetEventRecorder("fleetd-member"),
+			Clock:                   clock.RealClock{},
+			MCPURL:                  o.mcpURL(),
+			MaxConcurrentReconciles: o.memberParallel,
+		}
+		if err := members.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the member controller: %w", err)
+		}
+		policy := controllers.DefaultDeliveryPolicy
+		policy.SettleWindow = o.settleWindow
+		policy.MaxHops = int32(o.maxHops)
+		delegations := &controllers.DelegationReconciler{
+			Client:   mgr.GetClient(),
+			Panes:    panes,
+			Recorder: mgr.GetEventRecorder("fleetd-delegation"),
+			Clock:    clock.RealClock{},
+			Policy:   policy,
+
+			MaxConcurrentReconciles: o.queueParallel,
+		}
+		if err := delegations.SetupWithManager(ctx, mgr); err != nil {
+			return fmt.Errorf("setting up the delegation controller: %w", err)
+		}
+	}
+	if o.gateway {
+		gopts := gateway.Options{
+			Addr:             o.gatewayBind,
+			Namespace:        o.staticNamespace,
+			MaxTimeout:       o.maxTimeout,
+			ProgressInterval: o.progressInterval,
+			Features: map[gateway.ToolNamespace]bool{
+				gateway.ToolNamespaceTeam:    o.teamTools,
+				gateway.ToolNamespaceProcess: o.processTools,
+			},
+			TeamPolicy: gateway.TeamPolicy{MembersMayManage: o.teamMembersMay},
+		}
+		if o.staticTokens != "" {
+			ns, name, ok := strings.Cut(o.staticTokens, "/")
+			if !ok || ns == "" || name == "" {
+				return fmt.Errorf("--static-tokens=%q: want namespace/name", o.staticTokens)
+			}
+			gopts.StaticTokens = types.NamespacedName{Namespace: ns, Name: name}
+		}
+		if _, err := gateway.New(mgr, gopts); err != nil {
+			return fmt.Errorf("setting up the gateway: %w", err)
+		}
+	}
+	return mgr.Start(ctx)
+}
