@@ -80,3 +80,11 @@ build: ## Build the fleetd binaries into bin/.
 .PHONY: run
 run: manifests generate ## Run fleetd against the cluster in KUBECONFIG.
 	go run ./cmd/fleetd
+
+.PHONY: demo
+demo: ## Walk every flow against a running `make dev` (two scripted members, a primary over MCP).
+	go run ./hack/demo
+
+.PHONY: dev
+dev: controlplane build ## Run fleetd locally: control plane, pane server, controllers and gateway (state in .dev/).
+	$(BIN)/fleetd dev $(DEV_ARGS)

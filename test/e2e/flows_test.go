@@ -1,0 +1,420 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/internal/mcpclient"
+	"github.com/fleetd/fleetd/internal/testenv"
+)
+
+// member applies a scripted-agent Member and waits until it is Ready. It
+// returns the file where the agent logs every prompt it receives.
+func member(t *testing.T, name string) string {
+	t.Helper()
+	log := filepath.Join(w.dir, name+".received")
+	manifest := fmt.Sprintf(`apiVersion: fleet.fleetd.dev/v1alpha1
+kind: Member
+metadata: {name: %s, namespace: %s}
+spec:
+  command: [scripted-agent, --received-log, %s]
+`, name, ns, log)
+	apply(t, manifest)
+	waitReady(t, name)
+	t.Cleanup(func() { _, _ = w.kubectl("delete", "member", "-n", ns, name, "--wait=false") })
+	return log
+}
+
+func apply(t *testing.T, manifest string) {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "m.yaml")
+	if err := os.WriteFile(f, []byte(manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := w.kubectl("apply", "-f", f); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+}
+
+func getMember(name string) (*fleetv1alpha1.Member, error) {
+	m := &fleetv1alpha1.Member{}
+	return m, w.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, m)
+}
+
+func waitReady(t *testing.T, name string) *fleetv1alpha1.Member {
+	t.Helper()
+	var m *fleetv1alpha1.Member
+	eventually(t, name+" Ready", func() (bool, string) {
+		var err error
+		if m, err = getMember(name); err != nil {
+			return false, err.Error()
+		}
+		return meta.IsStatusConditionTrue(m.Status.Conditions, fleetv1alpha1.ConditionReady), string(m.Status.Phase)
+	})
+	return m
+}
+
+func memberToken(t *testing.T, name string) string {
+	t.Helper()
+	s := &corev1.Secret{}
+	if err := w.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name + "-fleetd-token"}, s); err != nil {
+		t.Fatal(err)
+	}
+	return string(s.Data[fleetv1alpha1.TokenSecretKey])
+}
+
+func received(t *testing.T, log string) []string {
+	t.Helper()
+	f, err := os.Open(log)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var e struct{ Text string }
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, e.Text)
+	}
+	return out
+}
+
+func wantOutcome(t *testing.T, r mcpclient.Result, outcome string) {
+	t.Helper()
+	if r.IsError || r.Str("outcome") != outcome {
+		t.Fatalf("want outcome %q, got isError=%v %v %s", outcome, r.IsError, r.Fields, r.Text)
+	}
+}
+
+func TestReply(t *testing.T) {
+	dumpOnFailure(t)
+	member(t, "e2e-reply")
+	s := session(t, w.token)
+	r := call(t, s, "bridge_send", map[string]any{"sessionId": "e2e-reply", "content": "reply: hello from the worker"})
+	wantOutcome(t, r, "reply")
+	if r.Str("text") != "hello from the worker" {
+		t.Errorf("reply text %q", r.Str("text"))
+	}
+	// The Delegation is there for kubectl to see.
+	out, _ := w.kubectl("get", "delegations", "-n", ns)
+	if !strings.Contains(out, "Replied") || !strings.Contains(out, "e2e-reply") {
+		t.Errorf("kubectl get delegations:\n%s", out)
+	}
+}
+
+func TestQuestionAndAnswer(t *testing.T) {
+	dumpOnFailure(t)
+	member(t, "e2e-ask")
+	s := session(t, w.token)
+	r := call(t, s, "bridge_send", map[string]any{"sessionId": "e2e-ask", "content": "ask: which colour?"})
+	wantOutcome(t, r, "question")
+	if r.Str("text") != "which colour?" || r.Str("turnId") == "" {
+		t.Fatalf("question: %v", r.Fields)
+	}
+	r = call(t, s, "bridge_send", map[string]any{"turnId": r.Str("turnId"), "content": "blue"})
+	wantOutcome(t, r, "reply")
+	if r.Str("text") != "blue" {
+		t.Errorf("the worker replied %q, want the answer", r.Str("text"))
+	}
+}
+
+func TestDetachedPollAndAck(t *testing.T) {
+	dumpOnFailure(t)
+	member(t, "e2e-detached")
+	s := session(t, w.token)
+	r := call(t, s, "bridge_send", map[string]any{"sessionId": "e2e-detached", "content": "reply: done later", "wait": false})
+	wantOutcome(t, r, "dispatched")
+	id := r.Str("dispatchId")
+	if id == "" {
+		t.Fatalf("no dispatchId: %v", r.Fields)
+	}
+	eventually(t, "the outcome in bridge_poll", func() (bool, string) {
+		p := call(t, s, "bridge_poll", nil)
+		return pollHas(p, id, "reply", "done later"), fmt.Sprint(p.Fields)
+	})
+	a := call(t, s, "bridge_ack", map[string]any{"dispatchId": id})
+	if a.IsError {
+		t.Fatalf("ack: %v", a.Fields)
+	}
+	if p := call(t, s, "bridge_poll", nil); pollHas(p, id, "", "") {
+		t.Errorf("still polled after ack: %v", p.Fields)
+	}
+}
+
+func pollHas(p mcpclient.Result, id, outcome, text string) bool {
+	list, _ := p.Fields["outcomes"].([]any)
+	for _, o := range list {
+		m, _ := o.(map[string]any)
+		if m["dispatchId"] != id {
+			continue
+		}
+		if outcome == "" {
+			return true
+		}
+		return m["outcome"] == outcome && strings.Contains(fmt.Sprint(m["text"]), text)
+	}
+	return false
+}
+
+func TestTurnDone(t *testing.T) {
+	dumpOnFailure(t)
+	member(t, "e2e-silent")
+	s := session(t, w.token)
+	r := call(t, s, "bridge_send", map[string]any{"sessionId": "e2e-silent", "content": "silent: the tail says hi"})
+	wantOutcome(t, r, "turn_done")
+	if !strings.Contains(r.Str("text"), "the tail says hi") {
+		t.Errorf("turn_done text lacks the tail: %q", r.Str("text"))
+	}
+}
+
+func TestTimeoutThenLateReplyIsPolled(t *testing.T) {
+	dumpOnFailure(t)
+	member(t, "e2e-slow")
+	s := session(t, w.token)
+	r := call(t, s, "bridge_send", map[string]any{"sessionId": "e2e-slow", "content": "sleep: 4\nreply: late but here", "timeoutMs": 1500})
+	wantOutcome(t, r, "timeout")
+	id := r.Str("dispatchId")
+	eventually(t, "the late reply in bridge_poll", func() (bool, string) {
+		p := call(t, s, "bridge_poll", nil)
+		if id != "" {
+			return pollHas(p, id, "", ""), fmt.Sprint(p.Fields)
+		}
+		return strings.Contains(fmt.Sprint(p.Fields), "late but here"), fmt.Sprint(p.Fields)
+	})
+}
+
+func TestWorkerGone(t *testing.T) {
+	dumpOnFailure(t)
+	member(t, "e2e-gone")
+	s := session(t, w.token)
+	done := make(chan mcpclient.Result, 1)
+	go func() {
+		r, _ := mcpclient.Call(context.Background(), s, "bridge_send", map[string]any{"sessionId": "e2e-gone", "content": "sleep: 60"})
+		done <- r
+	}()
+	eventually(t, "the member working", func() (bool, string) {
+		m, err := getMember("e2e-gone")
+		if err != nil {
+			return false, err.Error()
+		}
+		return m.Status.AgentStatus == fleetv1alpha1.AgentWorking, string(m.Status.AgentStatus)
+	})
+	if out, err := w.kubectl("delete", "member", "-n", ns, "e2e-gone"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	select {
+	case r := <-done:
+		if !r.IsError || r.ErrorCode() != "worker_gone" {
+			t.Errorf("want error worker_gone, got %v", r.Fields)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("bridge_send still held after the member was deleted")
+	}
+}
+
+func TestAuthentication(t *testing.T) {
+	dumpOnFailure(t)
+	for name, token := range map[string]string{"no token": "", "unknown token": "not-a-token"} {
+		req, _ := http.NewRequest(http.MethodPost, w.gatewayURL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s: status %d, want 401", name, resp.StatusCode)
+		}
+	}
+}
+
+func TestSubscriptionBoundary(t *testing.T) {
+	dumpOnFailure(t)
+	member(t, "e2e-sub")
+	s := session(t, memberToken(t, "e2e-sub"))
+	r := call(t, s, "bridge_spawn", map[string]any{"profile": "claude-api"})
+	if !r.IsError || r.ErrorCode() != "subscription_boundary" {
+		t.Errorf("a subscription member spawning an API-billed worker: %v", r.Fields)
+	}
+	req, _ := http.NewRequest(http.MethodPost, strings.TrimSuffix(w.gatewayURL, "/mcp")+"/members", strings.NewReader(`{"profile":"claude-api"}`))
+	req.Header.Set("Authorization", "Bearer "+memberToken(t, "e2e-sub"))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("REST spawn across the boundary: status %d, want 403", resp.StatusCode)
+	}
+}
+
+func TestServiceAccountTokenBoundToAPod(t *testing.T) {
+	dumpOnFailure(t)
+	ctx := context.Background()
+	const podNS = "agents"
+	kc := kubernetes.NewForConfigOrDie(w.cfg)
+	_, _ = kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: podNS}}, metav1.CreateOptions{})
+	if _, err := kc.CoreV1().ServiceAccounts(podNS).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "primary"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod, err := kc.CoreV1().Pods(podNS).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "primary"},
+		Spec: corev1.PodSpec{ServiceAccountName: "primary", AutomountServiceAccountToken: ptr.To(false),
+			Containers: []corev1.Container{{Name: "agent", Image: "example.invalid/agent"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mint := func(audience string) string {
+		tr, err := kc.CoreV1().ServiceAccounts(podNS).CreateToken(ctx, "primary", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+			Audiences:         []string{audience},
+			ExpirationSeconds: ptr.To[int64](3600),
+			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Status.Token
+	}
+
+	status := func(token string) int {
+		req, _ := http.NewRequest(http.MethodPost, w.gatewayURL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := status(mint("not-fleetd")); got != http.StatusUnauthorized {
+		t.Errorf("a token for another audience: status %d, want 401", got)
+	}
+	token := mint(fleetv1alpha1.GatewayAudience)
+	if got := status(token); got != http.StatusForbidden {
+		t.Errorf("a primary without RBAC: status %d, want 403", got)
+	}
+	if out, err := w.kubectl("apply", "-f", filepath.Join(testenv.RepoRoot(), "config", "rbac", "delegator_role.yaml")); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if _, err := kc.RbacV1().RoleBindings(podNS).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "primary-delegates"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "fleetd-delegator"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "primary", Namespace: podNS}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var who mcpclient.Result
+	eventually(t, "the primary allowed after the RoleBinding", func() (bool, string) {
+		s, err := mcpclient.Connect(ctx, w.gatewayURL, token)
+		if err != nil {
+			return false, err.Error()
+		}
+		defer s.Close()
+		who, err = mcpclient.Call(ctx, s, "bridge_whoami", nil)
+		return err == nil && !who.IsError, fmt.Sprint(err, who.Fields)
+	})
+	if who.Str("kind") != "ServiceAccount" || who.Str("name") != "system:serviceaccount:agents:primary" || who.Str("namespace") != podNS {
+		t.Errorf("whoami: %v", who.Fields)
+	}
+}
+
+func TestFleetdKilledMidBurstLosesNothing(t *testing.T) {
+	dumpOnFailure(t)
+	log := member(t, "e2e-burst")
+	s := session(t, w.token)
+	const n = 20
+	ids := make([]string, n)
+	for i := range n {
+		r := call(t, s, "bridge_send", map[string]any{"sessionId": "e2e-burst", "content": fmt.Sprintf("silent: burst %02d", i), "wait": false})
+		wantOutcome(t, r, "dispatched")
+		ids[i] = r.Str("dispatchId")
+	}
+	eventually(t, "some deliveries", func() (bool, string) {
+		got := len(received(t, log))
+		return got >= 3, fmt.Sprintf("%d received", got)
+	})
+	w.fleetd.Kill()
+	if err := w.startFleetd(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "every delegation settled", func() (bool, string) {
+		var list fleetv1alpha1.DelegationList
+		if err := w.client.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{fleetv1alpha1.LabelMember: "e2e-burst"}); err != nil {
+			return false, err.Error()
+		}
+		settled := 0
+		for _, d := range list.Items {
+			switch d.Status.Phase {
+			case fleetv1alpha1.DelegationTurnDone, fleetv1alpha1.DelegationFailed:
+				settled++
+			}
+		}
+		return settled == n, fmt.Sprintf("%d of %d settled", settled, n)
+	})
+	counts := map[string]int{}
+	for _, p := range received(t, log) {
+		counts[p]++
+	}
+	typed := 0
+	for i := range n {
+		c := counts[fmt.Sprintf("silent: burst %02d", i)]
+		if c > 1 {
+			t.Errorf("burst %02d typed %d times", i, c)
+		}
+		typed += c
+	}
+	t.Logf("%d of %d delivered once, the rest settled failed (delivery unconfirmed)", typed, n)
+	if typed < n-1 {
+		t.Errorf("only %d of %d delivered: at most the one in flight at the kill may be lost to an unconfirmed delivery", typed, n)
+	}
+}
+
+func TestPaneServerRestartHealsMembers(t *testing.T) {
+	dumpOnFailure(t)
+	member(t, "e2e-heal")
+	w.paneServer.Stop(5 * time.Second)
+	if err := w.startPaneServer(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the member healed", func() (bool, string) {
+		m, err := getMember("e2e-heal")
+		if err != nil {
+			return false, err.Error()
+		}
+		return m.Status.Restarts >= 1 && meta.IsStatusConditionTrue(m.Status.Conditions, fleetv1alpha1.ConditionReady), fmt.Sprintf("%s restarts=%d", m.Status.Phase, m.Status.Restarts)
+	})
+	s := session(t, w.token)
+	wantOutcome(t, call(t, s, "bridge_send", map[string]any{"sessionId": "e2e-heal", "content": "reply: back"}), "reply")
+}
