@@ -58,6 +58,10 @@ test: controlplane build ## Run unit, integration and e2e tests against a real A
 	go test $(TEST_FLAGS) $(PKGS)
 	$(MAKE) fuzz
 
+.PHONY: test-e2e
+test-e2e: controlplane ## Run only the end-to-end suite (real fleetd, pane server and agents as processes).
+	go test -count=1 -v ./test/e2e/...
+
 .PHONY: fuzz
 fuzz: ## Run each fuzz target briefly (FUZZTIME, default 5s).
 	@hack/fuzz.sh $(FUZZTIME)
