@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/util/yaml"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
@@ -36,7 +37,7 @@ func InstallCRDs(ctx context.Context, c client.Client) error {
 		return err
 	}
 	for _, u := range objs {
-		if err := c.Patch(ctx, u, client.Apply, fieldOwner, client.ForceOwnership); err != nil {
+		if err := apply(ctx, c, u); err != nil {
 			return fmt.Errorf("applying %s: %w", u.GetName(), err)
 		}
 	}
@@ -71,7 +72,7 @@ func ApplySampleProfiles(ctx context.Context, c client.Client, ns string) error 
 			continue
 		}
 		u.SetNamespace(ns)
-		if err := c.Patch(ctx, u, client.Apply, fieldOwner, client.ForceOwnership); err != nil {
+		if err := apply(ctx, c, u); err != nil {
 			return fmt.Errorf("applying profile %s: %w", u.GetName(), err)
 		}
 	}
@@ -101,15 +102,18 @@ func EnsurePrimaryToken(ctx context.Context, c client.Client, dir, ns string) (s
 			return "", err
 		}
 	}
-	secret := &corev1.Secret{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{Name: StaticTokenSecret, Namespace: ns, Labels: map[string]string{fleetv1alpha1.LabelStaticToken: "true"}},
-		Data:       map[string][]byte{PrimaryName: []byte(token)},
-	}
-	if err := c.Patch(ctx, secret, client.Apply, fieldOwner, client.ForceOwnership); err != nil {
+	secret := corev1ac.Secret(StaticTokenSecret, ns).
+		WithLabels(map[string]string{fleetv1alpha1.LabelStaticToken: "true"}).
+		WithData(map[string][]byte{PrimaryName: []byte(token)})
+	if err := c.Apply(ctx, secret, fieldOwner, client.ForceOwnership); err != nil {
 		return "", fmt.Errorf("applying the static token secret: %w", err)
 	}
 	return token, nil
+}
+
+// apply server-side applies an object as fleetd dev.
+func apply(ctx context.Context, c client.Client, u *unstructured.Unstructured) error {
+	return c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), fieldOwner, client.ForceOwnership)
 }
 
 // EnsureNamespace creates ns if it does not exist.
