@@ -113,7 +113,7 @@ func demo(state, url, ns string) error {
 	}
 	show(r)
 	id := r.Str("dispatchId")
-	if err := pollFor(ctx, s, id); err != nil {
+	if err := pollFor(ctx, s, id, "reply"); err != nil {
 		return err
 	}
 	if _, err := mcpclient.Call(ctx, s, "bridge_ack", map[string]any{"dispatchId": id}); err != nil {
@@ -134,7 +134,8 @@ func demo(state, url, ns string) error {
 		return err
 	}
 	show(r)
-	if err := pollFor(ctx, s, r.Str("dispatchId")); err != nil {
+	say("waiting for the worker to finish anyway...")
+	if err := pollFor(ctx, s, r.Str("dispatchId"), "reply", "finally done"); err != nil {
 		return err
 	}
 
@@ -186,7 +187,9 @@ func send(ctx context.Context, s *mcp.ClientSession, args map[string]any) (mcpcl
 	return r, err
 }
 
-func pollFor(ctx context.Context, s *mcp.ClientSession, id string) error {
+// pollFor polls until the outcome of id shows, with text containing
+// wantText when given.
+func pollFor(ctx context.Context, s *mcp.ClientSession, id, outcome string, wantText ...string) error {
 	for {
 		r, err := mcpclient.Call(ctx, s, "bridge_poll", nil)
 		if err != nil {
@@ -194,8 +197,10 @@ func pollFor(ctx context.Context, s *mcp.ClientSession, id string) error {
 		}
 		list, _ := r.Fields["outcomes"].([]any)
 		for _, o := range list {
-			if m, _ := o.(map[string]any); m["dispatchId"] == id {
-				say("bridge_poll: %s → %v %q", id, m["outcome"], m["text"])
+			m, _ := o.(map[string]any)
+			text, _ := m["text"].(string)
+			if m["dispatchId"] == id && m["outcome"] == outcome && (len(wantText) == 0 || strings.Contains(text, wantText[0])) {
+				say("bridge_poll: %s → %s %q", id, outcome, text)
 				return nil
 			}
 		}
