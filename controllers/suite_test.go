@@ -128,35 +128,23 @@ func startManager(t testing.TB, cfg *rest.Config, ns, socket string, members boo
 		t.Fatal(err)
 	}
 	panes := herdr.NewClient(socket)
-	if members {
-		events := NewPaneEvents(panes)
-		if err := mgr.Add(events); err != nil {
-			t.Fatal(err)
-		}
-		r := &MemberReconciler{
-			Client:   mgr.GetClient(),
-			Reader:   mgr.GetAPIReader(),
-			Panes:    panes,
-			Events:   events,
-			Recorder: mgr.GetEventRecorder("fleetd-member"),
-			Clock:    clock.RealClock{},
-			MCPURL:   "http://127.0.0.1:1/mcp",
-		}
-		if err := r.SetupWithManager(mgr); err != nil {
-			t.Fatal(err)
-		}
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	policy := DefaultDeliveryPolicy
 	policy.SettleWindow = time.Second
-	d := &DelegationReconciler{
-		Client:   mgr.GetClient(),
-		Panes:    panes,
-		Recorder: mgr.GetEventRecorder("fleetd-delegation"),
-		Clock:    clock.RealClock{},
-		Policy:   policy,
+	if members {
+		err = SetupWithManager(ctx, mgr, Config{Panes: panes, MCPURL: "http://127.0.0.1:1/mcp", Policy: policy})
+	} else {
+		d := &DelegationReconciler{
+			Client:   mgr.GetClient(),
+			Panes:    panes,
+			Recorder: mgr.GetEventRecorder("fleetd-delegation"),
+			Clock:    clock.RealClock{},
+			Policy:   policy,
+		}
+		err = d.SetupWithManager(ctx, mgr)
 	}
-	if err := d.SetupWithManager(ctx, mgr); err != nil {
+	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
 	run := &controllerRun{cancel: cancel, done: make(chan struct{})}

@@ -27,6 +27,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/internal/mcpclient"
 	"github.com/fleetd/fleetd/internal/testenv"
 	"github.com/fleetd/fleetd/internal/testutil"
 )
@@ -220,24 +221,8 @@ func eventually(t testing.TB, f func() error) {
 	}
 }
 
-// bearer adds a bearer token to every request.
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	if b.token != "" {
-		r.Header.Set("Authorization", "Bearer "+b.token)
-	}
-	return b.next.RoundTrip(r)
-}
-
 // httpClient sends token with every request.
-func httpClient(token string) *http.Client {
-	return &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}}
-}
+func httpClient(token string) *http.Client { return mcpclient.BearerClient(token) }
 
 // connect opens an MCP client session with token.
 func (h *harness) connect(t testing.TB, token string, opts *mcp.ClientOptions) *mcp.ClientSession {

@@ -10,7 +10,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -123,38 +122,17 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 				return fmt.Errorf("finding herdr's socket: %w", err)
 			}
 		}
-		panes := herdr.NewClient(socket)
-		events := controllers.NewPaneEvents(panes)
-		if err := mgr.Add(events); err != nil {
-			return err
-		}
-		members := &controllers.MemberReconciler{
-			Client:                  mgr.GetClient(),
-			Reader:                  mgr.GetAPIReader(),
-			Panes:                   panes,
-			Events:                  events,
-			Recorder:                mgr.GetEventRecorder("fleetd-member"),
-			Clock:                   clock.RealClock{},
-			MCPURL:                  o.mcpURL(),
-			MaxConcurrentReconciles: o.memberParallel,
-		}
-		if err := members.SetupWithManager(mgr); err != nil {
-			return fmt.Errorf("setting up the member controller: %w", err)
-		}
 		policy := controllers.DefaultDeliveryPolicy
 		policy.SettleWindow = o.settleWindow
 		policy.MaxHops = int32(o.maxHops)
-		delegations := &controllers.DelegationReconciler{
-			Client:   mgr.GetClient(),
-			Panes:    panes,
-			Recorder: mgr.GetEventRecorder("fleetd-delegation"),
-			Clock:    clock.RealClock{},
-			Policy:   policy,
-
-			MaxConcurrentReconciles: o.queueParallel,
-		}
-		if err := delegations.SetupWithManager(ctx, mgr); err != nil {
-			return fmt.Errorf("setting up the delegation controller: %w", err)
+		if err := controllers.SetupWithManager(ctx, mgr, controllers.Config{
+			Panes:             herdr.NewClient(socket),
+			MCPURL:            o.mcpURL(),
+			Policy:            policy,
+			MemberConcurrency: o.memberParallel,
+			QueueConcurrency:  o.queueParallel,
+		}); err != nil {
+			return err
 		}
 	}
 	if o.gateway {

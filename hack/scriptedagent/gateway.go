@@ -12,6 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/fleetd/fleetd/internal/mcpclient"
 )
 
 // Tools of fleetd's gateway the scripted agent calls.
@@ -39,29 +41,14 @@ type gateway struct {
 // newGateway returns a gateway client for the MCP endpoint that sends token
 // as a bearer token on every request.
 func newGateway(endpoint, token, version string) *gateway {
-	base := http.DefaultTransport.(*http.Transport).Clone()
 	return &gateway{
 		endpoint: endpoint,
 		client:   mcp.NewClient(&mcp.Implementation{Name: reportSource, Version: version}, nil),
 		// No Timeout: bridge_ask is held open until the primary answers.
-		http:     &http.Client{Transport: bearerTransport{token: token, next: base}},
+		http:     mcpclient.BearerClient(token),
 		attempts: 3,
 		backoff:  250 * time.Millisecond,
 	}
-}
-
-// bearerTransport adds the member's token to every request, which is how
-// the gateway knows which member is calling.
-type bearerTransport struct {
-	token string
-	next  http.RoundTripper
-}
-
-// RoundTrip sends req with an Authorization header.
-func (t bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	req.Header.Set("Authorization", "Bearer "+t.token)
-	return t.next.RoundTrip(req)
 }
 
 // callTool calls the named tool. A result with isError is returned, not an

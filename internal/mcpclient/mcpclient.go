@@ -13,7 +13,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// bearer adds an Authorization header to every request.
+// bearer adds an Authorization header to every request: the gateway knows
+// who calls from the token alone.
 type bearer struct {
 	token string
 	next  http.RoundTripper
@@ -27,12 +28,18 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.next.RoundTrip(r)
 }
 
+// BearerClient is an HTTP client that sends token with every request. It
+// has no timeout: held calls take as long as the gateway holds them.
+func BearerClient(token string) *http.Client {
+	return &http.Client{Transport: bearer{token: token, next: http.DefaultTransport.(*http.Transport).Clone()}}
+}
+
 // Connect opens a session with the gateway at url as the holder of token.
 func Connect(ctx context.Context, url, token string) (*mcp.ClientSession, error) {
 	c := mcp.NewClient(&mcp.Implementation{Name: "fleetd-client", Version: "v1"}, nil)
 	s, err := c.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:             url,
-		HTTPClient:           &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}},
+		HTTPClient:           BearerClient(token),
 		DisableStandaloneSSE: true,
 	}, nil)
 	if err != nil {
