@@ -23,8 +23,8 @@ type Config struct {
 	Clock clock.PassiveClock
 }
 
-// SetupWithManager adds the herdr event source, the Member controller and
-// the Delegation controller to mgr.
+// SetupWithManager adds the herdr event source and the Member, Delegation and
+// Profile controllers to mgr.
 func SetupWithManager(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
@@ -56,6 +56,10 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	}
 	if err := delegations.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the delegation controller: %w", err)
+	}
+	profiles := &ProfileReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}
+	if err := profiles.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the profile controller: %w", err)
 	}
 	return nil
 }

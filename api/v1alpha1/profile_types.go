@@ -57,7 +57,12 @@ type ProfileSpec struct {
 
 // ProfileStatus is the observed state of a Profile.
 type ProfileStatus struct {
-	// conditions: Ready says whether members can be started from this profile.
+	// members counts the Members that run from this profile.
+	// +optional
+	Members int32 `json:"members,omitempty"`
+
+	// conditions: Ready says whether members can be started from this
+	// profile: every Secret its env refers to exists.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -77,6 +82,8 @@ type ProfileStatus struct {
 // +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.spec.model`
 // +kubebuilder:printcolumn:name="Billing",type=string,JSONPath=`.spec.billing`
 // +kubebuilder:printcolumn:name="Default",type=boolean,JSONPath=`.spec.default`,priority=1
+// +kubebuilder:printcolumn:name="Members",type=integer,JSONPath=`.status.members`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // Profile is a named way to run a worker: agent kind or command, args, env,

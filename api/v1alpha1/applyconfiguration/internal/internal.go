@@ -389,6 +389,9 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - type
+    - name: members
+      type:
+        scalar: numeric
     - name: observedGeneration
       type:
         scalar: numeric

@@ -27,7 +27,10 @@ import (
 //
 // ProfileStatus is the observed state of a Profile.
 type ProfileStatusApplyConfiguration struct {
-	// conditions: Ready says whether members can be started from this profile.
+	// members counts the Members that run from this profile.
+	Members *int32 `json:"members,omitempty"`
+	// conditions: Ready says whether members can be started from this
+	// profile: every Secret its env refers to exists.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 	// observedGeneration is the generation the status was computed from.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
@@ -37,6 +40,14 @@ type ProfileStatusApplyConfiguration struct {
 // apply.
 func ProfileStatus() *ProfileStatusApplyConfiguration {
 	return &ProfileStatusApplyConfiguration{}
+}
+
+// WithMembers sets the Members field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Members field is set to the value of the last call.
+func (b *ProfileStatusApplyConfiguration) WithMembers(value int32) *ProfileStatusApplyConfiguration {
+	b.Members = &value
+	return b
 }
 
 // WithConditions adds the given value to the Conditions field in the declarative configuration

@@ -1,0 +1,111 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+)
+
+// secretRecheck is how often a Profile whose Secrets are missing is looked
+// at again: fleetd does not cache Secrets it does not own.
+const secretRecheck = time.Minute
+
+// ProfileReconciler reports whether Members can be started from a Profile
+// (every Secret its env refers to exists) and how many run from it.
+type ProfileReconciler struct {
+	Client client.Client
+	// Reader reads Secrets uncached.
+	Reader client.Reader
+}
+
+// +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=profiles/status,verbs=get;update;patch
+
+// Reconcile computes one Profile's status.
+func (r *ProfileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	p := &fleetv1alpha1.Profile{}
+	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	var members fleetv1alpha1.MemberList
+	if err := r.Client.List(ctx, &members, client.InNamespace(p.Namespace)); err != nil {
+		return ctrl.Result{}, err
+	}
+	original := p.DeepCopy()
+	p.Status.Members = 0
+	for _, m := range members.Items {
+		if m.Spec.Profile == p.Name {
+			p.Status.Members++
+		}
+	}
+	missing, err := r.missingSecret(ctx, p)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	ready := metav1.Condition{Type: fleetv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: fleetv1alpha1.ReasonReady,
+		Message: "members can start from this profile", ObservedGeneration: p.Generation}
+	if missing != "" {
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonSecretNotFound, missing
+	}
+	meta.SetStatusCondition(&p.Status.Conditions, ready)
+	p.Status.ObservedGeneration = p.Generation
+	if !equality.Semantic.DeepEqual(original.Status, p.Status) {
+		if err := r.Client.Status().Patch(ctx, p, client.MergeFrom(original)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("writing profile status: %w", err)
+		}
+	}
+	if missing != "" {
+		return ctrl.Result{RequeueAfter: secretRecheck}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// missingSecret names the first env Secret or key that does not exist.
+func (r *ProfileReconciler) missingSecret(ctx context.Context, p *fleetv1alpha1.Profile) (string, error) {
+	for _, e := range p.Spec.Env {
+		if e.ValueFrom == nil || (e.ValueFrom.SecretKeyRef.Optional != nil && *e.ValueFrom.SecretKeyRef.Optional) {
+			continue
+		}
+		ref := e.ValueFrom.SecretKeyRef
+		s := &corev1.Secret{}
+		err := r.Reader.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: ref.Name}, s)
+		if apierrors.IsNotFound(err) {
+			return fmt.Sprintf("env %s: secret %q does not exist", e.Name, ref.Name), nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("getting secret %s: %w", ref.Name, err)
+		}
+		if _, ok := s.Data[ref.Key]; !ok {
+			return fmt.Sprintf("env %s: secret %q has no key %q", e.Name, ref.Name, ref.Key), nil
+		}
+	}
+	return "", nil
+}
+
+// SetupWithManager registers the reconciler; a Member coming or going
+// updates its Profile's count.
+func (r *ProfileReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&fleetv1alpha1.Profile{}).
+		Watches(&fleetv1alpha1.Member{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			m, ok := o.(*fleetv1alpha1.Member)
+			if !ok || m.Spec.Profile == "" {
+				return nil
+			}
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: m.Namespace, Name: m.Spec.Profile}}}
+		})).
+		Named("profile").
+		Complete(r)
+}
