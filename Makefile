@@ -62,6 +62,10 @@ test: controlplane build ## Run unit, integration and e2e tests against a real A
 test-e2e: controlplane ## Run only the end-to-end suite (real fleetd, pane server and agents as processes).
 	go test -count=1 -v ./test/e2e/...
 
+.PHONY: test-e2e-kind
+test-e2e-kind: ## Run the end-to-end suite against a kind cluster (needs Docker and kind).
+	hack/e2e-kind.sh
+
 .PHONY: fuzz
 fuzz: ## Run each fuzz target briefly (FUZZTIME, default 5s).
 	@hack/fuzz.sh $(FUZZTIME)

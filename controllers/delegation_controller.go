@@ -145,6 +145,13 @@ func (r *DelegationReconciler) apply(ctx context.Context, step Step, d *fleetv1a
 		d.Status.Tail = &tail
 		return r.settle(ctx, d, fleetv1alpha1.DelegationTurnDone, fleetv1alpha1.OutcomeTurnDone, fleetv1alpha1.ReasonTurnDone,
 			"the member ended its turn without replying", t)
+	case StepRecord:
+		if d.Status.DeliveredAt == nil && d.Status.DeliveringAt != nil && d.Status.Reply != nil {
+			// A reply proves the typing the confirmation did not record.
+			d.Status.DeliveredAt = d.Status.DeliveringAt
+		}
+		setDelegationConditions(d, reasonOf(d.Status.Phase), "settled by the gateway")
+		return r.write(ctx, d)
 	case StepDetachedReply:
 		return r.carryReply(ctx, d)
 	case StepDeliver:
@@ -277,6 +284,23 @@ func (r *DelegationReconciler) write(ctx context.Context, d *fleetv1alpha1.Deleg
 		return fmt.Errorf("writing the status of delegation %s: %w", d.Name, err)
 	}
 	return nil
+}
+
+// reasonOf is the condition reason for a terminal phase.
+func reasonOf(p fleetv1alpha1.DelegationPhase) string {
+	switch p {
+	case fleetv1alpha1.DelegationReplied:
+		return fleetv1alpha1.ReasonReplied
+	case fleetv1alpha1.DelegationTurnDone:
+		return fleetv1alpha1.ReasonTurnDone
+	case fleetv1alpha1.DelegationTimedOut:
+		return fleetv1alpha1.ReasonTimedOut
+	case fleetv1alpha1.DelegationWorkerGone:
+		return fleetv1alpha1.ReasonWorkerGone
+	case fleetv1alpha1.DelegationCancelled:
+		return fleetv1alpha1.ReasonCancelled
+	}
+	return fleetv1alpha1.ReasonDeliveryRefused
 }
 
 // setDelegationConditions derives Ready, Delivered and Settled from the

@@ -66,6 +66,9 @@ const (
 	// StepDetachedReply carries a reply nobody waits for back into the
 	// sender's pane.
 	StepDetachedReply StepKind = "DetachedReply"
+	// StepRecord brings the conditions of a Delegation the gateway settled
+	// (a reply) in line with its phase.
+	StepRecord StepKind = "Record"
 	// StepDeliver types the Delegation into the pane.
 	StepDeliver StepKind = "Deliver"
 )
@@ -162,6 +165,9 @@ func Decide(m MemberView, ds []fleetv1alpha1.Delegation, now time.Time, policy D
 			lastDelivery = d
 		}
 		if IsTerminal(d.Status.Phase) {
+			if !meta.IsStatusConditionTrue(d.Status.Conditions, fleetv1alpha1.ConditionSettled) {
+				dec.Steps = append(dec.Steps, Step{Kind: StepRecord, Name: d.Name})
+			}
 			if needsDetachedReply(d) {
 				dec.Steps = append(dec.Steps, Step{Kind: StepDetachedReply, Name: d.Name})
 			}

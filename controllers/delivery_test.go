@@ -27,7 +27,15 @@ func mk(name string, offset time.Duration) *dlg {
 	return d
 }
 
-func (d *dlg) phase(p fleetv1alpha1.DelegationPhase) *dlg { d.Status.Phase = p; return d }
+// phase sets the phase; a terminal one is recorded as settled, as the
+// controller leaves it.
+func (d *dlg) phase(p fleetv1alpha1.DelegationPhase) *dlg {
+	d.Status.Phase = p
+	if IsTerminal(p) {
+		d.Status.Conditions = []metav1.Condition{{Type: fleetv1alpha1.ConditionSettled, Status: metav1.ConditionTrue, Reason: string(p)}}
+	}
+	return d
+}
 
 // typed marks it typed into pane w1:p1 at seq.
 func (d *dlg) typed(seq int64) *dlg {
@@ -181,12 +189,22 @@ func TestDecide(t *testing.T) {
 			ds: []fleetv1alpha1.Delegation{
 				func() fleetv1alpha1.Delegation {
 					d := mk("a", 0).intent(1, t0).phase(fleetv1alpha1.DelegationFailed)
-					d.Status.Conditions = []metav1.Condition{{Type: fleetv1alpha1.ConditionDelivered, Status: metav1.ConditionFalse, Reason: fleetv1alpha1.ReasonDeliveryRefused}}
+					d.Status.Conditions = append(d.Status.Conditions, metav1.Condition{Type: fleetv1alpha1.ConditionDelivered, Status: metav1.ConditionFalse, Reason: fleetv1alpha1.ReasonDeliveryRefused})
 					return d.obj()
 				}(),
 				mk("b", time.Second).phase(fleetv1alpha1.DelegationQueued).obj(),
 			},
 			wantDepth: 1, wantRequeue: 51 * time.Second,
+		},
+		"a reply the gateway recorded gets its conditions": {
+			member: idle(3),
+			ds: []fleetv1alpha1.Delegation{func() fleetv1alpha1.Delegation {
+				d := mk("a", 0).typed(1)
+				d.Status.Phase = fleetv1alpha1.DelegationReplied
+				d.Status.Reply = ptr.To("done")
+				return d.obj()
+			}()},
+			want: []Step{{Kind: StepRecord, Name: "a"}},
 		},
 		"deadline passed while queued: withdrawn as timeout": {
 			member: with(idle(1), func(m *MemberView) { m.Status = fleetv1alpha1.AgentWorking }),

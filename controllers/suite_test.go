@@ -25,6 +25,7 @@ import (
 	"github.com/fleetd/fleetd/herdr"
 	"github.com/fleetd/fleetd/herdr/paneserver"
 	"github.com/fleetd/fleetd/internal/testenv"
+	"github.com/fleetd/fleetd/internal/testutil"
 )
 
 var (
@@ -169,15 +170,5 @@ func ptrTo[T any](v T) *T { return &v }
 // generous: they catch a hang, not slowness.
 func eventually(t testing.TB, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	var last string
-	for time.Now().Before(deadline) {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		last = state
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s; last seen: %s", what, last)
+	testutil.Eventually(t, 60*time.Second, 50*time.Millisecond, what, cond)
 }

@@ -46,6 +46,10 @@ func inFlight(d *fleetv1alpha1.Delegation) bool {
 	switch d.Status.Phase {
 	case fleetv1alpha1.DelegationDelivered, fleetv1alpha1.DelegationWorking, fleetv1alpha1.DelegationAsking:
 		return true
+	case fleetv1alpha1.DelegationQueued:
+		// Being typed: the controller records its intent before typing and
+		// the confirmation after, and a quick worker replies in between.
+		return d.Status.DeliveringAt != nil
 	}
 	return false
 }

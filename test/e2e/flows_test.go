@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -27,10 +28,11 @@ import (
 )
 
 // member applies a scripted-agent Member and waits until it is Ready. It
-// returns the file where the agent logs every prompt it receives.
+// returns the file where the agent logs every prompt it receives, as a path
+// where the agent runs.
 func member(t *testing.T, name string) string {
 	t.Helper()
-	log := filepath.Join(w.dir, name+".received")
+	log := w.receivedLog(name)
 	manifest := fmt.Sprintf(`apiVersion: fleet.fleetd.dev/v1alpha1
 kind: Member
 metadata: {name: %s, namespace: %s}
@@ -81,18 +83,15 @@ func memberToken(t *testing.T, name string) string {
 	return string(s.Data[fleetv1alpha1.TokenSecretKey])
 }
 
+// received is the prompts the agent logged in log, in order.
 func received(t *testing.T, log string) []string {
 	t.Helper()
-	f, err := os.Open(log)
-	if os.IsNotExist(err) {
-		return nil
-	}
+	b, err := w.readPaneFile(log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	var out []string
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		var e struct{ Text string }
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
@@ -119,7 +118,15 @@ func TestReply(t *testing.T) {
 	if r.Str("text") != "hello from the worker" {
 		t.Errorf("reply text %q", r.Str("text"))
 	}
-	// The Delegation is there for kubectl to see.
+	// The Delegation is there for kubectl to see, settled and Ready.
+	eventually(t, "the delegation Ready", func() (bool, string) {
+		d := &fleetv1alpha1.Delegation{}
+		if err := w.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: r.Str("dispatchId")}, d); err != nil {
+			return false, err.Error()
+		}
+		return meta.IsStatusConditionTrue(d.Status.Conditions, fleetv1alpha1.ConditionReady) &&
+			meta.IsStatusConditionTrue(d.Status.Conditions, fleetv1alpha1.ConditionSettled), fmt.Sprint(d.Status.Conditions)
+	})
 	out, _ := w.kubectl("get", "delegations", "-n", ns)
 	if !strings.Contains(out, "Replied") || !strings.Contains(out, "e2e-reply") {
 		t.Errorf("kubectl get delegations:\n%s", out)
@@ -365,8 +372,7 @@ func TestFleetdKilledMidBurstLosesNothing(t *testing.T) {
 		got := len(received(t, log))
 		return got >= 3, fmt.Sprintf("%d received", got)
 	})
-	w.fleetd.Kill()
-	if err := w.startFleetd(); err != nil {
+	if err := w.killFleetd(); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "every delegation settled", func() (bool, string) {
@@ -404,8 +410,7 @@ func TestFleetdKilledMidBurstLosesNothing(t *testing.T) {
 func TestPaneServerRestartHealsMembers(t *testing.T) {
 	dumpOnFailure(t)
 	member(t, "e2e-heal")
-	w.paneServer.Stop(5 * time.Second)
-	if err := w.startPaneServer(); err != nil {
+	if err := w.restartPaneServer(); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the member healed", func() (bool, string) {

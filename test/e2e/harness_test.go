@@ -1,18 +1,29 @@
-// Package e2e drives every flow of DESIGN.md through the real binaries:
-// fleetd, the pane server and scripted agents run as processes, on a local
-// etcd and kube-apiserver; the tests talk to the gateway over HTTP with the
-// go-sdk MCP client and read what a user reads.
+// Package e2e drives every flow of DESIGN.md through the real binaries; the
+// tests talk to the gateway over HTTP with the go-sdk MCP client and read
+// what a user reads.
+//
+// The suite runs in one of two modes:
+//   - local (the default): fleetd, the pane server and scripted agents run
+//     as processes on this machine, on a local etcd and kube-apiserver; the
+//     primary holds a static token;
+//   - cluster, when FLEETD_E2E_KUBECONFIG is set: fleetd already runs in
+//     the cluster that kubeconfig reaches, deployed from test/e2e/config
+//     (config/default with the local run's short intervals; hack/e2e-kind.sh
+//     does all of it), its gateway is at FLEETD_E2E_GATEWAY_URL, the
+//     primary is a service account whose token the suite mints, and the
+//     suite starts nothing but Kubernetes objects.
+//
+// The tests are the same in both; what differs (how fleetd is killed, how
+// the pane server restarts, where an agent's files are) is behind mode.
 package e2e
 
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,30 +32,49 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/fleetd/fleetd/herdr"
-	"github.com/fleetd/fleetd/internal/devenv"
 	"github.com/fleetd/fleetd/internal/mcpclient"
-	"github.com/fleetd/fleetd/internal/scheme"
 	"github.com/fleetd/fleetd/internal/testenv"
+	"github.com/fleetd/fleetd/internal/testutil"
 )
 
-// ns is where the primary's static token acts and the samples go.
+// ns is where the primary acts and the samples and test members go.
 const ns = "default"
+
+// Environment variables that select cluster mode.
+const (
+	envKubeconfig = "FLEETD_E2E_KUBECONFIG"
+	envGatewayURL = "FLEETD_E2E_GATEWAY_URL"
+)
+
+// mode is where fleetd and its pane server run, and the operations the
+// tests need on them.
+type mode interface {
+	// receivedLog is the file where member's scripted agent records the
+	// prompts it receives, as a path where the agent runs.
+	receivedLog(member string) string
+	// readPaneFile reads a file where the agents run; a file that does not
+	// exist reads as empty.
+	readPaneFile(path string) ([]byte, error)
+	// killFleetd ends fleetd abruptly, leaving the panes running, and
+	// returns once fleetd serves again.
+	killFleetd() error
+	// restartPaneServer stops the pane server, which ends every pane, and
+	// returns once a new one runs. fleetd keeps running.
+	restartPaneServer() error
+	// logs is the tail of fleetd's and the pane server's logs.
+	logs() string
+}
 
 // world is the running system under test.
 type world struct {
-	dir    string
-	bin    string
-	cp     *devenv.ControlPlane
-	cfg    *rest.Config
-	client client.Client
-	token  string
-
-	socket     string
-	paneServer *devenv.Process
-	fleetd     *devenv.Process
+	mode
+	kubeconfig string
+	cfg        *rest.Config
+	client     client.Client
+	// gatewayURL is the gateway's MCP endpoint as the tests reach it.
 	gatewayURL string
-	fleetdArgs []string
+	// token is the primary's bearer token.
+	token string
 }
 
 var w *world
@@ -59,174 +89,60 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) (int, error) {
-	dir, err := os.MkdirTemp("", "fleetd-e2e")
+	var stop func()
+	var err error
+	if kubeconfig := os.Getenv(envKubeconfig); kubeconfig != "" {
+		w, stop, err = startCluster(kubeconfig, os.Getenv(envGatewayURL))
+	} else {
+		w, stop, err = startLocal()
+	}
 	if err != nil {
 		return 0, err
 	}
-	defer os.RemoveAll(dir)
-	w = &world{dir: dir, bin: filepath.Join(dir, "bin")}
-	if err := w.build(); err != nil {
-		return 0, err
-	}
-	ctx := context.Background()
-	w.cp = &devenv.ControlPlane{
-		Dir:           filepath.Join(dir, "controlplane"),
-		BinDir:        controlPlaneDir(),
-		EtcdPort:      freePorts(2),
-		APIServerPort: freePorts(1),
-	}
-	if err := w.cp.Start(ctx); err != nil {
-		return 0, err
-	}
-	defer w.cp.Stop()
-	if w.cfg, err = w.cp.RESTConfig(); err != nil {
-		return 0, err
-	}
-	if w.client, err = client.New(w.cfg, client.Options{Scheme: scheme.New()}); err != nil {
-		return 0, err
-	}
-	if err := devenv.InstallCRDs(ctx, w.client); err != nil {
-		return 0, err
-	}
-	if w.token, err = devenv.EnsurePrimaryToken(ctx, w.client, dir, ns); err != nil {
-		return 0, err
-	}
-	w.socket = filepath.Join(dir, "herdr.sock")
-	if err := w.startPaneServer(); err != nil {
-		return 0, err
-	}
-	defer w.paneServer.Stop(5 * time.Second)
-	port := freePorts(1)
-	w.gatewayURL = fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
-	w.fleetdArgs = []string{
-		"--kubeconfig=" + w.cp.Kubeconfig(),
-		"--herdr-socket=" + w.socket,
-		fmt.Sprintf("--gateway-bind=127.0.0.1:%d", port),
-		"--static-tokens=" + ns + "/" + devenv.StaticTokenSecret,
-		"--static-namespace=" + ns,
-		"--progress-interval=1s",
-		"--turn-settle-window=1s",
-		"--zap-log-level=info",
-	}
-	if err := w.startFleetd(); err != nil {
-		return 0, err
-	}
-	defer w.fleetd.Stop(10 * time.Second)
-	if out, err := w.kubectl("apply", "-k", filepath.Join(testenv.RepoRoot(), "config", "samples")); err != nil {
+	defer stop()
+	if out, err := w.kubectl("apply", "-n", ns, "-k", filepath.Join(testenv.RepoRoot(), "config", "samples")); err != nil {
 		return 0, fmt.Errorf("kubectl apply -k config/samples: %v\n%s", err, out)
 	}
 	return m.Run(), nil
 }
 
-// build compiles the binaries the processes run.
-func (w *world) build() error {
-	for pkg, name := range map[string]string{
-		"./cmd/fleetd":         "fleetd",
-		"./cmd/paneserver":     "paneserver",
-		"./hack/scriptedagent": "scripted-agent",
-	} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(w.bin, name), pkg)
-		cmd.Dir = testenv.RepoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("building %s: %v\n%s", pkg, err, out)
-		}
-	}
-	return nil
+func (w *world) kubectl(args ...string) (string, error) {
+	return kubectl(w.kubeconfig, args...)
 }
 
-func controlPlaneDir() string {
-	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
-		return d
-	}
-	return filepath.Join(testenv.RepoRoot(), "bin", "controlplane")
+// kubectl runs kubectl against the cluster in kubeconfig and returns its
+// combined output.
+func kubectl(kubeconfig string, args ...string) (string, error) {
+	out, err := exec.Command("kubectl", append([]string{"--kubeconfig=" + kubeconfig}, args...)...).CombinedOutput()
+	return string(out), err
 }
 
-// freePorts finds n consecutive free ports on 127.0.0.1 and returns the first.
-func freePorts(n int) int {
+// waitServing waits until the gateway at mcpURL answers /readyz.
+func waitServing(mcpURL string, timeout time.Duration, exited <-chan struct{}) error {
+	ready := strings.TrimSuffix(mcpURL, "/mcp") + "/readyz"
+	deadline := time.Now().Add(timeout)
+	var last string
 	for {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			panic(err)
-		}
-		first := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		ok := true
-		for i := 1; i < n; i++ {
-			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(first+i))
-			if err != nil {
-				ok = false
-				break
-			}
-			l.Close()
-		}
-		if ok {
-			return first
-		}
-	}
-}
-
-func (w *world) env() []string {
-	return []string{
-		"PATH=" + w.bin + string(os.PathListSeparator) + os.Getenv("PATH"),
-		"HOME=" + w.dir,
-	}
-}
-
-func (w *world) startPaneServer() error {
-	w.paneServer = &devenv.Process{
-		Name: "paneserver", Path: filepath.Join(w.bin, "paneserver"),
-		Args: []string{"--socket=" + w.socket, "--shell=/bin/sh", "--cwd=" + w.dir},
-		Env:  w.env(), Log: filepath.Join(w.dir, "logs", "paneserver.log"),
-	}
-	if err := w.paneServer.Start(); err != nil {
-		return err
-	}
-	c := herdr.NewClient(w.socket)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := c.Ping(context.Background()); err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the pane server did not answer; see %s", w.paneServer.Log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func (w *world) startFleetd() error {
-	w.fleetd = &devenv.Process{
-		Name: "fleetd", Path: filepath.Join(w.bin, "fleetd"), Args: w.fleetdArgs,
-		Env: w.env(), Log: filepath.Join(w.dir, "logs", "fleetd.log"),
-	}
-	if err := w.fleetd.Start(); err != nil {
-		return err
-	}
-	ready := strings.TrimSuffix(w.gatewayURL, "/mcp") + "/readyz"
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if resp, err := http.Get(ready); err == nil {
+		resp, err := http.Get(ready)
+		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}
+			last = resp.Status
+		} else {
+			last = err.Error()
 		}
 		select {
-		case <-w.fleetd.Exited():
-			return fmt.Errorf("fleetd exited: %v; see %s", w.fleetd.Err(), w.fleetd.Log)
+		case <-exited:
+			return fmt.Errorf("fleetd exited")
 		default:
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("fleetd not ready; see %s", w.fleetd.Log)
+			return fmt.Errorf("the gateway at %s is not ready after %s: %s", ready, timeout, last)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-func (w *world) kubectl(args ...string) (string, error) {
-	cmd := exec.Command("kubectl", append([]string{"--kubeconfig=" + w.cp.Kubeconfig()}, args...)...)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
 }
 
 // dumpOnFailure prints what a person debugging a failure looks at first.
@@ -243,13 +159,16 @@ func dumpOnFailure(t *testing.T) {
 			out, _ = w.kubectl("get", "delegations", "-A", "-o", "yaml")
 			t.Logf("delegations:\n%s", out)
 		}
-		if log, err := os.ReadFile(w.fleetd.Log); err == nil {
-			if len(log) > 20000 {
-				log = log[len(log)-20000:]
-			}
-			t.Logf("fleetd log (tail):\n%s", log)
-		}
+		t.Log(w.logs())
 	})
+}
+
+// tail is the last n bytes of b.
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
 }
 
 // session opens an MCP session as the holder of token.
@@ -275,15 +194,5 @@ func call(t *testing.T, s *mcp.ClientSession, tool string, args map[string]any) 
 // eventually polls until cond holds; the deadline catches hangs, not slowness.
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	var last string
-	for time.Now().Before(deadline) {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		last = state
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s; last: %s", what, last)
+	testutil.Eventually(t, 90*time.Second, 100*time.Millisecond, what, cond)
 }

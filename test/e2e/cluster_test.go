@@ -1,0 +1,267 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/internal/mcpclient"
+	"github.com/fleetd/fleetd/internal/scheme"
+)
+
+// Where config/default runs fleetd: one pod of the fleetd Deployment with a
+// fleetd and a herdr container.
+const (
+	fleetdNamespace = "fleetd-system"
+	fleetdContainer = "fleetd"
+	herdrContainer  = "herdr"
+)
+
+// fleetdPodLabels select the pod of the fleetd Deployment.
+var fleetdPodLabels = client.MatchingLabels{"app.kubernetes.io/name": "fleetd"}
+
+// primaryServiceAccount is the service account whose token the suite acts
+// with as the primary in cluster mode, as a pod would.
+const primaryServiceAccount = "e2e-primary"
+
+// cluster reaches fleetd deployed in a cluster. It starts nothing: it acts
+// on the fleetd pod with kubectl, and the primary is a service account.
+type cluster struct {
+	kubeconfig string
+	client     client.Client
+	gatewayURL string
+	// run names this run's files in the herdr container, so that runs
+	// against the same cluster do not read each other's.
+	run string
+}
+
+// startCluster checks that fleetd runs in the cluster in kubeconfig and
+// serves at gatewayURL, and mints the primary's service-account token.
+func startCluster(kubeconfig, gatewayURL string) (*world, func(), error) {
+	if gatewayURL == "" {
+		return nil, nil, fmt.Errorf("%s is set but %s is not: port-forward the fleetd-gateway Service and set it to http://127.0.0.1:<port>/mcp", envKubeconfig, envGatewayURL)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, nil, fmt.Errorf("loading %s: %w", kubeconfig, err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		return nil, nil, err
+	}
+	cl := &cluster{kubeconfig: kubeconfig, client: c, gatewayURL: gatewayURL, run: strconv.FormatInt(time.Now().Unix(), 10)}
+	w := &world{mode: cl, kubeconfig: kubeconfig, cfg: cfg, client: c, gatewayURL: gatewayURL}
+	ctx := context.Background()
+	if _, err := cl.pod(ctx); err != nil {
+		return nil, nil, err
+	}
+	if err := waitServing(gatewayURL, 2*time.Minute, nil); err != nil {
+		return nil, nil, err
+	}
+	if w.token, err = cl.primaryToken(ctx, kubernetes.NewForConfigOrDie(cfg)); err != nil {
+		return nil, nil, fmt.Errorf("minting the primary's token: %w", err)
+	}
+	return w, func() {}, nil
+}
+
+// primaryToken makes the primary service account, lets it delegate in ns
+// through the fleetd-delegator ClusterRole, mints a token for audience
+// fleetd, and waits until the gateway lets it in.
+func (c *cluster) primaryToken(ctx context.Context, kc kubernetes.Interface) (string, error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: primaryServiceAccount, Namespace: ns}}
+	if _, err := kc.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", err
+	}
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: primaryServiceAccount + "-delegates", Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "fleetd-delegator"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: primaryServiceAccount, Namespace: ns}},
+	}
+	if _, err := kc.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", err
+	}
+	tr, err := kc.CoreV1().ServiceAccounts(ns).CreateToken(ctx, primaryServiceAccount, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		Audiences:         []string{fleetv1alpha1.GatewayAudience},
+		ExpirationSeconds: ptr.To[int64](2 * 3600),
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", err
+	}
+	token := tr.Status.Token
+	// The gateway remembers a refusal for a few seconds; the RoleBinding
+	// may reach the API server's authorizer after the first call.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := whoami(ctx, c.gatewayURL, token)
+		if err == nil {
+			return token, nil
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("the gateway does not let %s in: %w", primaryServiceAccount, err)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+func whoami(ctx context.Context, url, token string) error {
+	s, err := mcpclient.Connect(ctx, url, token)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	r, err := mcpclient.Call(ctx, s, "bridge_whoami", nil)
+	if err != nil {
+		return err
+	}
+	if r.IsError {
+		return fmt.Errorf("bridge_whoami: %v %s", r.Fields, r.Text)
+	}
+	return nil
+}
+
+// pod is the running pod of the fleetd Deployment.
+func (c *cluster) pod(ctx context.Context) (*corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := c.client.List(ctx, &pods, client.InNamespace(fleetdNamespace), fleetdPodLabels); err != nil {
+		return nil, fmt.Errorf("listing fleetd's pods: %w", err)
+	}
+	var running []*corev1.Pod
+	for i := range pods.Items {
+		if p := &pods.Items[i]; p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+			running = append(running, p)
+		}
+	}
+	if len(running) != 1 {
+		return nil, fmt.Errorf("want one running fleetd pod in namespace %s, found %d", fleetdNamespace, len(running))
+	}
+	return running[0], nil
+}
+
+func containerStatus(p *corev1.Pod, name string) *corev1.ContainerStatus {
+	for i := range p.Status.ContainerStatuses {
+		if p.Status.ContainerStatuses[i].Name == name {
+			return &p.Status.ContainerStatuses[i]
+		}
+	}
+	return nil
+}
+
+// exec runs a shell script in a container of pod and returns its stdout.
+func (c *cluster) exec(pod, container, script string, args ...string) ([]byte, error) {
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command("kubectl", append([]string{"--kubeconfig=" + c.kubeconfig, "exec", "-n", fleetdNamespace, pod, "-c", container, "--", "sh", "-c", script, "sh"}, args...)...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("kubectl exec %s -c %s: %w: %s", pod, container, err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.Bytes(), nil
+}
+
+// restart sends signal to PID 1 of a container of the fleetd pod, the
+// container's main process, and waits until the kubelet has started the
+// container again and it is ready. The pod, its emptyDir and its other
+// container stay.
+func (c *cluster) restart(container, signal string) error {
+	ctx := context.Background()
+	pod, err := c.pod(ctx)
+	if err != nil {
+		return err
+	}
+	st := containerStatus(pod, container)
+	if st == nil {
+		return fmt.Errorf("pod %s has no container %s", pod.Name, container)
+	}
+	before := st.RestartCount
+	// The exec may fail as the container goes down under it; the restart
+	// count says whether the signal landed.
+	_, execErr := c.exec(pod.Name, container, "kill -s "+signal+" 1")
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		p := &corev1.Pod{}
+		if err := c.client.Get(ctx, client.ObjectKeyFromObject(pod), p); err != nil {
+			return fmt.Errorf("getting pod %s: %w", pod.Name, err)
+		}
+		if p.UID != pod.UID {
+			return fmt.Errorf("pod %s was replaced; only its container %s should have restarted", pod.Name, container)
+		}
+		st := containerStatus(p, container)
+		if st != nil && st.RestartCount > before && st.Ready {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.Join(fmt.Errorf("container %s of pod %s not restarted and ready after SIG%s; status: %+v", container, pod.Name, signal, st), execErr)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (c *cluster) receivedLog(member string) string {
+	return "/tmp/" + member + "-" + c.run + ".received"
+}
+
+// readPaneFile reads the file in the herdr container, where the panes run.
+func (c *cluster) readPaneFile(path string) ([]byte, error) {
+	pod, err := c.pod(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	return c.exec(pod.Name, herdrContainer, `if [ -e "$1" ]; then cat "$1"; fi`, path)
+}
+
+// killFleetd ends the fleetd container's process at once, with no graceful
+// shutdown, and waits until the restarted container serves. The herdr
+// container, and so every pane, keeps running, as when the local fleetd
+// process is killed. Deleting the pod would end the panes too.
+//
+// The kernel ignores SIGKILL sent to a container's PID 1 from inside the
+// container; SIGQUIT is delivered because the Go runtime handles it, and
+// the runtime then exits at once (after a goroutine dump in the log).
+func (c *cluster) killFleetd() error {
+	if err := c.restart(fleetdContainer, "QUIT"); err != nil {
+		return err
+	}
+	return waitServing(c.gatewayURL, 2*time.Minute, nil)
+}
+
+// restartPaneServer stops the herdr container's pane server with SIGTERM,
+// as the local mode does; it ends every pane and exits, and the kubelet
+// starts the container again. fleetd keeps running and heals the members.
+func (c *cluster) restartPaneServer() error {
+	return c.restart(herdrContainer, "TERM")
+}
+
+func (c *cluster) logs() string {
+	var b strings.Builder
+	out, _ := kubectl(c.kubeconfig, "get", "pods", "-n", fleetdNamespace, "-o", "wide")
+	fmt.Fprintf(&b, "kubectl get pods -n %s:\n%s\n", fleetdNamespace, out)
+	pod, err := c.pod(context.Background())
+	if err != nil {
+		fmt.Fprintln(&b, err)
+		return b.String()
+	}
+	for _, container := range []string{fleetdContainer, herdrContainer} {
+		if st := containerStatus(pod, container); st != nil && st.RestartCount > 0 {
+			out, _ := kubectl(c.kubeconfig, "logs", "-n", fleetdNamespace, pod.Name, "-c", container, "--previous", "--tail=100")
+			fmt.Fprintf(&b, "%s log before its last restart (tail):\n%s\n", container, out)
+		}
+		out, _ := kubectl(c.kubeconfig, "logs", "-n", fleetdNamespace, pod.Name, "-c", container, "--tail=300")
+		fmt.Fprintf(&b, "%s log (tail):\n%s\n", container, out)
+	}
+	return b.String()
+}

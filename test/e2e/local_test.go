@@ -1,0 +1,237 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetd/fleetd/herdr"
+	"github.com/fleetd/fleetd/internal/devenv"
+	"github.com/fleetd/fleetd/internal/scheme"
+	"github.com/fleetd/fleetd/internal/testenv"
+)
+
+// local runs everything as processes on this machine: etcd and
+// kube-apiserver, the pane server, and fleetd with a static primary token.
+type local struct {
+	dir string
+	bin string
+	cp  *devenv.ControlPlane
+
+	socket     string
+	paneServer *devenv.Process
+	fleetd     *devenv.Process
+	fleetdArgs []string
+	gatewayURL string
+}
+
+// startLocal builds the binaries and starts the control plane, the pane
+// server and fleetd in a temporary directory.
+func startLocal() (_ *world, _ func(), err error) {
+	dir, err := os.MkdirTemp("", "fleetd-e2e")
+	if err != nil {
+		return nil, nil, err
+	}
+	l := &local{dir: dir, bin: filepath.Join(dir, "bin")}
+	// stops undo what started, last first.
+	var stops []func()
+	stop := func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	stops = append(stops, func() { os.RemoveAll(dir) })
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+
+	if err := l.build(); err != nil {
+		return nil, nil, err
+	}
+	ctx := context.Background()
+	l.cp = &devenv.ControlPlane{
+		Dir:           filepath.Join(dir, "controlplane"),
+		BinDir:        controlPlaneDir(),
+		EtcdPort:      freePorts(2),
+		APIServerPort: freePorts(1),
+	}
+	if err := l.cp.Start(ctx); err != nil {
+		return nil, nil, err
+	}
+	stops = append(stops, l.cp.Stop)
+	w := &world{mode: l, kubeconfig: l.cp.Kubeconfig()}
+	if w.cfg, err = l.cp.RESTConfig(); err != nil {
+		return nil, nil, err
+	}
+	if w.client, err = client.New(w.cfg, client.Options{Scheme: scheme.New()}); err != nil {
+		return nil, nil, err
+	}
+	if err := devenv.InstallCRDs(ctx, w.client); err != nil {
+		return nil, nil, err
+	}
+	if w.token, err = devenv.EnsurePrimaryToken(ctx, w.client, dir, ns); err != nil {
+		return nil, nil, err
+	}
+	l.socket = filepath.Join(dir, "herdr.sock")
+	if err := l.startPaneServer(); err != nil {
+		return nil, nil, err
+	}
+	stops = append(stops, func() { l.paneServer.Stop(5 * time.Second) })
+	port := freePorts(1)
+	l.gatewayURL = fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	w.gatewayURL = l.gatewayURL
+	l.fleetdArgs = []string{
+		"--kubeconfig=" + l.cp.Kubeconfig(),
+		"--herdr-socket=" + l.socket,
+		fmt.Sprintf("--gateway-bind=127.0.0.1:%d", port),
+		"--static-tokens=" + ns + "/" + devenv.StaticTokenSecret,
+		"--static-namespace=" + ns,
+		"--progress-interval=1s",
+		"--turn-settle-window=1s",
+		"--zap-log-level=info",
+	}
+	if err := l.startFleetd(); err != nil {
+		return nil, nil, err
+	}
+	// l.fleetd changes when a test restarts fleetd.
+	stops = append(stops, func() { l.fleetd.Stop(10 * time.Second) })
+	return w, stop, nil
+}
+
+// build compiles the binaries the processes run.
+func (l *local) build() error {
+	for pkg, name := range map[string]string{
+		"./cmd/fleetd":         "fleetd",
+		"./cmd/paneserver":     "paneserver",
+		"./hack/scriptedagent": "scripted-agent",
+	} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(l.bin, name), pkg)
+		cmd.Dir = testenv.RepoRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("building %s: %v\n%s", pkg, err, out)
+		}
+	}
+	return nil
+}
+
+func controlPlaneDir() string {
+	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
+		return d
+	}
+	return filepath.Join(testenv.RepoRoot(), "bin", "controlplane")
+}
+
+// freePorts finds n consecutive free ports on 127.0.0.1 and returns the first.
+func freePorts(n int) int {
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			panic(err)
+		}
+		first := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		ok := true
+		for i := 1; i < n; i++ {
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(first+i))
+			if err != nil {
+				ok = false
+				break
+			}
+			l.Close()
+		}
+		if ok {
+			return first
+		}
+	}
+}
+
+// env is the processes' environment: panes find the scripted agent on PATH.
+func (l *local) env() []string {
+	return []string{
+		"PATH=" + l.bin + string(os.PathListSeparator) + os.Getenv("PATH"),
+		"HOME=" + l.dir,
+	}
+}
+
+func (l *local) startPaneServer() error {
+	l.paneServer = &devenv.Process{
+		Name: "paneserver", Path: filepath.Join(l.bin, "paneserver"),
+		Args: []string{"--socket=" + l.socket, "--shell=/bin/sh", "--cwd=" + l.dir},
+		Env:  l.env(), Log: filepath.Join(l.dir, "logs", "paneserver.log"),
+	}
+	if err := l.paneServer.Start(); err != nil {
+		return err
+	}
+	c := herdr.NewClient(l.socket)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := c.Ping(context.Background()); err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the pane server did not answer; see %s", l.paneServer.Log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (l *local) startFleetd() error {
+	l.fleetd = &devenv.Process{
+		Name: "fleetd", Path: filepath.Join(l.bin, "fleetd"), Args: l.fleetdArgs,
+		Env: l.env(), Log: filepath.Join(l.dir, "logs", "fleetd.log"),
+	}
+	if err := l.fleetd.Start(); err != nil {
+		return err
+	}
+	if err := waitServing(l.gatewayURL, 60*time.Second, l.fleetd.Exited()); err != nil {
+		select {
+		case <-l.fleetd.Exited():
+			return fmt.Errorf("fleetd exited: %v; see %s", l.fleetd.Err(), l.fleetd.Log)
+		default:
+			return fmt.Errorf("%w; see %s", err, l.fleetd.Log)
+		}
+	}
+	return nil
+}
+
+func (l *local) receivedLog(member string) string {
+	return filepath.Join(l.dir, member+".received")
+}
+
+func (l *local) readPaneFile(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	return b, err
+}
+
+// killFleetd sends fleetd SIGKILL and starts it again.
+func (l *local) killFleetd() error {
+	l.fleetd.Kill()
+	return l.startFleetd()
+}
+
+func (l *local) restartPaneServer() error {
+	l.paneServer.Stop(5 * time.Second)
+	return l.startPaneServer()
+}
+
+func (l *local) logs() string {
+	var out string
+	for _, p := range []*devenv.Process{l.fleetd, l.paneServer} {
+		if log, err := os.ReadFile(p.Log); err == nil {
+			out += fmt.Sprintf("%s log (tail):\n%s\n", p.Name, tail(log, 20000))
+		}
+	}
+	return out
+}
