@@ -23,7 +23,16 @@ var benchRuns int
 // herdr: agent.prompt, then the agent's status back to idle. Both include
 // herdr's 300 ms submit delay and the agent's bridge_reply call; the
 // difference is the Delegation, the injector and the rendezvous.
+//
+// gap is the pause between turns: back to back, the injector also waits for
+// the member's idle status from the previous turn to be mirrored.
 func BenchmarkRendezvousOverhead(b *testing.B) {
+	for _, gap := range []time.Duration{200 * time.Millisecond, time.Second} {
+		b.Run("gap="+gap.String(), func(b *testing.B) { benchmarkRendezvous(b, gap) })
+	}
+}
+
+func benchmarkRendezvous(b *testing.B, gap time.Duration) {
 	l, ok := w.mode.(*local)
 	if !ok {
 		b.Skip("needs the local pane server's socket")
@@ -92,8 +101,7 @@ func BenchmarkRendezvousOverhead(b *testing.B) {
 		}
 		return time.Since(start)
 	}
-	// Let the member settle from the delivery before timing.
-	settle := func() { time.Sleep(200 * time.Millisecond) }
+	settle := func() { time.Sleep(gap) }
 	for range stream.Events() {
 		break // the resync
 	}
