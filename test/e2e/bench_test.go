@@ -19,10 +19,11 @@ import (
 var benchRuns int
 
 // BenchmarkRendezvousOverhead compares, in one run, a bridge_send answered by
-// an instantly replying worker with the same turn driven straight through
-// herdr: agent.prompt, then the agent's status back to idle. Both include
-// herdr's 300 ms submit delay and the agent's bridge_reply call; the
-// difference is the Delegation, the injector and the rendezvous.
+// an instantly replying worker with a turn driven straight through herdr:
+// agent.prompt, then the agent's status back to idle (a turn that prints
+// its answer instead of calling bridge_reply, which would find no message).
+// Both include herdr's 300 ms submit delay; the difference is the
+// Delegation, the injector, the worker's bridge_reply and the rendezvous.
 //
 // gap is the pause between turns: back to back, the injector also waits for
 // the member's idle status from the previous turn to be mirrored.
@@ -75,8 +76,17 @@ func benchmarkRendezvous(b *testing.B, gap time.Duration) {
 
 	// rawTurn prompts the agent through herdr and waits for its turn to end.
 	rawTurn := func() time.Duration {
+		// Forget the status changes of earlier turns, or they would end
+		// this one early.
+		for drained := false; !drained; {
+			select {
+			case <-stream.Events():
+			default:
+				drained = true
+			}
+		}
 		start := time.Now()
-		if _, err := hc.AgentPrompt(ctx, herdr.AgentPromptParams{Target: m.Status.PaneID, Text: "reply: raw"}); err != nil {
+		if _, err := hc.AgentPrompt(ctx, herdr.AgentPromptParams{Target: m.Status.PaneID, Text: "silent: raw"}); err != nil {
 			b.Fatal(err)
 		}
 		working := false
