@@ -445,7 +445,7 @@ func memberReady(o client.Object) (bool, string) {
 
 func delegationSettled(o client.Object) (bool, string) {
 	d := o.(*fleetv1alpha1.Delegation)
-	return IsTerminal(d.Status.Phase), string(d.Status.Phase)
+	return d.Status.Phase.IsTerminal(), string(d.Status.Phase)
 }
 
 // observedStatus is an agent status someone saw, and when.

@@ -121,7 +121,7 @@ func (r *DelegationReconciler) apply(ctx context.Context, step Step, d *fleetv1a
 	case StepQueue:
 		d.Status.Phase = fleetv1alpha1.DelegationQueued
 		d.Status.QueuedAt = &t
-		d.Status.Deadline = &metav1.Time{Time: Deadline(d)}
+		d.Status.Deadline = &metav1.Time{Time: d.Deadline()}
 		setDelegationConditions(d, fleetv1alpha1.ReasonQueued, "waiting for member "+d.Spec.To)
 		return r.write(ctx, d)
 	case StepSettle:
@@ -170,7 +170,7 @@ func (r *DelegationReconciler) deliver(ctx context.Context, d *fleetv1alpha1.Del
 	if d.Status.Phase == "" || d.Status.Phase == fleetv1alpha1.DelegationPending {
 		d.Status.Phase = fleetv1alpha1.DelegationQueued
 		d.Status.QueuedAt = &t
-		d.Status.Deadline = &metav1.Time{Time: Deadline(d)}
+		d.Status.Deadline = &metav1.Time{Time: d.Deadline()}
 	}
 	setDelegationConditions(d, fleetv1alpha1.ReasonQueued, "typing into pane "+m.PaneID)
 	if err := r.write(ctx, d); err != nil {
@@ -259,7 +259,7 @@ func (r *DelegationReconciler) settle(ctx context.Context, d *fleetv1alpha1.Dele
 	d.Status.Outcome = outcome
 	d.Status.SettledAt = &t
 	if d.Status.Deadline == nil {
-		d.Status.Deadline = &metav1.Time{Time: Deadline(d)}
+		d.Status.Deadline = &metav1.Time{Time: d.Deadline()}
 	}
 	setDelegationConditions(d, reason, msg)
 	if err := r.write(ctx, d); err != nil {
@@ -326,7 +326,7 @@ func setDelegationConditions(d *fleetv1alpha1.Delegation, reason, msg string) {
 		deliveredMsg = "typed into pane " + d.Status.PaneID
 	}
 	set(fleetv1alpha1.ConditionDelivered, delivered, deliveredReason, deliveredMsg)
-	terminal := IsTerminal(d.Status.Phase)
+	terminal := d.Status.Phase.IsTerminal()
 	settledReason := fleetv1alpha1.ReasonInProgress
 	if terminal {
 		settledReason = reason

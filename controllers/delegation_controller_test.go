@@ -267,7 +267,7 @@ func TestControllerStoppedMidBurstTypesEachOnce(t *testing.T) {
 		}
 		settled = 0
 		for _, d := range list.Items {
-			if IsTerminal(d.Status.Phase) {
+			if d.Status.Phase.IsTerminal() {
 				settled++
 			}
 		}

@@ -94,27 +94,8 @@ type Decision struct {
 	InFlight   string
 }
 
-// IsTerminal says whether a phase is final.
-func IsTerminal(p fleetv1alpha1.DelegationPhase) bool {
-	switch p {
-	case fleetv1alpha1.DelegationReplied, fleetv1alpha1.DelegationTurnDone, fleetv1alpha1.DelegationTimedOut,
-		fleetv1alpha1.DelegationFailed, fleetv1alpha1.DelegationWorkerGone, fleetv1alpha1.DelegationCancelled:
-		return true
-	}
-	return false
-}
-
 func inFlight(p fleetv1alpha1.DelegationPhase) bool {
 	return p == fleetv1alpha1.DelegationDelivered || p == fleetv1alpha1.DelegationWorking || p == fleetv1alpha1.DelegationAsking
-}
-
-// Deadline is when a Delegation times out.
-func Deadline(d *fleetv1alpha1.Delegation) time.Time {
-	timeout := d.Spec.TimeoutSeconds
-	if timeout <= 0 {
-		timeout = fleetv1alpha1.DefaultTimeoutSeconds
-	}
-	return d.CreationTimestamp.Add(time.Duration(timeout) * time.Second)
 }
 
 // SortQueue orders Delegations by creation: timestamp, then the gateway's
@@ -164,7 +145,7 @@ func Decide(m MemberView, ds []fleetv1alpha1.Delegation, now time.Time, policy D
 		if d.Status.DeliveringAt != nil && (lastDelivery == nil || !d.Status.DeliveringAt.Before(lastDelivery.Status.DeliveringAt)) {
 			lastDelivery = d
 		}
-		if IsTerminal(d.Status.Phase) {
+		if d.Status.Phase.IsTerminal() {
 			if !meta.IsStatusConditionTrue(d.Status.Conditions, fleetv1alpha1.ConditionSettled) {
 				dec.Steps = append(dec.Steps, Step{Kind: StepRecord, Name: d.Name})
 			}
@@ -173,7 +154,7 @@ func Decide(m MemberView, ds []fleetv1alpha1.Delegation, now time.Time, policy D
 			}
 			continue
 		}
-		deadline := Deadline(d)
+		deadline := d.Deadline()
 		typed := d.Status.DeliveringAt != nil
 		switch {
 		case m.Gone:

@@ -31,7 +31,7 @@ func mk(name string, offset time.Duration) *dlg {
 // controller leaves it.
 func (d *dlg) phase(p fleetv1alpha1.DelegationPhase) *dlg {
 	d.Status.Phase = p
-	if IsTerminal(p) {
+	if p.IsTerminal() {
 		d.Status.Conditions = []metav1.Condition{{Type: fleetv1alpha1.ConditionSettled, Status: metav1.ConditionTrue, Reason: string(p)}}
 	}
 	return d

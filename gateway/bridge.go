@@ -359,7 +359,7 @@ func (g *Gateway) attach(ctx context.Context, c *call, d *fleetv1alpha1.Delegati
 // awaitExisting waits on a Delegation created by an earlier call: no longer
 // than its deadline, and no longer than timeoutMs when given.
 func (g *Gateway) awaitExisting(ctx context.Context, c *call, d *fleetv1alpha1.Delegation, timeoutMs *int64, answered sets.Set[string]) (*SendOutput, error) {
-	remaining := deadlineOf(d).Sub(g.opts.Clock.Now())
+	remaining := d.Deadline().Sub(g.opts.Clock.Now())
 	if timeoutMs != nil && *timeoutMs > 0 {
 		own, _ := holdTimeout(timeoutMs, g.opts.MaxTimeout)
 		remaining = min(remaining, own)
@@ -428,7 +428,7 @@ func (g *Gateway) answer(ctx context.Context, c *call, in SendInput, wait bool) 
 		switch {
 		case q == nil:
 			return false, errorf(CodeNotFound, "message %s has no question %s", name, in.TurnID)
-		case settled(d):
+		case d.Status.Phase.IsTerminal():
 			// Too late to answer; the waiter below returns the outcome.
 			return false, nil
 		case q.Answer != nil && *q.Answer == in.Content:
@@ -708,7 +708,7 @@ func (g *Gateway) bridgeAck(ctx context.Context, c *call, in AckInput) (*AckOutp
 			if principalKey(d.Spec.From) != c.who.key() {
 				return nil, errorf(CodeForbidden, "message %s was not sent by you", id)
 			}
-			if !settled(d) {
+			if !d.Status.Phase.IsTerminal() {
 				return nil, errorf(CodeConflict, "message %s has no outcome yet (phase %s); acknowledge it once bridge_poll shows it", id, phaseOf(d))
 			}
 			targets = append(targets, d)
@@ -799,7 +799,7 @@ func (g *Gateway) bridgeStatus(ctx context.Context, c *call, in StatusInput) (*S
 	for _, d := range pending {
 		v := DelegationView{
 			DispatchID: d.Name, Member: d.Spec.To, Phase: string(phaseOf(d)),
-			Created: d.CreationTimestamp.UTC().Format(time.RFC3339), Deadline: deadlineOf(d).UTC().Format(time.RFC3339),
+			Created: d.CreationTimestamp.UTC().Format(time.RFC3339), Deadline: d.Deadline().UTC().Format(time.RFC3339),
 		}
 		if openQuestion(d) != nil {
 			q := openQuestionView(d)

@@ -168,7 +168,7 @@ func (g *Gateway) detach(ctx context.Context, d *fleetv1alpha1.Delegation, answe
 // acknowledge records that a waiter handed a detached Delegation's outcome
 // to its sender (a re-attached call), so bridge_poll does not show it again.
 func (g *Gateway) acknowledge(ctx context.Context, d *fleetv1alpha1.Delegation) {
-	if d.Status.DetachedAt == nil || d.Status.AcknowledgedAt != nil || !settled(d) {
+	if d.Status.DetachedAt == nil || d.Status.AcknowledgedAt != nil || !d.Status.Phase.IsTerminal() {
 		return
 	}
 	now := metav1.NewTime(g.opts.Clock.Now())
@@ -187,11 +187,11 @@ func (g *Gateway) acknowledge(ctx context.Context, d *fleetv1alpha1.Delegation) 
 // (a retried bridge_send with the same idempotency key, or an answer), so a
 // reply goes to the waiter rather than down the detached path.
 func (g *Gateway) reattach(ctx context.Context, d *fleetv1alpha1.Delegation) *fleetv1alpha1.Delegation {
-	if d.Status.DetachedAt == nil || settled(d) || !waits(d) {
+	if d.Status.DetachedAt == nil || d.Status.Phase.IsTerminal() || !waits(d) {
 		return d
 	}
 	updated, err := g.updateStatus(ctx, d, func(d *fleetv1alpha1.Delegation) (bool, error) {
-		if d.Status.DetachedAt == nil || settled(d) {
+		if d.Status.DetachedAt == nil || d.Status.Phase.IsTerminal() {
 			return false, nil
 		}
 		d.Status.DetachedAt = nil

@@ -30,16 +30,6 @@ const (
 // defaultTimeout is how long a call is held when it names no timeout.
 const defaultTimeout = fleetv1alpha1.DefaultTimeoutSeconds * time.Second
 
-// settled reports whether a Delegation reached a terminal phase.
-func settled(d *fleetv1alpha1.Delegation) bool {
-	switch d.Status.Phase {
-	case fleetv1alpha1.DelegationReplied, fleetv1alpha1.DelegationTurnDone, fleetv1alpha1.DelegationTimedOut,
-		fleetv1alpha1.DelegationFailed, fleetv1alpha1.DelegationWorkerGone, fleetv1alpha1.DelegationCancelled:
-		return true
-	}
-	return false
-}
-
 // inFlight reports whether the member has a Delegation in hand: typed into
 // its pane and not settled.
 func inFlight(d *fleetv1alpha1.Delegation) bool {
@@ -62,7 +52,7 @@ func waits(d *fleetv1alpha1.Delegation) bool { return d.Spec.Wait == nil || *d.S
 // answered holds turn ids the waiter itself answered, so that a cache that
 // still shows such a question open does not hand it back.
 func outcomeOf(d *fleetv1alpha1.Delegation, answered sets.Set[string]) (out *SendOutput, terr *ToolError, done bool) {
-	if settled(d) {
+	if d.Status.Phase.IsTerminal() {
 		outcome := d.Status.Outcome
 		if outcome == "" {
 			outcome = outcomeForPhase(d.Status.Phase)
@@ -131,7 +121,7 @@ func settledMessage(d *fleetv1alpha1.Delegation, fallback string) string {
 // openQuestion is the Delegation's open question: the last one without an
 // answer, nil when there is none.
 func openQuestion(d *fleetv1alpha1.Delegation) *fleetv1alpha1.Question {
-	if settled(d) {
+	if d.Status.Phase.IsTerminal() {
 		return nil
 	}
 	qs := d.Status.Questions
@@ -160,7 +150,7 @@ func answerOf(d *fleetv1alpha1.Delegation, turnID string) (out *AskOutput, terr 
 	if q := findQuestion(d, turnID); q != nil && q.Answer != nil {
 		return &AskOutput{Answer: q.Answer, TurnID: turnID}, nil, true
 	}
-	if !settled(d) {
+	if !d.Status.Phase.IsTerminal() {
 		return nil, nil, false
 	}
 	if d.Status.Phase == fleetv1alpha1.DelegationTimedOut {
@@ -237,7 +227,7 @@ func pollable(d *fleetv1alpha1.Delegation) bool {
 	// A reply after a timeout never reached the waiter, whichever of the
 	// waiter's timer and the controller's deadline came first.
 	late := d.Status.Phase == fleetv1alpha1.DelegationTimedOut && d.Status.Reply != nil
-	return settled(d) && d.Status.AcknowledgedAt == nil && (!waits(d) || d.Status.DetachedAt != nil || late)
+	return d.Status.Phase.IsTerminal() && d.Status.AcknowledgedAt == nil && (!waits(d) || d.Status.DetachedAt != nil || late)
 }
 
 // sortForPoll orders Delegations oldest first, so a caller handles outcomes
@@ -246,20 +236,6 @@ func sortForPoll(ds []*fleetv1alpha1.Delegation) {
 	slices.SortFunc(ds, func(a, b *fleetv1alpha1.Delegation) int {
 		return cmp.Or(a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time), strings.Compare(a.Name, b.Name))
 	})
-}
-
-// deadlineOf is when the Delegation times out: the controller's deadline,
-// or its timeout counted from creation when the controller has not written
-// one yet.
-func deadlineOf(d *fleetv1alpha1.Delegation) time.Time {
-	if d.Status.Deadline != nil {
-		return d.Status.Deadline.Time
-	}
-	secs := d.Spec.TimeoutSeconds
-	if secs <= 0 {
-		secs = fleetv1alpha1.DefaultTimeoutSeconds
-	}
-	return d.CreationTimestamp.Add(time.Duration(secs) * time.Second)
 }
 
 // holdTimeout turns a timeoutMs argument into a duration: the default when

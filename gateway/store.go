@@ -77,7 +77,7 @@ func indexDelegationFromFunc(o client.Object) []string {
 	}
 	key := principalKey(d.Spec.From)
 	switch {
-	case !settled(d):
+	case !d.Status.Phase.IsTerminal():
 		return []string{indexValue(statePending, key)}
 	case pollable(d):
 		return []string{indexValue(statePollable, key)}
