@@ -12,7 +12,7 @@ STATICCHECK := $(GO_TOOL) staticcheck
 # Packages of the main module (the nested tool modules build on their own).
 PKGS := ./...
 TEST_FLAGS ?= -race -count=1
-FUZZTIME ?= 5s
+FUZZTIME ?= 20000x
 
 .PHONY: all
 all: build
@@ -67,7 +67,7 @@ test-e2e-kind: ## Run the end-to-end suite against a kind cluster (needs Docker 
 	hack/e2e-kind.sh
 
 .PHONY: fuzz
-fuzz: ## Run each fuzz target briefly (FUZZTIME, default 5s).
+fuzz: ## Run each fuzz target briefly (FUZZTIME inputs each, default 20000x).
 	@hack/fuzz.sh $(FUZZTIME)
 
 .PHONY: bench
