@@ -49,7 +49,7 @@ type DelegationReconciler struct {
 	MaxConcurrentReconciles int
 }
 
-// +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=delegations,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=delegations,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=delegations/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=members,verbs=get;list;watch
 // +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=members/status,verbs=get;update;patch
@@ -154,6 +154,8 @@ func (r *DelegationReconciler) apply(ctx context.Context, step Step, d *fleetv1a
 		return r.write(ctx, d)
 	case StepDetachedReply:
 		return r.carryReply(ctx, d)
+	case StepExpire:
+		return r.expire(ctx, d)
 	case StepDeliver:
 		return r.deliver(ctx, d, m, t)
 	}
@@ -200,6 +202,20 @@ func (r *DelegationReconciler) deliver(ctx context.Context, d *fleetv1alpha1.Del
 		// proves it or the confirm window passes.
 		return fmt.Errorf("typing delegation %s into pane %s: %w", d.Name, m.PaneID, err)
 	}
+}
+
+// expire deletes a settled Delegation past its retention, as it was when
+// decided on: a late reply or an acknowledgement written meanwhile makes the
+// delete fail and the Delegation is looked at again.
+func (r *DelegationReconciler) expire(ctx context.Context, d *fleetv1alpha1.Delegation) error {
+	err := r.Client.Delete(ctx, d, client.Preconditions{UID: &d.UID, ResourceVersion: &d.ResourceVersion})
+	switch {
+	case err == nil, apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsConflict(err):
+		return errConflict
+	}
+	return fmt.Errorf("deleting delegation %s past its retention: %w", d.Name, err)
 }
 
 func (r *DelegationReconciler) tail(ctx context.Context, paneID string) (string, error) {

@@ -9,7 +9,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
@@ -292,4 +295,45 @@ func TestControllerStoppedMidBurstTypesEachOnce(t *testing.T) {
 			t.Errorf("%s was never received but settled %s", d.Name, d.Status.Phase)
 		}
 	}
+}
+
+func TestRetentionDeletesSettledDelegations(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startHerdr(t)
+	const retention = 2 * time.Second
+	startManager(t, env.Config, ns, h.socket, true, func(p *DeliveryPolicy) { p.Retention = retention })
+	ctx := context.Background()
+
+	// Both settle at once (nobody is there to take them); the waiter got the
+	// blocking one's outcome, while the detached one's is still owed.
+	create(t, testutil.MakeDelegation("blocking", ns, "nobody", "hello").Obj())
+	detached := testutil.MakeDelegation("detached", ns, "nobody", "hello").Obj()
+	detached.Spec.Wait = ptrTo(false)
+	create(t, detached)
+	waitPhase(t, ns, "blocking", fleetv1alpha1.DelegationWorkerGone)
+	waitPhase(t, ns, "detached", fleetv1alpha1.DelegationWorkerGone)
+
+	gone := func(name string) func() (bool, string) {
+		return func() (bool, string) {
+			d, err := getDelegation(ns, name)
+			if apierrors.IsNotFound(err) {
+				return true, ""
+			}
+			return false, fmt.Sprintf("still there (err %v, phase %s)", err, d.Status.Phase)
+		}
+	}
+	eventually(t, "the settled blocking delegation deleted", gone("blocking"))
+	time.Sleep(retention)
+	d, err := getDelegation(ns, "detached")
+	if err != nil {
+		t.Fatalf("an outcome nobody collected was deleted: %v", err)
+	}
+
+	// bridge_ack's write: from now on it is only history.
+	now := metav1.Now()
+	d.Status.AcknowledgedAt = &now
+	if err := env.Client.Status().Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the acknowledged delegation deleted", gone("detached"))
 }

@@ -22,10 +22,14 @@ type DeliveryPolicy struct {
 	ConfirmWindow time.Duration
 	// MaxHops bounds detached replies chained without a primary's message.
 	MaxHops int32
+	// Retention is how long a settled Delegation stays after its last change
+	// before it is deleted; 0 keeps every Delegation. Outcomes their sender
+	// has not collected stay until acknowledged (see expiry).
+	Retention time.Duration
 }
 
 // DefaultDeliveryPolicy is the policy fleetd runs with.
-var DefaultDeliveryPolicy = DeliveryPolicy{SettleWindow: 3 * time.Second, ConfirmWindow: 10 * time.Second, MaxHops: 20}
+var DefaultDeliveryPolicy = DeliveryPolicy{SettleWindow: 3 * time.Second, ConfirmWindow: 10 * time.Second, MaxHops: 20, Retention: 24 * time.Hour}
 
 // MemberView is what the injector needs to know of a member.
 type MemberView struct {
@@ -69,6 +73,8 @@ const (
 	// StepRecord brings the conditions of a Delegation the gateway settled
 	// (a reply) in line with its phase.
 	StepRecord StepKind = "Record"
+	// StepExpire deletes a settled Delegation past its retention.
+	StepExpire StepKind = "Expire"
 	// StepDeliver types the Delegation into the pane.
 	StepDeliver StepKind = "Deliver"
 )
@@ -210,6 +216,21 @@ func Decide(m MemberView, ds []fleetv1alpha1.Delegation, now time.Time, policy D
 		}
 	}
 
+	for i := range ds {
+		d := &ds[i]
+		if d == lastDelivery && !m.Gone && awaitsPickup(d) && m.Seq <= d.Status.DeliveringSeq {
+			// It still holds back the next delivery until its pickup shows.
+			continue
+		}
+		if at, keep := expiry(d, policy.Retention); !keep {
+			if now.Before(at) {
+				later(at)
+			} else {
+				dec.Steps = append(dec.Steps, Step{Kind: StepExpire, Name: d.Name})
+			}
+		}
+	}
+
 	dec.QueueDepth = int32(len(queue))
 	if flying != nil {
 		dec.InFlight = flying.Name
@@ -255,6 +276,5 @@ func needsDetachedReply(d *fleetv1alpha1.Delegation) bool {
 	if d.Status.Reply == nil || d.Status.ReplyDeliveredAs != "" || d.Status.AcknowledgedAt != nil || d.Spec.From.Kind != fleetv1alpha1.PrincipalMember {
 		return false
 	}
-	waited := d.Spec.Wait == nil || *d.Spec.Wait
-	return !waited || d.Status.DetachedAt != nil || d.Status.Phase == fleetv1alpha1.DelegationTimedOut
+	return !d.Waits() || d.Status.DetachedAt != nil || d.Status.Phase == fleetv1alpha1.DelegationTimedOut
 }

@@ -332,3 +332,108 @@ func TestDecide(t *testing.T) {
 		})
 	}
 }
+
+// settled stamps when it settled.
+func (d *dlg) settled(at time.Duration) *dlg {
+	t := metav1.NewTime(t0.Add(at))
+	d.Status.SettledAt = &t
+	return d
+}
+
+func TestDecideRetention(t *testing.T) {
+	keep := policy
+	keep.Retention = time.Hour
+	replied := func(name string) *dlg {
+		d := mk(name, 0).phase(fleetv1alpha1.DelegationReplied).typed(1).settled(time.Minute)
+		d.Status.Reply = ptr.To("done")
+		return d
+	}
+	cases := map[string]struct {
+		member      MemberView
+		ds          []fleetv1alpha1.Delegation
+		now         time.Duration
+		want        []Step
+		wantRequeue time.Duration
+	}{
+		"a settled reply stays for the retention": {
+			member: idle(2), ds: []fleetv1alpha1.Delegation{replied("a").obj()},
+			now: 31 * time.Minute, wantRequeue: 30 * time.Minute,
+		},
+		"then it goes": {
+			member: idle(2), ds: []fleetv1alpha1.Delegation{replied("a").obj()},
+			now: 61 * time.Minute, want: []Step{{Kind: StepExpire, Name: "a"}},
+		},
+		"counted from a late reply": {
+			member: idle(2), ds: []fleetv1alpha1.Delegation{func() fleetv1alpha1.Delegation {
+				d := mk("a", 0).phase(fleetv1alpha1.DelegationTimedOut).typed(1).settled(time.Minute)
+				d.Status.Reply, d.Status.RepliedAt, d.Status.AcknowledgedAt = ptr.To("late"), &metav1.Time{Time: t0.Add(20 * time.Minute)}, &metav1.Time{Time: t0.Add(30 * time.Minute)}
+				return d.obj()
+			}()},
+			now: 61 * time.Minute, wantRequeue: 29 * time.Minute,
+		},
+		"an outcome nobody collected stays until acknowledged": {
+			member: idle(2), ds: []fleetv1alpha1.Delegation{func() fleetv1alpha1.Delegation {
+				d := replied("a")
+				d.Spec.Wait = ptr.To(false)
+				return d.obj()
+			}()},
+			now: 100 * time.Hour,
+		},
+		"an acknowledged one goes a retention after the ack": {
+			member: idle(2), ds: []fleetv1alpha1.Delegation{func() fleetv1alpha1.Delegation {
+				d := replied("a")
+				d.Spec.Wait = ptr.To(false)
+				d.Status.AcknowledgedAt = &metav1.Time{Time: t0.Add(100 * time.Hour)}
+				return d.obj()
+			}()},
+			now: 101 * time.Hour, want: []Step{{Kind: StepExpire, Name: "a"}},
+		},
+		"a reply for a member sender is carried first": {
+			member: idle(2), ds: []fleetv1alpha1.Delegation{func() fleetv1alpha1.Delegation {
+				d := replied("a")
+				d.Spec.Wait = ptr.To(false)
+				d.Spec.From = fleetv1alpha1.Principal{Kind: fleetv1alpha1.PrincipalMember, Name: "lead"}
+				return d.obj()
+			}()},
+			now: 2 * time.Hour, want: []Step{{Kind: StepDetachedReply, Name: "a"}},
+		},
+		"a gateway settle is recorded first": {
+			member: idle(2), ds: []fleetv1alpha1.Delegation{func() fleetv1alpha1.Delegation {
+				d := replied("a")
+				d.Status.Conditions = nil
+				return d.obj()
+			}()},
+			now: 2 * time.Hour, want: []Step{{Kind: StepRecord, Name: "a"}},
+		},
+		"the last one typed stays while its pickup has not shown": {
+			member: idle(1), ds: []fleetv1alpha1.Delegation{replied("a").obj()},
+			now: 2 * time.Hour,
+		},
+		"unless its member is gone": {
+			member: MemberView{Gone: true, Seq: 1}, ds: []fleetv1alpha1.Delegation{replied("a").obj()},
+			now: 2 * time.Hour, want: []Step{{Kind: StepExpire, Name: "a"}},
+		},
+		"old ones go while the queue moves on": {
+			member: idle(2),
+			ds:     []fleetv1alpha1.Delegation{replied("a").obj(), mk("b", 2*time.Hour).obj()},
+			now:    2 * time.Hour, want: []Step{{Kind: StepExpire, Name: "a"}, {Kind: StepDeliver, Name: "b"}},
+			wantRequeue: time.Minute,
+		},
+		"nothing in flight is touched": {
+			member: with(idle(2), func(m *MemberView) { m.Status = fleetv1alpha1.AgentWorking }),
+			ds:     []fleetv1alpha1.Delegation{mk("a", 0).phase(fleetv1alpha1.DelegationWorking).typed(1).obj()},
+			now:    30 * time.Second, wantRequeue: 30 * time.Second,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			dec := Decide(tc.member, tc.ds, t0.Add(tc.now), keep)
+			if diff := cmp.Diff(tc.want, dec.Steps); diff != "" {
+				t.Errorf("steps (-want +got):\n%s", diff)
+			}
+			if dec.RequeueAfter != tc.wantRequeue {
+				t.Errorf("requeueAfter=%s, want %s", dec.RequeueAfter, tc.wantRequeue)
+			}
+		})
+	}
+}

@@ -111,7 +111,8 @@ func startInjectorOnly(t testing.TB, ns, socket string) *controllerRun {
 	return startManager(t, env.Config, ns, socket, false)
 }
 
-func startManager(t testing.TB, cfg *rest.Config, ns, socket string, members bool) *controllerRun {
+// startManager runs the controllers; tune adjusts the injector's policy.
+func startManager(t testing.TB, cfg *rest.Config, ns, socket string, members bool, tune ...func(*DeliveryPolicy)) *controllerRun {
 	t.Helper()
 	memberSecrets, _ := labels.NewRequirement(fleetv1alpha1.LabelMember, selection.Exists, nil)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
@@ -132,6 +133,9 @@ func startManager(t testing.TB, cfg *rest.Config, ns, socket string, members boo
 	ctx, cancel := context.WithCancel(context.Background())
 	policy := DefaultDeliveryPolicy
 	policy.SettleWindow = time.Second
+	for _, f := range tune {
+		f(&policy)
+	}
 	if members {
 		err = SetupWithManager(ctx, mgr, Config{Panes: panes, MCPURL: "http://127.0.0.1:1/mcp", Policy: policy})
 	} else {

@@ -222,32 +222,6 @@ func TestLateReplyTarget(t *testing.T) {
 	}
 }
 
-func TestPollable(t *testing.T) {
-	settledAt := fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationReplied}
-	cases := map[string]struct {
-		wait   *bool
-		status fleetv1alpha1.DelegationStatus
-		want   bool
-	}{
-		"detached, settled":                       {wait: ptr.To(false), status: settledAt, want: true},
-		"detached, not settled":                   {wait: ptr.To(false), status: fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationWorking}},
-		"blocking, waiter got it":                 {status: settledAt},
-		"blocking, waiter left":                   {status: fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationTimedOut, DetachedAt: mtime(0)}, want: true},
-		"acknowledged":                            {wait: ptr.To(false), status: fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationReplied, AcknowledgedAt: mtime(0)}},
-		"late reply after the waiter got timeout": {status: fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationTimedOut, Reply: ptr.To("late")}, want: true},
-		"timeout without a reply, waiter got it":  {status: fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationTimedOut}},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			d := delegation("d", tc.status)
-			d.Spec.Wait = tc.wait
-			if got := pollable(d); got != tc.want {
-				t.Errorf("pollable = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
 func TestHoldTimeout(t *testing.T) {
 	cases := map[string]struct {
 		ms       *int64

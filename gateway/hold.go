@@ -187,7 +187,7 @@ func (g *Gateway) acknowledge(ctx context.Context, d *fleetv1alpha1.Delegation) 
 // (a retried bridge_send with the same idempotency key, or an answer), so a
 // reply goes to the waiter rather than down the detached path.
 func (g *Gateway) reattach(ctx context.Context, d *fleetv1alpha1.Delegation) *fleetv1alpha1.Delegation {
-	if d.Status.DetachedAt == nil || d.Status.Phase.IsTerminal() || !waits(d) {
+	if d.Status.DetachedAt == nil || d.Status.Phase.IsTerminal() || !d.Waits() {
 		return d
 	}
 	updated, err := g.updateStatus(ctx, d, func(d *fleetv1alpha1.Delegation) (bool, error) {

@@ -44,9 +44,6 @@ func inFlight(d *fleetv1alpha1.Delegation) bool {
 	return false
 }
 
-// waits reports whether the sender blocks on the Delegation (the default).
-func waits(d *fleetv1alpha1.Delegation) bool { return d.Spec.Wait == nil || *d.Spec.Wait }
-
 // outcomeOf decides what a waiting sender gets from the Delegation as it is
 // now: a settled outcome, an open question, or nothing yet (done false).
 // answered holds turn ids the waiter itself answered, so that a cache that
@@ -218,16 +215,6 @@ func laterDelivered(a, b *fleetv1alpha1.Delegation) bool {
 		return c > 0
 	}
 	return a.Name > b.Name
-}
-
-// pollable reports whether bridge_poll shows the Delegation's outcome to its
-// sender: settled, not acknowledged, and with nobody holding a call for it
-// (sent detached, or the waiter left).
-func pollable(d *fleetv1alpha1.Delegation) bool {
-	// A reply after a timeout never reached the waiter, whichever of the
-	// waiter's timer and the controller's deadline came first.
-	late := d.Status.Phase == fleetv1alpha1.DelegationTimedOut && d.Status.Reply != nil
-	return d.Status.Phase.IsTerminal() && d.Status.AcknowledgedAt == nil && (!waits(d) || d.Status.DetachedAt != nil || late)
 }
 
 // sortForPoll orders Delegations oldest first, so a caller handles outcomes

@@ -79,7 +79,7 @@ func indexDelegationFromFunc(o client.Object) []string {
 	switch {
 	case !d.Status.Phase.IsTerminal():
 		return []string{indexValue(statePending, key)}
-	case pollable(d):
+	case d.Unclaimed():
 		return []string{indexValue(statePollable, key)}
 	}
 	return nil

@@ -161,7 +161,7 @@ func TestTeamTools(t *testing.T) {
 	}
 	for _, id := range sent.DispatchIDs {
 		d := getDelegation(t, ns, id)
-		if waits(d) || d.Labels[fleetv1alpha1.LabelTeam] != "core" || d.Spec.From.Name != "lead" {
+		if d.Waits() || d.Labels[fleetv1alpha1.LabelTeam] != "core" || d.Spec.From.Name != "lead" {
 			t.Errorf("team message %s: %+v %v", id, d.Spec, d.Labels)
 		}
 	}

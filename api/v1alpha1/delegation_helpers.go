@@ -1,6 +1,10 @@
 package v1alpha1
 
-import "time"
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // IsTerminal reports whether a Delegation in phase p has settled: Replied,
 // TurnDone, TimedOut, Failed, WorkerGone or Cancelled.
@@ -21,4 +25,37 @@ func (d *Delegation) Deadline() time.Time {
 		timeout = DefaultTimeoutSeconds
 	}
 	return d.CreationTimestamp.Add(time.Duration(timeout) * time.Second)
+}
+
+// Waits reports whether the sender blocks on the Delegation's outcome
+// (bridge_send, the default) rather than dispatching it detached.
+func (d *Delegation) Waits() bool { return d.Spec.Wait == nil || *d.Spec.Wait }
+
+// Unclaimed reports whether a settled outcome is still owed to its sender,
+// who collects it with bridge_poll and bridge_ack: nobody held a call for it
+// (it was sent detached, the waiter left, or the reply came after the
+// timeout), the sender has not acknowledged it, and it did not reach the
+// sender another way (a reply carried into a member sender's pane). A
+// Delegation that carries a reply back (inReplyTo) is plumbing, not
+// something its nominal sender sent, and is never owed to anyone.
+func (d *Delegation) Unclaimed() bool {
+	if !d.Status.Phase.IsTerminal() || d.Status.AcknowledgedAt != nil ||
+		d.Status.ReplyDeliveredAs != "" || d.Spec.InReplyTo != "" {
+		return false
+	}
+	late := d.Status.Phase == DelegationTimedOut && d.Status.Reply != nil
+	return !d.Waits() || d.Status.DetachedAt != nil || late
+}
+
+// LastChange is the latest of the moments a settled Delegation last changed:
+// when it settled, when a (late) reply arrived, when its sender acknowledged
+// it. Zero while it has not settled.
+func (d *Delegation) LastChange() time.Time {
+	var last time.Time
+	for _, t := range []*metav1.Time{d.Status.SettledAt, d.Status.RepliedAt, d.Status.AcknowledgedAt} {
+		if t != nil && t.After(last) {
+			last = t.Time
+		}
+	}
+	return last
 }

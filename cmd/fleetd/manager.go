@@ -44,6 +44,7 @@ type options struct {
 	leaderElectNS  string
 	settleWindow   time.Duration
 	maxHops        int
+	retention      time.Duration
 	memberParallel int
 	queueParallel  int
 }
@@ -68,6 +69,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.leaderElectNS, "leader-election-namespace", "", "Namespace of the leader election lease.")
 	fs.DurationVar(&o.settleWindow, "turn-settle-window", controllers.DefaultDeliveryPolicy.SettleWindow, "How long a member stays idle after a pickup before a turn without a reply settles turn_done.")
 	fs.IntVar(&o.maxHops, "max-detached-hops", int(controllers.DefaultDeliveryPolicy.MaxHops), "Detached replies a member may chain without a primary's message in between.")
+	fs.DurationVar(&o.retention, "delegation-retention", controllers.DefaultDeliveryPolicy.Retention, "How long a settled Delegation stays after its last change before it is deleted (0 keeps them all). An outcome its sender has not collected with bridge_poll stays until bridge_ack.")
 	fs.IntVar(&o.memberParallel, "member-concurrency", 4, "Members reconciled in parallel.")
 	fs.IntVar(&o.queueParallel, "delegation-concurrency", 16, "Member queues the injector works on in parallel (each delivery holds a worker for herdr's 300 ms prompt delay).")
 }
@@ -90,6 +92,9 @@ func (o *options) mcpURL() string {
 func start(ctx context.Context, cfg *rest.Config, o options) error {
 	if !o.controllers && !o.gateway {
 		return fmt.Errorf("nothing to run: --controllers=false and --gateway=false")
+	}
+	if o.retention < 0 {
+		return fmt.Errorf("--delegation-retention=%v: must be 0 (keep every Delegation) or a positive duration", o.retention)
 	}
 	cacheOpts := gateway.CacheOptions()
 	if o.namespace != "" {
@@ -125,6 +130,7 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 		policy := controllers.DefaultDeliveryPolicy
 		policy.SettleWindow = o.settleWindow
 		policy.MaxHops = int32(o.maxHops)
+		policy.Retention = o.retention
 		if err := controllers.SetupWithManager(ctx, mgr, controllers.Config{
 			Panes:             herdr.NewClient(socket),
 			MCPURL:            o.mcpURL(),

@@ -1,0 +1,28 @@
+package controllers
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+)
+
+// expiry says when retention may delete a Delegation: retention after its
+// last change. keep is true while it must stay whatever its age: not settled
+// yet, settled by the gateway and not recorded yet, a reply still to be
+// carried to its member sender, or an outcome its sender has not collected
+// (bridge_poll shows it until bridge_ack, and nothing else holds it).
+func expiry(d *fleetv1alpha1.Delegation, retention time.Duration) (at time.Time, keep bool) {
+	if retention <= 0 || !d.Status.Phase.IsTerminal() ||
+		!meta.IsStatusConditionTrue(d.Status.Conditions, fleetv1alpha1.ConditionSettled) ||
+		needsDetachedReply(d) || d.Unclaimed() {
+		return time.Time{}, true
+	}
+	last := d.LastChange()
+	if last.IsZero() {
+		// Settled by an older writer that did not stamp the time.
+		last = d.CreationTimestamp.Time
+	}
+	return last.Add(retention), false
+}
