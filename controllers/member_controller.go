@@ -378,7 +378,7 @@ func (r *MemberReconciler) createPane(ctx context.Context, s *memberScope, l Lau
 	}
 	r.recordPane(m, ws.RootPane)
 	if l.AgentKind != "" {
-		_, err = r.Panes.AgentStart(ctx, herdr.AgentStartParams{Name: m.Name, Kind: l.AgentKind, PaneID: ws.RootPane.PaneID, Args: l.AgentArgs})
+		_, err = r.Panes.AgentStart(ctx, herdr.AgentStartParams{Name: agentName(m.Namespace, m.Name), Kind: l.AgentKind, PaneID: ws.RootPane.PaneID, Args: l.AgentArgs})
 	} else {
 		err = r.Panes.PaneSendInput(ctx, herdr.PaneSendInputParams{PaneID: ws.RootPane.PaneID, Text: l.CommandLine, Keys: []string{"enter"}})
 	}

@@ -3,6 +3,8 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +17,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/herdr"
+	"github.com/fleetd/fleetd/herdr/paneserver"
 	"github.com/fleetd/fleetd/internal/testutil"
 )
 
@@ -395,5 +398,57 @@ func TestFiftyMembersAllReachReady(t *testing.T) {
 	})
 	if got := len(workspaces(t, h)); got != n {
 		t.Errorf("%d workspaces for %d members", got, n)
+	}
+}
+
+// TestKnownAgentsStartThroughAgentStart runs Members of a known agent kind
+// (claude) the way herdr starts them, agent.start, with the same Member name
+// in two namespaces on one herdr: herdr's agent names are unique per server,
+// so each must get its own. "claude" is a wrapper that records its
+// arguments and runs the scripted agent.
+func TestKnownAgentsStartThroughAgentStart(t *testing.T) {
+	dir := t.TempDir()
+	wrapper := filepath.Join(dir, "claude")
+	script := "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"" + dir + "/argv.$HERDR_PANE_ID\"\nexec " + scriptedAgent + "\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h := startHerdr(t, func(o *paneserver.Options) { o.AgentCommands["claude"] = wrapper })
+	nsA, nsB := env.Namespace(t), env.Namespace(t)
+	startControllers(t, nsA, h.socket)
+	startControllers(t, nsB, h.socket)
+	for _, ns := range []string{nsA, nsB} {
+		create(t, testutil.MakeMember("w1", ns).Agent(fleetv1alpha1.AgentClaude).Obj())
+	}
+
+	names := map[string]string{}
+	for _, ns := range []string{nsA, nsB} {
+		m := waitReady(t, ns, "w1")
+		info, err := h.client().AgentGet(context.Background(), m.Status.PaneID)
+		if err != nil {
+			t.Fatalf("%s/w1: herdr does not know pane %s as an agent: %v", ns, m.Status.PaneID, err)
+		}
+		got := ""
+		if info.Name != nil {
+			got = *info.Name
+		}
+		if got != agentName(ns, "w1") {
+			t.Errorf("%s/w1: herdr agent name %q, want %q", ns, got, agentName(ns, "w1"))
+		}
+		names[got] = ns
+		argv, err := os.ReadFile(filepath.Join(dir, "argv."+m.Status.PaneID))
+		if err != nil {
+			t.Fatalf("%s/w1: the agent's arguments were not recorded: %v", ns, err)
+		}
+		if !strings.Contains(string(argv), "--mcp-config\n") || !strings.Contains(string(argv), "${"+EnvToken+"}") {
+			t.Errorf("%s/w1: claude started without the gateway's MCP config:\n%s", ns, argv)
+		}
+
+		// A known agent gets its messages through agent.prompt.
+		create(t, testutil.MakeDelegation("hello", ns, "w1", "silent: hello").Obj())
+		waitPhase(t, ns, "hello", fleetv1alpha1.DelegationTurnDone)
+	}
+	if len(names) != 2 {
+		t.Errorf("the two Members share a herdr agent name: %v", names)
 	}
 }

@@ -54,18 +54,20 @@ func TestMain(m *testing.M) {
 type herdrServer struct {
 	socket string
 	srv    *paneserver.Server
+	tune   []func(*paneserver.Options)
 }
 
 var socketSeq atomic.Int64
 
-func startHerdr(t testing.TB) *herdrServer {
+// startHerdr runs a pane server; tune adjusts its options.
+func startHerdr(t testing.TB, tune ...func(*paneserver.Options)) *herdrServer {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "hd")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	h := &herdrServer{socket: filepath.Join(dir, fmt.Sprintf("h%d.sock", socketSeq.Add(1)))}
+	h := &herdrServer{socket: filepath.Join(dir, fmt.Sprintf("h%d.sock", socketSeq.Add(1))), tune: tune}
 	h.start(t)
 	t.Cleanup(h.stop)
 	return h
@@ -73,7 +75,11 @@ func startHerdr(t testing.TB) *herdrServer {
 
 func (h *herdrServer) start(t testing.TB) {
 	t.Helper()
-	srv, err := paneserver.New(paneserver.Options{SocketPath: h.socket, Shell: "/bin/sh", AgentSettle: 200 * time.Millisecond})
+	opts := paneserver.Options{SocketPath: h.socket, Shell: "/bin/sh", AgentSettle: 200 * time.Millisecond, AgentCommands: map[string]string{}}
+	for _, f := range h.tune {
+		f(&opts)
+	}
+	srv, err := paneserver.New(opts)
 	if err != nil {
 		t.Fatalf("starting the pane server: %v", err)
 	}

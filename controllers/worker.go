@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -71,6 +73,24 @@ type Launch struct {
 	AgentArgs []string
 	// CommandLine is typed into the shell for a plain command.
 	CommandLine string
+}
+
+// agentNameHashLen is how many hex digits of a hash agentName appends.
+const agentNameHashLen = 8
+
+// agentName is the herdr agent name of a Member. herdr agent names are
+// unique per herdr server and match [a-z][a-z0-9_-]{0,31}; Member names are
+// only unique per namespace. So the herdr name is the Member's name (cut to
+// fit) and a hash of namespace/name: Members of one name in two namespaces
+// share a herdr, and a person reading herdr's agent list still sees which
+// Member each agent is.
+func agentName(namespace, name string) string {
+	sum := sha256.Sum256([]byte(namespace + "/" + name))
+	suffix := hex.EncodeToString(sum[:])[:agentNameHashLen]
+	if keep := 32 - 1 - agentNameHashLen; len(name) > keep {
+		name = strings.TrimRight(name[:keep], "-_")
+	}
+	return name + "-" + suffix
 }
 
 // boundaryError says why a launch would cross the subscription boundary.

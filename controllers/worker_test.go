@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -100,5 +101,33 @@ func TestResolveWorker(t *testing.T) {
 	want := Worker{Agent: "claude", Args: []string{"--profile-arg", "--member-arg"}, Env: p.Spec.Env, Model: "opus", Billing: fleetv1alpha1.BillingSubscription}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("resolveWorker (-want +got):\n%s", diff)
+	}
+}
+
+func TestAgentName(t *testing.T) {
+	valid := regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+	long := strings.Repeat("a", 22) + "-b" + strings.Repeat("c", 8)
+	names := map[string]string{
+		"default/w1":            agentName("default", "w1"),
+		"team-a/w1":             agentName("team-a", "w1"),
+		"default/w2":            agentName("default", "w2"),
+		"default/" + long:       agentName("default", long),
+		"default/" + long + "d": agentName("default", long[:31]+"d"),
+	}
+	seen := map[string]string{}
+	for member, name := range names {
+		if !valid.MatchString(name) {
+			t.Errorf("%s: herdr name %q is not a valid herdr agent name", member, name)
+		}
+		if other, dup := seen[name]; dup {
+			t.Errorf("%s and %s share the herdr name %q", member, other, name)
+		}
+		seen[name] = member
+	}
+	if got := agentName("default", "w1"); got != names["default/w1"] || !strings.HasPrefix(got, "w1-") {
+		t.Errorf("agentName(default, w1) = %q, want it stable and starting with the Member's name", got)
+	}
+	if got := names["default/"+long]; !strings.HasPrefix(got, strings.Repeat("a", 22)+"-") {
+		t.Errorf("a long name is cut at a separator: %q", got)
 	}
 }
