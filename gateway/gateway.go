@@ -153,9 +153,13 @@ func CacheByObject() map[client.Object]cache.ByObject {
 	}
 }
 
-// CacheOptions are manager cache options with CacheByObject, for a manager
-// that runs only the gateway.
-func CacheOptions() cache.Options { return cache.Options{ByObject: CacheByObject()} }
+// CacheOptions are fleetd's manager cache options: CacheByObject, and no
+// managedFields in cached objects. Nothing fleetd does reads them, and they
+// are a large part of every cached Delegation; an update that leaves them
+// out keeps the server's.
+func CacheOptions() cache.Options {
+	return cache.Options{ByObject: CacheByObject(), DefaultTransform: cache.TransformStripManagedFields()}
+}
 
 // New creates a Gateway on mgr: it registers the field indexes and informers
 // it reads (one per kind, shared with the rest of the manager), and adds

@@ -83,10 +83,11 @@ func startGateway(t testing.TB, ns string, opts Options) *harness {
 		Scheme:                 env.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache: cache.Options{
-			DefaultNamespaces: map[string]cache.Config{ns: {}},
-			ByObject:          CacheByObject(),
-		},
+		Cache: func() cache.Options {
+			o := CacheOptions()
+			o.DefaultNamespaces = map[string]cache.Config{ns: {}}
+			return o
+		}(),
 	})
 	if err != nil {
 		t.Fatalf("creating a manager: %v", err)
