@@ -278,6 +278,7 @@ type DelegationStatus struct {
 // +kubebuilder:printcolumn:name="To",type=string,JSONPath=`.spec.to`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Outcome",type=string,JSONPath=`.status.outcome`
+// +kubebuilder:printcolumn:name="Replied",type=date,JSONPath=`.status.repliedAt`,priority=1
 // +kubebuilder:printcolumn:name="Content",type=string,JSONPath=`.spec.content`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 

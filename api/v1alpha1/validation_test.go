@@ -302,7 +302,7 @@ func TestStatusSubresource(t *testing.T) {
 func TestPrinterColumnsAndCategories(t *testing.T) {
 	want := map[string][]string{
 		"members":     {"Phase", "Agent Status", "Pane", "Team", "Role", "Age"},
-		"delegations": {"From", "To", "Phase", "Outcome", "Age"},
+		"delegations": {"From", "To", "Phase", "Outcome", "Replied", "Age"},
 		"profiles":    {"Agent", "Model", "Billing", "Age"},
 	}
 	for plural, cols := range want {
