@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -78,8 +79,12 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		byName[list.Items[i].Name] = &list.Items[i]
 	}
 
+	gone, err := r.goneSenders(ctx, req.Namespace, list.Items)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	now := r.Clock.Now()
-	dec := Decide(view, list.Items, now, r.Policy)
+	dec := Decide(view, list.Items, now, r.Policy, gone)
 	for _, step := range dec.Steps {
 		d := byName[step.Name]
 		if err := r.apply(ctx, step, d, view, now); err != nil {
@@ -98,6 +103,31 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		}
 	}
 	return ctrl.Result{RequeueAfter: dec.RequeueAfter}, nil
+}
+
+// goneSenders finds the Members that sent outcomes still owed to them and no
+// longer exist: nobody will collect those, so retention may take them.
+func (r *DelegationReconciler) goneSenders(ctx context.Context, ns string, ds []fleetv1alpha1.Delegation) (sets.Set[string], error) {
+	gone := sets.New[string]()
+	if r.Policy.Retention <= 0 {
+		return gone, nil
+	}
+	checked := sets.New[string]()
+	for i := range ds {
+		from := ds[i].Spec.From
+		if from.Kind != fleetv1alpha1.PrincipalMember || checked.Has(from.Name) || !ds[i].Unclaimed() {
+			continue
+		}
+		checked.Insert(from.Name)
+		err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: from.Name}, &fleetv1alpha1.Member{})
+		switch {
+		case apierrors.IsNotFound(err):
+			gone.Insert(from.Name)
+		case err != nil:
+			return nil, fmt.Errorf("looking up sender %s: %w", from.Name, err)
+		}
+	}
+	return gone, nil
 }
 
 func memberViewOf(m *fleetv1alpha1.Member) MemberView {

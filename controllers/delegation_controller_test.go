@@ -310,6 +310,11 @@ func TestRetentionDeletesSettledDelegations(t *testing.T) {
 	detached := testutil.MakeDelegation("detached", ns, "nobody", "hello").Obj()
 	detached.Spec.Wait = ptrTo(false)
 	create(t, detached)
+	// Owed to a member that does not exist: nobody can ever collect it.
+	orphan := testutil.MakeDelegation("orphan", ns, "nobody", "hello").Obj()
+	orphan.Spec.Wait = ptrTo(false)
+	orphan.Spec.From = fleetv1alpha1.Principal{Kind: fleetv1alpha1.PrincipalMember, Name: "ghost"}
+	create(t, orphan)
 	waitPhase(t, ns, "blocking", fleetv1alpha1.DelegationWorkerGone)
 	waitPhase(t, ns, "detached", fleetv1alpha1.DelegationWorkerGone)
 
@@ -323,6 +328,7 @@ func TestRetentionDeletesSettledDelegations(t *testing.T) {
 		}
 	}
 	eventually(t, "the settled blocking delegation deleted", gone("blocking"))
+	eventually(t, "the outcome owed to a member that is gone deleted", gone("orphan"))
 	time.Sleep(retention)
 	d, err := getDelegation(ns, "detached")
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 )
@@ -127,8 +128,9 @@ func SortQueue(ds []fleetv1alpha1.Delegation) {
 
 // Decide is the injector: given a member, every Delegation addressed to it
 // and the time, it says what settles, what is picked up, what to deliver and
-// when to look again. It is pure; the controller carries the steps out.
-func Decide(m MemberView, ds []fleetv1alpha1.Delegation, now time.Time, policy DeliveryPolicy) Decision {
+// when to look again. goneSenders names the Members that sent some of ds and
+// no longer exist. It is pure; the controller carries the steps out.
+func Decide(m MemberView, ds []fleetv1alpha1.Delegation, now time.Time, policy DeliveryPolicy, goneSenders sets.Set[string]) Decision {
 	ds = append([]fleetv1alpha1.Delegation(nil), ds...)
 	SortQueue(ds)
 	var dec Decision
@@ -222,7 +224,8 @@ func Decide(m MemberView, ds []fleetv1alpha1.Delegation, now time.Time, policy D
 			// It still holds back the next delivery until its pickup shows.
 			continue
 		}
-		if at, keep := expiry(d, policy.Retention); !keep {
+		senderGone := d.Spec.From.Kind == fleetv1alpha1.PrincipalMember && goneSenders.Has(d.Spec.From.Name)
+		if at, keep := expiry(d, policy.Retention, senderGone); !keep {
 			if now.Before(at) {
 				later(at)
 			} else {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
@@ -319,7 +320,7 @@ func TestDecide(t *testing.T) {
 			if at.IsZero() {
 				at = now
 			}
-			dec := Decide(tc.member, tc.ds, at, policy)
+			dec := Decide(tc.member, tc.ds, at, policy, nil)
 			if diff := cmp.Diff(tc.want, dec.Steps); diff != "" {
 				t.Errorf("steps (-want +got):\n%s", diff)
 			}
@@ -352,6 +353,7 @@ func TestDecideRetention(t *testing.T) {
 		member      MemberView
 		ds          []fleetv1alpha1.Delegation
 		now         time.Duration
+		goneSenders sets.Set[string]
 		want        []Step
 		wantRequeue time.Duration
 	}{
@@ -387,6 +389,24 @@ func TestDecideRetention(t *testing.T) {
 				return d.obj()
 			}()},
 			now: 101 * time.Hour, want: []Step{{Kind: StepExpire, Name: "a"}},
+		},
+		"an outcome owed to a member that is gone goes": {
+			member: idle(2), goneSenders: sets.New("lead"), ds: []fleetv1alpha1.Delegation{func() fleetv1alpha1.Delegation {
+				d := mk("a", 0).phase(fleetv1alpha1.DelegationTimedOut).typed(1).settled(time.Minute)
+				d.Spec.Wait = ptr.To(false)
+				d.Spec.From = fleetv1alpha1.Principal{Kind: fleetv1alpha1.PrincipalMember, Name: "lead"}
+				return d.obj()
+			}()},
+			now: 2 * time.Hour, want: []Step{{Kind: StepExpire, Name: "a"}},
+		},
+		"an outcome owed to a member that is there stays": {
+			member: idle(2), goneSenders: sets.New("other"), ds: []fleetv1alpha1.Delegation{func() fleetv1alpha1.Delegation {
+				d := mk("a", 0).phase(fleetv1alpha1.DelegationTimedOut).typed(1).settled(time.Minute)
+				d.Spec.Wait = ptr.To(false)
+				d.Spec.From = fleetv1alpha1.Principal{Kind: fleetv1alpha1.PrincipalMember, Name: "lead"}
+				return d.obj()
+			}()},
+			now: 2 * time.Hour,
 		},
 		"a reply for a member sender is carried first": {
 			member: idle(2), ds: []fleetv1alpha1.Delegation{func() fleetv1alpha1.Delegation {
@@ -427,7 +447,7 @@ func TestDecideRetention(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			dec := Decide(tc.member, tc.ds, t0.Add(tc.now), keep)
+			dec := Decide(tc.member, tc.ds, t0.Add(tc.now), keep, tc.goneSenders)
 			if diff := cmp.Diff(tc.want, dec.Steps); diff != "" {
 				t.Errorf("steps (-want +got):\n%s", diff)
 			}

@@ -12,11 +12,12 @@ import (
 // last change. keep is true while it must stay whatever its age: not settled
 // yet, settled by the gateway and not recorded yet, a reply still to be
 // carried to its member sender, or an outcome its sender has not collected
-// (bridge_poll shows it until bridge_ack, and nothing else holds it).
-func expiry(d *fleetv1alpha1.Delegation, retention time.Duration) (at time.Time, keep bool) {
+// (bridge_poll shows it until bridge_ack, and nothing else holds it), unless
+// that sender is a Member that no longer exists and so never will.
+func expiry(d *fleetv1alpha1.Delegation, retention time.Duration, senderGone bool) (at time.Time, keep bool) {
 	if retention <= 0 || !d.Status.Phase.IsTerminal() ||
 		!meta.IsStatusConditionTrue(d.Status.Conditions, fleetv1alpha1.ConditionSettled) ||
-		needsDetachedReply(d) || d.Unclaimed() {
+		needsDetachedReply(d) || (d.Unclaimed() && !senderGone) {
 		return time.Time{}, true
 	}
 	last := d.LastChange()
