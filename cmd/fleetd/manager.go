@@ -72,8 +72,8 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&o.settleWindow, "turn-settle-window", controllers.DefaultDeliveryPolicy.SettleWindow, "How long a member stays idle after a pickup before a turn without a reply settles turn_done.")
 	fs.IntVar(&o.maxHops, "max-detached-hops", int(controllers.DefaultDeliveryPolicy.MaxHops), "Detached replies a member may chain without a primary's message in between.")
 	fs.DurationVar(&o.retention, "delegation-retention", controllers.DefaultDeliveryPolicy.Retention, "How long a settled Delegation stays after its last change before it is deleted (0 keeps them all). An outcome its sender has not collected with bridge_poll stays until bridge_ack.")
-	fs.Float64Var(&o.kubeQPS, "kube-api-qps", 50, "Requests per second fleetd makes to the API server per resource type, after the burst (client-side throttling; a negative value turns it off).")
-	fs.IntVar(&o.kubeBurst, "kube-api-burst", 100, "Requests fleetd may make to the API server at once above --kube-api-qps.")
+	fs.Float64Var(&o.kubeQPS, "kube-api-qps", -1, "Client-side limit on requests per second to the API server, per resource type. Negative: no client-side limit, the API server's priority and fairness decides (controller-runtime's default).")
+	fs.IntVar(&o.kubeBurst, "kube-api-burst", 100, "Requests above --kube-api-qps allowed at once, when it is positive.")
 	fs.IntVar(&o.memberParallel, "member-concurrency", 4, "Members reconciled in parallel.")
 	fs.IntVar(&o.queueParallel, "delegation-concurrency", 16, "Member queues the injector works on in parallel (each delivery holds a worker for herdr's 300 ms prompt delay).")
 }
@@ -92,11 +92,15 @@ func (o *options) mcpURL() string {
 	return "http://" + net.JoinHostPort(host, port) + "/mcp"
 }
 
-// restConfig is cfg with fleetd's client-side throttling. client-go's own
-// default, 5 requests per second per resource type, was fleetd's ceiling:
-// every message costs several writes, and a member's status writes queued
-// behind each other for hundreds of milliseconds.
+// restConfig is cfg with fleetd's client-side throttling, whichever way cfg
+// was loaded. A kubeconfig loaded by client-go would otherwise throttle at
+// client-go's default of 5 requests per second per resource type: every
+// message costs several writes, and a member's status writes queued behind
+// each other for hundreds of milliseconds.
 func (o *options) restConfig(cfg *rest.Config) (*rest.Config, error) {
+	if o.kubeQPS == 0 {
+		return nil, fmt.Errorf("--kube-api-qps=0: want a positive limit, or a negative value for none")
+	}
 	if o.kubeBurst < 1 {
 		return nil, fmt.Errorf("--kube-api-burst=%d: must be at least 1", o.kubeBurst)
 	}

@@ -29,16 +29,21 @@ func TestRESTConfigThrottling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.QPS != 50 || cfg.Burst != 100 {
-		t.Errorf("default throttling qps=%v burst=%d, want 50 and 100", cfg.QPS, cfg.Burst)
+	if cfg.QPS >= 0 {
+		t.Errorf("default qps=%v, want negative (no client-side throttling, as controller-runtime's own config loading)", cfg.QPS)
 	}
 	if loaded.QPS != 0 || loaded.Burst != 0 {
 		t.Errorf("the loaded config was changed: qps=%v burst=%d", loaded.QPS, loaded.Burst)
 	}
 
-	o = parseOptions(t, "--kube-api-qps=-1", "--kube-api-burst=7")
-	if cfg, err = o.restConfig(loaded); err != nil || cfg.QPS != -1 || cfg.Burst != 7 {
-		t.Errorf("flags: qps=%v burst=%d err=%v, want -1, 7", cfg.QPS, cfg.Burst, err)
+	o = parseOptions(t, "--kube-api-qps=30", "--kube-api-burst=7")
+	if cfg, err = o.restConfig(loaded); err != nil || cfg.QPS != 30 || cfg.Burst != 7 {
+		t.Errorf("flags: qps=%v burst=%d err=%v, want 30, 7", cfg.QPS, cfg.Burst, err)
+	}
+
+	o = parseOptions(t, "--kube-api-qps=0")
+	if _, err := o.restConfig(loaded); err == nil || !strings.Contains(err.Error(), "--kube-api-qps=0") {
+		t.Errorf("qps 0: err %v, want one naming the flag", err)
 	}
 
 	o = parseOptions(t, "--kube-api-burst=0")
