@@ -132,11 +132,12 @@ func (r *DelegationReconciler) goneSenders(ctx context.Context, ns string, ds []
 
 func memberViewOf(m *fleetv1alpha1.Member) MemberView {
 	v := MemberView{
-		Gone:   !m.DeletionTimestamp.IsZero(),
-		Ready:  meta.IsStatusConditionTrue(m.Status.Conditions, fleetv1alpha1.ConditionReady),
-		PaneID: m.Status.PaneID,
-		Status: m.Status.AgentStatus,
-		Seq:    m.Status.StateChangeSeq,
+		Gone:       !m.DeletionTimestamp.IsZero(),
+		Ready:      meta.IsStatusConditionTrue(m.Status.Conditions, fleetv1alpha1.ConditionReady),
+		PaneID:     m.Status.PaneID,
+		TerminalID: m.Status.TerminalID,
+		Status:     m.Status.AgentStatus,
+		Seq:        m.Status.StateChangeSeq,
 	}
 	if m.Status.AgentStatusSince != nil {
 		v.Since = m.Status.AgentStatusSince.Time
@@ -198,7 +199,7 @@ func (r *DelegationReconciler) apply(ctx context.Context, step Step, d *fleetv1a
 func (r *DelegationReconciler) deliver(ctx context.Context, d *fleetv1alpha1.Delegation, m MemberView, t metav1.Time) error {
 	d.Status.DeliveringAt = &t
 	d.Status.DeliveringSeq = m.Seq
-	d.Status.PaneID = m.PaneID
+	d.Status.PaneID, d.Status.TerminalID = m.PaneID, m.TerminalID
 	if d.Status.Phase == "" || d.Status.Phase == fleetv1alpha1.DelegationPending {
 		d.Status.Phase = fleetv1alpha1.DelegationQueued
 		d.Status.QueuedAt = &t

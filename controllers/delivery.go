@@ -38,8 +38,10 @@ type MemberView struct {
 	Gone bool
 	// Ready is the member's Ready condition.
 	Ready bool
-	// PaneID is the member's current pane.
-	PaneID string
+	// PaneID is the member's current pane, and TerminalID the terminal
+	// behind it.
+	PaneID     string
+	TerminalID string
 	// Status is the agent's status and Since when it holds.
 	Status fleetv1alpha1.AgentStatus
 	Since  time.Time
@@ -167,7 +169,7 @@ func Decide(m MemberView, ds []fleetv1alpha1.Delegation, now time.Time, policy D
 		switch {
 		case m.Gone:
 			settle(d, fleetv1alpha1.DelegationWorkerGone, fleetv1alpha1.OutcomeWorkerGone, fleetv1alpha1.ReasonWorkerGone, "member %s is gone", d.Spec.To)
-		case typed && d.Status.PaneID != "" && m.PaneID != "" && d.Status.PaneID != m.PaneID:
+		case typed && d.Status.PaneID != "" && m.PaneID != "" && !typedInto(d, m):
 			settle(d, fleetv1alpha1.DelegationWorkerGone, fleetv1alpha1.OutcomeWorkerGone, fleetv1alpha1.ReasonWorkerGone, "pane %s was lost while the message was in it", d.Status.PaneID)
 		case !now.Before(deadline):
 			msg := "the deadline passed before the message was delivered; it was withdrawn"
@@ -220,7 +222,7 @@ func Decide(m MemberView, ds []fleetv1alpha1.Delegation, now time.Time, policy D
 
 	for i := range ds {
 		d := &ds[i]
-		if d == lastDelivery && !m.Gone && awaitsPickup(d) && m.Seq <= d.Status.DeliveringSeq {
+		if d == lastDelivery && !m.Gone && gates(d, m) {
 			// It still holds back the next delivery until its pickup shows.
 			continue
 		}
@@ -244,7 +246,7 @@ func Decide(m MemberView, ds []fleetv1alpha1.Delegation, now time.Time, policy D
 	}
 	// One delivery per turn: the last message typed must have been picked up
 	// (herdr's seq moved past it) before the next is typed.
-	if lastDelivery != nil && awaitsPickup(lastDelivery) && m.Seq <= lastDelivery.Status.DeliveringSeq {
+	if lastDelivery != nil && gates(lastDelivery, m) {
 		return dec
 	}
 	// Delivering records the queueing too: no separate write for the head.
@@ -253,6 +255,24 @@ func Decide(m MemberView, ds []fleetv1alpha1.Delegation, now time.Time, policy D
 	dec.InFlight = queue[0].Name
 	dec.QueueDepth--
 	return dec
+}
+
+// gates says whether the last delivery attempt d holds back the next one:
+// it awaits a pickup that herdr's seq for the member's pane has not shown.
+// A message typed into an earlier pane gates nothing: that pane's agent is
+// gone, and the new agent's seq starts again from zero.
+func gates(d *fleetv1alpha1.Delegation, m MemberView) bool {
+	return awaitsPickup(d) && typedInto(d, m) && m.Seq <= d.Status.DeliveringSeq
+}
+
+// typedInto says whether d was typed into the member's current terminal.
+// herdr reuses pane ids after a restart, so the terminal id decides where
+// both are known.
+func typedInto(d *fleetv1alpha1.Delegation, m MemberView) bool {
+	if d.Status.PaneID != m.PaneID {
+		return false
+	}
+	return d.Status.TerminalID == "" || m.TerminalID == "" || d.Status.TerminalID == m.TerminalID
 }
 
 // awaitsPickup says whether the last delivery attempt still gates the next:

@@ -42,7 +42,7 @@ func (d *dlg) phase(p fleetv1alpha1.DelegationPhase) *dlg {
 func (d *dlg) typed(seq int64) *dlg {
 	at := metav1.NewTime(t0)
 	d.Status.DeliveringAt, d.Status.DeliveredAt = &at, &at
-	d.Status.DeliveringSeq, d.Status.PaneID = seq, "w1:p1"
+	d.Status.DeliveringSeq, d.Status.PaneID, d.Status.TerminalID = seq, "w1:p1", "term-1"
 	if d.Status.Phase == "" {
 		d.Status.Phase = fleetv1alpha1.DelegationDelivered
 	}
@@ -303,6 +303,38 @@ func TestDecide(t *testing.T) {
 				return d.obj()
 			}()},
 			want: []Step{{Kind: StepDetachedReply, Name: "a"}},
+		},
+		"a message typed into a replaced pane does not hold back the new one": {
+			member: with(idle(0), func(m *MemberView) { m.PaneID = "w1:p2" }),
+			ds: []fleetv1alpha1.Delegation{
+				mk("a", 0).phase(fleetv1alpha1.DelegationReplied).typed(5).obj(),
+				mk("b", time.Second).phase(fleetv1alpha1.DelegationQueued).obj(),
+			},
+			want:         []Step{{Kind: StepDeliver, Name: "b"}},
+			wantInFlight: "b", wantRequeue: 51 * time.Second,
+		},
+		"herdr restarted and reused the pane id: the old message holds nothing back": {
+			member: with(idle(0), func(m *MemberView) { m.TerminalID = "term-2" }),
+			ds: []fleetv1alpha1.Delegation{
+				mk("a", 0).phase(fleetv1alpha1.DelegationReplied).typed(5).obj(),
+				mk("b", time.Second).phase(fleetv1alpha1.DelegationQueued).obj(),
+			},
+			want:         []Step{{Kind: StepDeliver, Name: "b"}},
+			wantInFlight: "b", wantRequeue: 51 * time.Second,
+		},
+		"same pane id, same terminal: the gate holds": {
+			member: with(idle(5), func(m *MemberView) { m.TerminalID = "term-1" }),
+			ds: []fleetv1alpha1.Delegation{
+				mk("a", 0).phase(fleetv1alpha1.DelegationReplied).typed(5).obj(),
+				mk("b", time.Second).phase(fleetv1alpha1.DelegationQueued).obj(),
+			},
+			wantDepth: 1, wantRequeue: 51 * time.Second,
+		},
+		"a message in flight in a terminal that is gone is worker_gone": {
+			member: with(idle(0), func(m *MemberView) { m.TerminalID = "term-2" }),
+			ds:     []fleetv1alpha1.Delegation{mk("a", 0).phase(fleetv1alpha1.DelegationWorking).typed(5).obj()},
+			want: []Step{{Kind: StepSettle, Name: "a", Phase: fleetv1alpha1.DelegationWorkerGone, Outcome: fleetv1alpha1.OutcomeWorkerGone,
+				Reason: fleetv1alpha1.ReasonWorkerGone, Message: "pane w1:p1 was lost while the message was in it"}},
 		},
 		"a detached reply to a primary waits for bridge_poll": {
 			member: idle(1),

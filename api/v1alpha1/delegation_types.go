@@ -234,6 +234,11 @@ type DelegationStatus struct {
 	// paneID is the pane the Delegation was typed into.
 	// +optional
 	PaneID string `json:"paneID,omitempty"`
+	// terminalID is the terminal behind that pane. herdr reuses pane ids
+	// after a restart; a terminal id names one terminal only.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	TerminalID string `json:"terminalID,omitempty"`
 
 	// deliveredAt is when herdr confirmed the delivery.
 	// +optional

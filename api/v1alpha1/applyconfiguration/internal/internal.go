@@ -164,6 +164,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: tail
       type:
         scalar: string
+    - name: terminalID
+      type:
+        scalar: string
 - name: com.github.fleetd.fleetd.api.v1alpha1.Effort
   scalar: string
 - name: com.github.fleetd.fleetd.api.v1alpha1.EnvVar

@@ -57,6 +57,9 @@ type DelegationStatusApplyConfiguration struct {
 	DeliveringSeq *int64 `json:"deliveringSeq,omitempty"`
 	// paneID is the pane the Delegation was typed into.
 	PaneID *string `json:"paneID,omitempty"`
+	// terminalID is the terminal behind that pane. herdr reuses pane ids
+	// after a restart; a terminal id names one terminal only.
+	TerminalID *string `json:"terminalID,omitempty"`
 	// deliveredAt is when herdr confirmed the delivery.
 	DeliveredAt *metav1.Time `json:"deliveredAt,omitempty"`
 	// pickedUpAt is when the member was seen working on it.
@@ -178,6 +181,14 @@ func (b *DelegationStatusApplyConfiguration) WithDeliveringSeq(value int64) *Del
 // If called multiple times, the PaneID field is set to the value of the last call.
 func (b *DelegationStatusApplyConfiguration) WithPaneID(value string) *DelegationStatusApplyConfiguration {
 	b.PaneID = &value
+	return b
+}
+
+// WithTerminalID sets the TerminalID field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the TerminalID field is set to the value of the last call.
+func (b *DelegationStatusApplyConfiguration) WithTerminalID(value string) *DelegationStatusApplyConfiguration {
+	b.TerminalID = &value
 	return b
 }
 
