@@ -94,6 +94,14 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 			return ctrl.Result{}, err
 		}
 	}
+	for _, carrier := range handedOver(list.Items) {
+		if err := r.acknowledgeOriginal(ctx, carrier); err != nil {
+			if errors.Is(err, errConflict) {
+				return ctrl.Result{RequeueAfter: 10 * time.Millisecond}, nil
+			}
+			return ctrl.Result{}, err
+		}
+	}
 	if member != nil && member.DeletionTimestamp.IsZero() &&
 		(member.Status.QueueDepth != dec.QueueDepth || member.Status.InFlight != dec.InFlight) {
 		base := member.DeepCopy()
@@ -233,6 +241,23 @@ func (r *DelegationReconciler) deliver(ctx context.Context, d *fleetv1alpha1.Del
 		// proves it or the confirm window passes.
 		return fmt.Errorf("typing delegation %s into pane %s: %w", d.Name, m.PaneID, err)
 	}
+}
+
+// acknowledgeOriginal records on the Delegation a carrier answers that its
+// reply reached the sender: the carrier was typed into the sender's pane.
+// Until then the reply stays in the sender's bridge_poll, so a carrier that
+// never gets typed (withdrawn, refused, pane lost) loses nothing.
+func (r *DelegationReconciler) acknowledgeOriginal(ctx context.Context, carrier *fleetv1alpha1.Delegation) error {
+	original := &fleetv1alpha1.Delegation{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: carrier.Namespace, Name: carrier.Spec.InReplyTo}, original)
+	if apierrors.IsNotFound(err) || (err == nil && original.Status.AcknowledgedAt != nil) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("getting delegation %s, answered by %s: %w", carrier.Spec.InReplyTo, carrier.Name, err)
+	}
+	original.Status.AcknowledgedAt = carrier.Status.DeliveredAt.DeepCopy()
+	return r.write(ctx, original)
 }
 
 // expire deletes a settled Delegation past its retention, as it was when

@@ -343,3 +343,52 @@ func TestRetentionDeletesSettledDelegations(t *testing.T) {
 	}
 	eventually(t, "the acknowledged delegation deleted", gone("detached"))
 }
+
+// TestDetachedReplyIsTypedIntoAMemberSendersPane follows DESIGN's detached
+// path for a member sender: the worker's reply (written here as the
+// gateway's bridge_reply writes it) is carried into the sender's pane by a
+// Delegation of its own, and once typed there it counts as acknowledged.
+func TestDetachedReplyIsTypedIntoAMemberSendersPane(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startHerdr(t)
+	startControllers(t, ns, h.socket)
+	leadLog := agentWithLog(t, ns, "lead")
+	agentWithLog(t, ns, "w1")
+	ctx := context.Background()
+
+	d := testutil.MakeDelegation("task", ns, "w1", "sleep: 30").Obj()
+	d.Spec.Wait = ptrTo(false)
+	d.Spec.From = fleetv1alpha1.Principal{Kind: fleetv1alpha1.PrincipalMember, Name: "lead"}
+	create(t, d)
+	d = waitPhase(t, ns, "task", fleetv1alpha1.DelegationWorking)
+	now := metav1.Now()
+	d.Status.Reply, d.Status.RepliedAt = ptrTo("the report is in docs/report.md"), &now
+	d.Status.Phase, d.Status.Outcome, d.Status.SettledAt = fleetv1alpha1.DelegationReplied, fleetv1alpha1.OutcomeReply, &now
+	if err := env.Client.Status().Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if !d.Unclaimed() {
+		t.Fatalf("a detached reply not yet carried is not owed to its sender")
+	}
+
+	eventually(t, "the reply typed into the sender's pane", func() (bool, string) {
+		got := received(t, leadLog)
+		for _, p := range got {
+			if strings.Contains(p, "Reply from w1 to your message task") && strings.Contains(p, "the report is in docs/report.md") {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("lead received %q", got)
+	})
+	carrier := waitPhase(t, ns, "task-reply", fleetv1alpha1.DelegationTurnDone)
+	if carrier.Spec.From.Name != "w1" || carrier.Spec.To != "lead" || carrier.Spec.InReplyTo != "task" {
+		t.Errorf("carrier spec %+v", carrier.Spec)
+	}
+	eventually(t, "the original acknowledged", func() (bool, string) {
+		d, err := getDelegation(ns, "task")
+		if err != nil {
+			return false, err.Error()
+		}
+		return d.Status.AcknowledgedAt != nil && !d.Unclaimed(), fmt.Sprintf("acknowledgedAt=%v replyDeliveredAs=%q", d.Status.AcknowledgedAt, d.Status.ReplyDeliveredAs)
+	})
+}

@@ -27,3 +27,15 @@ func expiry(d *fleetv1alpha1.Delegation, retention time.Duration, senderGone boo
 	}
 	return last.Add(retention), false
 }
+
+// handedOver lists the carriers in ds that were typed into their member's
+// pane: the replies they carry reached their senders.
+func handedOver(ds []fleetv1alpha1.Delegation) []*fleetv1alpha1.Delegation {
+	var out []*fleetv1alpha1.Delegation
+	for i := range ds {
+		if ds[i].Spec.InReplyTo != "" && ds[i].Status.DeliveredAt != nil {
+			out = append(out, &ds[i])
+		}
+	}
+	return out
+}

@@ -34,13 +34,13 @@ func (d *Delegation) Waits() bool { return d.Spec.Wait == nil || *d.Spec.Wait }
 // Unclaimed reports whether a settled outcome is still owed to its sender,
 // who collects it with bridge_poll and bridge_ack: nobody held a call for it
 // (it was sent detached, the waiter left, or the reply came after the
-// timeout), the sender has not acknowledged it, and it did not reach the
-// sender another way (a reply carried into a member sender's pane). A
-// Delegation that carries a reply back (inReplyTo) is plumbing, not
-// something its nominal sender sent, and is never owed to anyone.
+// timeout) and it was not acknowledged (by bridge_ack, a re-attached
+// bridge_send, or the controller once the reply was typed into a member
+// sender's pane). A Delegation that carries a reply back (inReplyTo) is
+// plumbing, not something its nominal sender sent, and is never owed to
+// anyone.
 func (d *Delegation) Unclaimed() bool {
-	if !d.Status.Phase.IsTerminal() || d.Status.AcknowledgedAt != nil ||
-		d.Status.ReplyDeliveredAs != "" || d.Spec.InReplyTo != "" {
+	if !d.Status.Phase.IsTerminal() || d.Status.AcknowledgedAt != nil || d.Spec.InReplyTo != "" {
 		return false
 	}
 	late := d.Status.Phase == DelegationTimedOut && d.Status.Reply != nil

@@ -31,7 +31,7 @@ func TestUnclaimed(t *testing.T) {
 		"acknowledged":                            {wait: ptr.To(false), status: fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationReplied, AcknowledgedAt: at(0)}},
 		"late reply after the waiter got timeout": {status: fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationTimedOut, Reply: ptr.To("late")}, want: true},
 		"timeout without a reply, waiter got it":  {status: fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationTimedOut}},
-		"reply carried into the sender's pane":    {wait: ptr.To(false), status: fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationReplied, Reply: ptr.To("done"), ReplyDeliveredAs: "d-reply"}},
+		"reply on its way to the sender's pane":   {wait: ptr.To(false), status: fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationReplied, Reply: ptr.To("done"), ReplyDeliveredAs: "d-reply"}, want: true},
 		"a carrier of a reply":                    {wait: ptr.To(false), inReplyTo: "d", status: fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationTurnDone}},
 	}
 	for name, tc := range cases {

@@ -266,7 +266,9 @@ type DelegationStatus struct {
 	// +optional
 	ReplyDeliveredAs string `json:"replyDeliveredAs,omitempty"`
 
-	// acknowledgedAt is when the sender acknowledged the outcome (bridge_ack).
+	// acknowledgedAt is when the outcome reached its sender: bridge_ack, a
+	// re-attached bridge_send, or, for a member sender, when the Delegation
+	// named in replyDeliveredAs was typed into its pane.
 	// +optional
 	AcknowledgedAt *metav1.Time `json:"acknowledgedAt,omitempty"`
 

@@ -74,7 +74,9 @@ type DelegationStatusApplyConfiguration struct {
 	// replyDeliveredAs names the Delegation that carried the reply back into
 	// the sender's pane (the detached path for member senders).
 	ReplyDeliveredAs *string `json:"replyDeliveredAs,omitempty"`
-	// acknowledgedAt is when the sender acknowledged the outcome (bridge_ack).
+	// acknowledgedAt is when the outcome reached its sender: bridge_ack, a
+	// re-attached bridge_send, or, for a member sender, when the Delegation
+	// named in replyDeliveredAs was typed into its pane.
 	AcknowledgedAt *metav1.Time `json:"acknowledgedAt,omitempty"`
 	// observedGeneration is the generation the status was computed from.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
