@@ -428,10 +428,36 @@ func (r *DelegationReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: d.Namespace, Name: d.Spec.To}}}
 	})
+	// A deleted member will never collect the outcomes it is owed: look at
+	// the queues that hold them, so retention can take them.
+	owedTo := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		var list fleetv1alpha1.DelegationList
+		if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Listing the delegations a deleted member sent", "member", o.GetName())
+			return nil
+		}
+		queues := sets.New[string]()
+		for i := range list.Items {
+			if from := list.Items[i].Spec.From; from.Kind == fleetv1alpha1.PrincipalMember && from.Name == o.GetName() && list.Items[i].Unclaimed() {
+				queues.Insert(list.Items[i].Spec.To)
+			}
+		}
+		var reqs []reconcile.Request
+		for _, q := range sets.List(queues) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: q}})
+		}
+		return reqs
+	})
+	onlyDeletes := predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		UpdateFunc:  func(event.UpdateEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("delegation").
 		Watches(&fleetv1alpha1.Delegation{}, toMember).
 		Watches(&fleetv1alpha1.Member{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(memberStateChanged)).
+		Watches(&fleetv1alpha1.Member{}, owedTo, builder.WithPredicates(onlyDeletes)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)
 }

@@ -342,6 +342,27 @@ func TestRetentionDeletesSettledDelegations(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the acknowledged delegation deleted", gone("detached"))
+
+	// Owed to a member that exists, in a queue nothing else touches: kept
+	// until the member is deleted, then taken without waiting for a resync.
+	agentWithLog(t, ns, "sender")
+	owed := testutil.MakeDelegation("owed", ns, "nobody-else", "hello").Obj()
+	owed.Spec.Wait = ptrTo(false)
+	owed.Spec.From = fleetv1alpha1.Principal{Kind: fleetv1alpha1.PrincipalMember, Name: "sender"}
+	create(t, owed)
+	waitPhase(t, ns, "owed", fleetv1alpha1.DelegationWorkerGone)
+	time.Sleep(2 * retention)
+	if _, err := getDelegation(ns, "owed"); err != nil {
+		t.Fatalf("an outcome its member sender has not collected was deleted: %v", err)
+	}
+	m, err := getMember(t, ns, "sender")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the outcome owed to the deleted member deleted", gone("owed"))
 }
 
 // TestDetachedReplyIsTypedIntoAMemberSendersPane follows DESIGN's detached

@@ -510,7 +510,7 @@ func (r *MemberReconciler) reconcileDelete(ctx context.Context, m *fleetv1alpha1
 		return ctrl.Result{}, fmt.Errorf("deleting token secret: %w", err)
 	}
 	controllerutil.RemoveFinalizer(m, fleetv1alpha1.MemberFinalizer)
-	return ctrl.Result{}, r.Client.Update(ctx, m)
+	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, m))
 }
 
 // writeStatus writes the status once, only if it changed, then emits the
