@@ -34,6 +34,24 @@ type PaneEvents struct {
 type paneStream struct {
 	paneID string
 	cancel context.CancelFunc
+	// ended is closed once herdr ended the stream: it rejects a
+	// subscription to a pane it does not have, which is what a reconnect
+	// after a herdr restart finds until the pane is recreated.
+	ended chan struct{}
+}
+
+// running says whether the stream still follows its pane. One not started
+// yet (PaneEvents not running) counts as running: Start starts it.
+func (s *paneStream) running() bool {
+	if s.ended == nil {
+		return true
+	}
+	select {
+	case <-s.ended:
+		return false
+	default:
+		return true
+	}
 }
 
 // NewPaneEvents returns a PaneEvents reading from panes. Add it to the
@@ -113,12 +131,13 @@ func (p *PaneEvents) probe(ctx context.Context) {
 }
 
 // Track follows the agent status of key's pane. A new pane id replaces the
-// stream of the old one.
+// stream of the old one, and a stream herdr ended is started again: herdr
+// reuses pane ids after a restart, so the same id may name a new pane.
 func (p *PaneEvents) Track(key types.NamespacedName, paneID string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s, ok := p.tracked[key]; ok {
-		if s.paneID == paneID {
+		if s.paneID == paneID && s.running() {
 			return
 		}
 		p.stopLocked(key, s)
@@ -142,14 +161,16 @@ func (p *PaneEvents) Forget(key types.NamespacedName) {
 
 func (p *PaneEvents) startLocked(key types.NamespacedName, s *paneStream) {
 	ctx, cancel := context.WithCancel(p.ctx)
-	s.cancel = cancel
+	s.cancel, s.ended = cancel, make(chan struct{})
 	stream := p.panes.Subscribe(ctx, []herdr.Subscription{herdr.PaneAgentStatusChanged(s.paneID)})
 	go func() {
 		defer stream.Close()
 		for range stream.Events() {
 			p.request(ctx, key)
 		}
-		// A stream herdr ended (e.g. its pane is gone) is worth a look.
+		// A stream herdr ended (e.g. its pane is gone) is worth a look; the
+		// look's Track must see it ended, so close first.
+		close(s.ended)
 		p.request(ctx, key)
 	}()
 }
