@@ -235,7 +235,7 @@ The call blocks until the first of:
 - the deadline passes (timeoutMs, default 600000 = 10 minutes, capped by the gateway) -> {outcome:"timeout", dispatchId}. The message stays queued or in progress; a late reply appears in bridge_poll.
 With wait:false it returns at once with {outcome:"dispatched", dispatchId}; the outcome arrives later in bridge_poll (or typed into your pane if you are a member).
 sessionId picks the worker by member name, agent session id, terminal id or pane id. Omit it when exactly one other member exists; when none exists one is spawned from the default profile; when several exist the call fails with invalid_argument listing them.
-idempotencyKey (recommended for long tasks): a repeated call with the same key never sends twice; it waits on the first message again or returns its outcome, which is how to re-attach after a dropped connection or a gateway restart.
+idempotencyKey (recommended for long tasks): a repeated call with the same key never sends twice while fleetd keeps the first message (settled messages are kept a day by default); it waits on the first message again or returns its outcome, which is how to re-attach after a dropped connection or a gateway restart.
 Errors (isError with {error:{code,message}}): worker_gone (member or pane went away), delivery_failed, cancelled, not_found, invalid_argument, subscription_boundary, conflict (idempotencyKey reused for different content, or a turnId answered differently).
 While waiting, a progress notification is sent periodically (every 15 s by default) if the request carries a progress token.`
 
