@@ -181,10 +181,25 @@ func (c *Client) PaneSendKeys(ctx context.Context, paneID string, keys ...string
 	return c.call(ctx, MethodPaneSendKeys, PaneSendKeysParams{PaneID: paneID, Keys: keys}, ResultOK, nil)
 }
 
-// PaneReportAgent reports an agent's state for its pane, making the reports
-// the pane's status authority.
+// PaneReportAgent reports an agent's state for its pane. herdr answers ok
+// whether or not the report takes effect: a stale seq, a label that is not
+// the running agent's, or a pane whose conversation another integration
+// owns all drop it silently.
 func (c *Client) PaneReportAgent(ctx context.Context, p PaneReportAgentParams) error {
 	return c.call(ctx, MethodPaneReportAgent, p, ResultOK, nil)
+}
+
+// PaneReleaseAgent gives up the authority p.Source holds over a pane's
+// status, as an agent's session ends. herdr answers ok even when it ignores
+// the release (another source owns the pane, or the seq is stale).
+func (c *Client) PaneReleaseAgent(ctx context.Context, p PaneReleaseAgentParams) error {
+	return c.call(ctx, MethodPaneReleaseAgent, p, ResultOK, nil)
+}
+
+// PaneClearAgentAuthority drops the report that decides a pane's status, so
+// herdr's own detection decides again.
+func (c *Client) PaneClearAgentAuthority(ctx context.Context, p PaneClearAgentAuthorityParams) error {
+	return c.call(ctx, MethodPaneClearAgentAuthority, p, ResultOK, nil)
 }
 
 // PaneClose closes a pane and ends its whole process group.

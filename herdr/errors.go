@@ -52,6 +52,9 @@ const (
 	// CodeAgentBlocked is sent when a prompt would land in an approval or
 	// question dialog instead of the agent's input.
 	CodeAgentBlocked = "agent_blocked"
+	// CodeAgentPromptStalled is sent when agent.prompt with wait saw no
+	// state change within 5 s of typing into an agent that was not working.
+	CodeAgentPromptStalled = "agent_prompt_stalled"
 	// CodeAgentPromptFailed is sent when a prompt could not be typed.
 	CodeAgentPromptFailed = "agent_prompt_failed"
 	// CodeEmptyAgentPrompt is sent for a prompt with no text.
@@ -130,6 +133,8 @@ var (
 	ErrAgentNotReady = &Error{Code: CodeAgentNotReady}
 	// ErrAgentNotRunning matches CodeAgentNotRunning.
 	ErrAgentNotRunning = &Error{Code: CodeAgentNotRunning}
+	// ErrAgentPromptStalled matches CodeAgentPromptStalled.
+	ErrAgentPromptStalled = &Error{Code: CodeAgentPromptStalled}
 	// ErrAgentBlocked matches CodeAgentBlocked.
 	ErrAgentBlocked = &Error{Code: CodeAgentBlocked}
 	// ErrEmptyAgentPrompt matches CodeEmptyAgentPrompt.

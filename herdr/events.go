@@ -128,9 +128,12 @@ const (
 
 // EventResync is synthesised by Stream, never sent by herdr: the stream
 // (re)connected and Event.Snapshot holds the whole session as it was after the
-// subscription started. Events that follow it are newer than the snapshot, so
-// a consumer that reconciles against the snapshot and then applies events in
-// order misses nothing across a reconnect.
+// subscription started. A consumer that reconciles against the snapshot and
+// then looks again at whatever each later event names misses nothing across
+// a reconnect. Events that follow it are not all newer than the snapshot:
+// herdr 0.8.2 replays to a new lifecycle subscription up to 512 events it
+// retained, oldest first, so an event is a reason to look, not a fact to
+// apply.
 const EventResync EventKind = "resync"
 
 // Event is one event from a subscription.

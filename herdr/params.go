@@ -30,6 +30,10 @@ const (
 	MethodPaneSendKeys = "pane.send_keys"
 	// MethodPaneReportAgent reports an agent's state for its pane.
 	MethodPaneReportAgent = "pane.report_agent"
+	// MethodPaneReleaseAgent gives up a reporter's authority over a pane.
+	MethodPaneReleaseAgent = "pane.release_agent"
+	// MethodPaneClearAgentAuthority drops whichever report decides a pane.
+	MethodPaneClearAgentAuthority = "pane.clear_agent_authority"
 	// MethodPaneClose closes a pane and ends its processes.
 	MethodPaneClose = "pane.close"
 	// MethodSessionSnapshot describes the whole session.
@@ -232,12 +236,40 @@ type PaneReportAgentParams struct {
 	// Message says why, for people.
 	Message *string `json:"message,omitempty"`
 	// Seq orders reports from one source; a report with a seq at or below the
-	// last one is stale and ignored.
+	// last one is stale and ignored, and once a source sent a seq, its
+	// reports without one are ignored too.
 	Seq *uint64 `json:"seq,omitempty"`
-	// AgentSessionID is the agent's conversation id.
+	// AgentSessionID is the agent's conversation id. herdr keeps it only
+	// from its own integrations' sources (herdr:claude, ...).
 	AgentSessionID *string `json:"agent_session_id,omitempty"`
 	// AgentSessionPath is the agent's transcript path.
 	AgentSessionPath *string `json:"agent_session_path,omitempty"`
+}
+
+// PaneReleaseAgentParams are the params of pane.release_agent: the source
+// that reported an agent gives up the pane's status (the agent's session
+// ended).
+type PaneReleaseAgentParams struct {
+	// PaneID is the agent's pane.
+	PaneID string `json:"pane_id"`
+	// Source is the reporter releasing its authority.
+	Source string `json:"source"`
+	// Agent is the label it reported.
+	Agent string `json:"agent"`
+	// Seq orders the release among the source's reports.
+	Seq *uint64 `json:"seq,omitempty"`
+}
+
+// PaneClearAgentAuthorityParams are the params of
+// pane.clear_agent_authority: whichever report decides the pane's status
+// stops deciding it.
+type PaneClearAgentAuthorityParams struct {
+	// PaneID is the pane.
+	PaneID string `json:"pane_id"`
+	// Source, when set, clears the authority only if it is this source's.
+	Source *string `json:"source,omitempty"`
+	// Seq orders the call among the source's reports.
+	Seq *uint64 `json:"seq,omitempty"`
 }
 
 // EventsSubscribeParams are the params of events.subscribe.

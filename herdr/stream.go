@@ -22,8 +22,9 @@ const streamBuffer = 256
 // On every (re)connect it subscribes first, then takes a session snapshot and
 // delivers an EventResync carrying it, then the events herdr pushes. Events
 // pushed between subscribing and the snapshot are delivered after the resync,
-// so a consumer that reconciles against each resync and applies the events
-// after it in order ends with herdr's state, whatever was lost while the
+// and so are events herdr replays from before it (see EventResync), so a
+// consumer that reconciles against each resync and looks again at what each
+// later event names ends with herdr's state, whatever was lost while the
 // connection was down.
 type Stream struct {
 	events chan Event
