@@ -43,7 +43,7 @@ func TestAgentStart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("AgentStart() = %v", err)
 	}
-	if diff := cmp.Diff([]string{"cat", "-v"}, started.Argv); diff != "" {
+	if diff := cmp.Diff([]string{h.opts.AgentCommands["claude"], "-v"}, started.Argv); diff != "" {
 		t.Errorf("AgentStart() argv mismatch (-want +got):\n%s", diff)
 	}
 	if !started.Agent.LaunchPending || *started.Agent.Name != "a1" || *started.Agent.Agent != "claude" || started.Agent.PaneID != pane {
@@ -153,7 +153,8 @@ func writeAgentScript(t *testing.T, dir, name, body string) string {
 func TestAgentPrompt(t *testing.T) {
 	dir := shortTempDir(t)
 	// codex stands for an agent that asks its terminal for bracketed paste.
-	pasting := writeAgentScript(t, dir, "pasting-agent", `printf '\033[?2004h'; exec cat -v`)
+	// HERDR_AGENT names it codex, as herdr identifies agents by it.
+	pasting := writeAgentScript(t, dir, "pasting-agent", `export HERDR_AGENT=codex; printf '\033[?2004h'; exec cat -v`)
 	h := newHarness(t, func(o *paneserver.Options) { o.AgentCommands["codex"] = pasting })
 
 	plain, pasted := h.pane(), h.pane()
@@ -180,7 +181,7 @@ func TestAgentPrompt(t *testing.T) {
 			if *agent.Name != tc.target {
 				t.Errorf("AgentPrompt() agent = %+v", agent)
 			}
-			h.waitLine(agent.PaneID, tc.wantLine)
+			h.waitSubmitted(agent.PaneID, tc.wantLine)
 		})
 	}
 
@@ -193,6 +194,9 @@ func TestAgentPrompt(t *testing.T) {
 		if _, err := h.client.AgentPrompt(t.Context(), herdr.AgentPromptParams{Target: "plain", Text: "go on"}); err != nil {
 			t.Errorf("AgentPrompt() once idle again = %v", err)
 		}
+		// herdr answers before it presses Enter: the next prompt waits
+		// until this one was submitted.
+		h.waitSubmitted(plain, "go on")
 	})
 
 	t.Run("wait holds until the agent reacts", func(t *testing.T) {
@@ -212,7 +216,7 @@ func TestAgentPrompt(t *testing.T) {
 			})
 			done <- result{agent, err}
 		}()
-		h.waitLine(plain, "long task")
+		h.waitSubmitted(plain, "long task")
 		report(t, h, plain, herdr.AgentStateWorking, nil)
 		got := <-done
 		if got.err != nil {
@@ -314,11 +318,12 @@ func TestPaneReportAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// herdr keeps session ids from its own integrations only, says
+	// interactive_ready of agent.start agents only, and skips screen
+	// detection for its full-lifecycle integrations only.
 	want := &herdr.AgentInfo{
 		PaneID: pane, TerminalID: ws.RootPane.TerminalID, WorkspaceID: "w1", TabID: "w1:t1", Focused: true,
-		AgentStatus: herdr.AgentStatusBlocked, Agent: ptr("my-agent"),
-		AgentSession:     &herdr.AgentSessionInfo{Source: "fleetd", Agent: "my-agent", Kind: herdr.AgentSessionRefID, Value: "sess-1"},
-		InteractiveReady: true, ScreenDetectionSkipped: true, StateChangeSeq: 5,
+		AgentStatus: herdr.AgentStatusBlocked, Agent: ptr("my-agent"), StateChangeSeq: 5,
 	}
 	ignore := cmp.FilterPath(func(p cmp.Path) bool {
 		name := p.Last().String()
@@ -451,4 +456,26 @@ func TestHeldCallEndsOnClientByte(t *testing.T) {
 			}
 		})
 	}
+}
+
+// waitSubmitted waits until cat, the stand-in agent, printed line back: the
+// prompt was submitted (the terminal's echo alone shows it once).
+func (h *harness) waitSubmitted(paneID, line string) {
+	h.t.Helper()
+	eventually(h.t, fmt.Sprintf("pane %s shows %q submitted", paneID, line), func() error {
+		read, err := h.client.PaneRead(h.t.Context(), herdr.ReadParams{PaneID: paneID, Source: herdr.ReadSourceRecentUnwrapped, Lines: ptr(1000)})
+		if err != nil {
+			return err
+		}
+		n := 0
+		for l := range strings.SplitSeq(read.Text, "\n") {
+			if l == line {
+				n++
+			}
+		}
+		if n < 2 {
+			return fmt.Errorf("pane shows:\n%s", read.Text)
+		}
+		return nil
+	})
 }

@@ -1,7 +1,61 @@
 // Package paneserver is a herdr-compatible server: the same socket protocol
-// and the subset of methods fleetd calls, with a real pty, shell and
-// terminal emulator behind every pane. fleetd's tests and local runs use it
-// where the real herdr cannot be installed.
+// and the methods fleetd calls, with a real pty, shell and terminal
+// emulator behind every pane. fleetd's tests and local runs use it where
+// the real herdr (0.8.2, protocol 20) cannot be installed, so it follows
+// herdr's behaviour, not habits of its own:
+//
+//   - Report authority. pane.report_agent answers ok whatever it changes.
+//     Reports are ordered per source by seq; once a source sent a seq, its
+//     reports without one are ignored. Among custom sources the latest
+//     report wins and never expires; it lapses when the agent it names
+//     exits (a label herdr does not know survives the exit), and
+//     pane.release_agent or pane.clear_agent_authority end it. herdr's own
+//     integrations (herdr:claude, ...) are the only sources whose session
+//     ids are kept; for Claude and Codex their state is ignored, and once
+//     such a session is recorded every other source's reports are dropped.
+//     A report whose label names another known agent than the one running
+//     is dropped.
+//   - Agents. The foreground process of every pane is identified as herdr
+//     does: a HERDR_AGENT hint in its environment, its program name, or the
+//     script a node or shell host runs. agent.prompt refuses what herdr
+//     refuses: a blocked agent (agent_blocked), an agent of a kind herdr
+//     does not know, one still launching, or one that is not the pane's
+//     foreground process (agent_not_ready). It answers, then presses Enter
+//     300ms later; with wait, an agent that was not working and shows no
+//     change within 5s is agent_prompt_stalled.
+//   - Launches. agent.start needs the shell at its prompt. The agent is
+//     ready no sooner than 3s after the start, once it is the started kind
+//     and idle; a report never makes it ready early. A launch that shows a
+//     dialog first stays launch_pending with no deadline; one that reaches
+//     its deadline otherwise loses its name.
+//   - Environment. Panes inherit the server's environment, with TERM and
+//     COLORTERM set and CODEX_THREAD_ID removed; the caller's env overrides
+//     it, and herdr's HERDR_* variables override everything.
+//   - Events. The latest 512 events of all kinds are kept: a lifecycle
+//     subscription replays those of its kind, oldest first; filtered ones
+//     start from now. Each subscription gets at most one event per 100ms,
+//     so subscriptions interleave by their place in the list.
+//   - Restarts. With SessionFile set, the layout comes back with the same
+//     ids, fresh shells in the old directories showing the old output, and
+//     agents an official integration reported are resumed (claude
+//     --resume <id>) under their old names, ready at once. Every other
+//     agent's name is free again.
+//   - Ids and reads. Ids spell numbers as herdr does (w1 ... w9, wA);
+//     pane.read answers revision 0 and source detection reads the screen.
+//
+// Where it deliberately differs from herdr:
+//   - There are no screen manifests. herdr reads a known agent's screen for
+//     its status (and forces blocked over a custom report when a dialog
+//     shows); here an identified agent with no report counts as idle once
+//     its 3s grace is over, and never as blocked. fleetd reads the screen
+//     itself (herdr/detect) and reports what it sees, so its behaviour does
+//     not depend on herdr's manifests.
+//   - Tabs hold a single pane (no splits); reads are always plain text.
+//   - An idle agent stays idle: herdr's done (idle, output unseen) needs
+//     someone looking at the screen, and a headless server has no one.
+//   - Process identification looks at the foreground group's leader only,
+//     not every member of the group.
+//   - Only the methods fleetd calls are served.
 //
 // In a test:
 //
@@ -10,11 +64,4 @@
 //	go srv.Serve()
 //	defer srv.Close()
 //	client := herdr.NewClient(sock)
-//
-// Where it differs from herdr: tabs hold a single pane (no splits); reads
-// are always plain text; agent status comes from pane.report_agent or, for
-// agents started by agent.start, from the agent's process being in the
-// foreground (there are no screen manifests); and an idle report stays idle
-// (herdr's done marks idle-but-unseen, and a headless server has no one to
-// see it).
 package paneserver

@@ -129,9 +129,12 @@ func (s *Server) read(paneID string, p herdr.ReadParams) (any, *herdr.Error) {
 	return paneReadResult{Type: herdr.ResultPaneRead, Read: read}, nil
 }
 
-// agentPrompt types the prompt, then Enter after the submit delay: an agent
-// that reads a burst of input as a paste would otherwise take the Enter as
-// part of it.
+// agentPrompt types the prompt and answers; Enter follows after the submit
+// delay, as herdr sends it: an agent that reads a burst of input as a paste
+// would otherwise take the Enter as part of it. With wait, it holds until
+// the agent reaches a wanted status after the prompt, and gives up early
+// with agent_prompt_stalled when an agent that was not working shows no
+// change at all.
 func (s *Server) agentPrompt(ctx context.Context, p herdr.AgentPromptParams) (any, *herdr.Error) {
 	target, err := s.sess.promptTargetFor(p.Target, p.Text)
 	if err != nil {
@@ -140,14 +143,13 @@ func (s *Server) agentPrompt(ctx context.Context, p herdr.AgentPromptParams) (an
 	if err := target.sh.write(encodeText(p.Text, target.sh.term.modes())); err != nil {
 		return nil, errorf(herdr.CodeAgentPromptFailed, "%v", err)
 	}
-	select {
-	case <-time.After(s.opts.PromptSubmitDelay):
-	case <-s.ctx.Done():
-		return nil, errorf(herdr.CodeAgentPromptFailed, "server is shutting down")
-	}
-	if err := target.sh.write(enterKey); err != nil {
-		return nil, errorf(herdr.CodeAgentPromptFailed, "%v", err)
-	}
+	s.wg.Go(func() {
+		select {
+		case <-time.After(s.opts.PromptSubmitDelay):
+			_ = target.sh.write(enterKey)
+		case <-s.ctx.Done():
+		}
+	})
 
 	if p.Wait == nil {
 		agent, err := s.sess.agent(p.Target)
@@ -156,12 +158,30 @@ func (s *Server) agentPrompt(ctx context.Context, p herdr.AgentPromptParams) (an
 		}
 		return agentResult{Type: herdr.ResultAgentPrompted, Agent: agent}, nil
 	}
+	timeout := timeoutAfter(p.Wait.TimeoutMS)
+	if target.status != herdr.AgentStatusWorking {
+		stall := promptStallLimit
+		if ms := p.Wait.TimeoutMS; ms != nil && time.Duration(*ms)*time.Millisecond <= stall {
+			stall = time.Duration(*ms) * time.Millisecond
+		}
+		any := []herdr.AgentStatus{herdr.AgentStatusIdle, herdr.AgentStatusDone, herdr.AgentStatusWorking, herdr.AgentStatusBlocked, herdr.AgentStatusUnknown}
+		_, answered, err := s.sess.waitAgent(ctx, agentWait{target: p.Target, until: any, afterSeq: &target.baseline, terminalID: target.terminalID}, time.After(stall))
+		switch {
+		case !answered:
+			return nil, nil
+		case err != nil && err.Code == herdr.CodeTimeout && stall == promptStallLimit:
+			return nil, errorf(herdr.CodeAgentPromptStalled, "agent prompt produced no observed state change within %d ms; status is %s and state_change_seq remained %d",
+				stall.Milliseconds(), target.status, target.baseline)
+		case err != nil:
+			return nil, err
+		}
+	}
 	agent, answered, err := s.sess.waitAgent(ctx, agentWait{
 		target:     p.Target,
 		until:      p.Wait.Until,
 		afterSeq:   &target.baseline,
 		terminalID: target.terminalID,
-	}, timeoutAfter(p.Wait.TimeoutMS))
+	}, timeout)
 	if !answered {
 		return nil, nil
 	}
@@ -206,6 +226,20 @@ func (s *Server) paneSendKeys(_ context.Context, p herdr.PaneSendKeysParams) (an
 
 func (s *Server) paneReportAgent(_ context.Context, p herdr.PaneReportAgentParams) (any, *herdr.Error) {
 	if err := s.sess.reportAgent(p); err != nil {
+		return nil, err
+	}
+	return okResult, nil
+}
+
+func (s *Server) paneReleaseAgent(_ context.Context, p herdr.PaneReleaseAgentParams) (any, *herdr.Error) {
+	if err := s.sess.releaseAgent(p); err != nil {
+		return nil, err
+	}
+	return okResult, nil
+}
+
+func (s *Server) paneClearAgentAuthority(_ context.Context, p herdr.PaneClearAgentAuthorityParams) (any, *herdr.Error) {
+	if err := s.sess.clearAgentAuthority(p); err != nil {
 		return nil, err
 	}
 	return okResult, nil

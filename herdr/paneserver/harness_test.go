@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -341,10 +342,19 @@ type harness struct {
 }
 
 // newHarness starts a server whose panes run /bin/sh and whose "claude"
-// agent is cat, so agent.start needs no real agent.
+// agent is cat under the name claude, so agent.start needs no real agent
+// and the server identifies the process as claude, as herdr does by name.
 func newHarness(t testing.TB, configure ...func(*paneserver.Options)) *harness {
 	t.Helper()
 	dir := shortTempDir(t)
+	claude := filepath.Join(dir, "claude")
+	cat, err := exec.LookPath("cat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(cat, claude); err != nil {
+		t.Fatal(err)
+	}
 	h := &harness{
 		t:   t,
 		dir: dir,
@@ -352,7 +362,7 @@ func newHarness(t testing.TB, configure ...func(*paneserver.Options)) *harness {
 			SocketPath:    filepath.Join(dir, "herdr.sock"),
 			Shell:         "/bin/sh",
 			Cwd:           dir,
-			AgentCommands: map[string]string{"claude": "cat"},
+			AgentCommands: map[string]string{"claude": claude},
 			AgentSettle:   200 * time.Millisecond,
 		},
 	}

@@ -1,57 +1,81 @@
 package paneserver
 
 import (
+	"cmp"
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/fleetd/fleetd/herdr"
 )
 
-// subscriberQueue is how many event lines wait for a subscriber. A
-// subscriber that falls this far behind is dropped; a herdr client then
-// reconnects and resyncs.
-const subscriberQueue = 1024
+// retainedEvents is how many events herdr keeps, of every kind together:
+// a new lifecycle subscription is replayed what is still among them.
+const retainedEvents = 512
 
-// hub fans events out to subscribers. publish never blocks.
+// hub keeps the latest events, as herdr's event hub does, and wakes the
+// streams that follow it. publish never blocks.
 type hub struct {
-	mu   sync.Mutex
-	subs map[*subscriber]struct{}
+	mu       sync.Mutex
+	seq      uint64
+	retained []retainedEvent
+	wake     chan struct{}
+}
+
+// retainedEvent is one event with its place in the hub's order.
+type retainedEvent struct {
+	seq  uint64
+	ev   herdr.Event
+	line []byte
 }
 
 func newHub() *hub {
-	return &hub{subs: map[*subscriber]struct{}{}}
-}
-
-func (h *hub) add(sub *subscriber) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.subs[sub] = struct{}{}
-}
-
-func (h *hub) remove(sub *subscriber) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.subs, sub)
+	return &hub{wake: make(chan struct{})}
 }
 
 func (h *hub) publish(ev herdr.Event) {
+	line, err := eventLine(ev)
+	if err != nil {
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var line []byte
-	for sub := range h.subs {
-		if !sub.wants(ev) {
-			continue
-		}
-		if line == nil {
-			var err error
-			if line, err = eventLine(ev); err != nil {
-				return
-			}
-		}
-		sub.push(line)
+	h.seq++
+	if len(h.retained) == retainedEvents {
+		copy(h.retained, h.retained[1:])
+		h.retained = h.retained[:retainedEvents-1]
 	}
+	h.retained = append(h.retained, retainedEvent{seq: h.seq, ev: ev, line: line})
+	close(h.wake)
+	h.wake = make(chan struct{})
+}
+
+// now returns the latest event's seq and a channel closed by the next
+// publish.
+func (h *hub) now() (uint64, <-chan struct{}) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.seq, h.wake
+}
+
+// next returns the first retained event after c that c wants, and moves c
+// past it; without one, c moves past everything retained.
+func (h *hub) next(c *cursor) ([]byte, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	i, _ := slices.BinarySearchFunc(h.retained, c.after+1, func(r retainedEvent, seq uint64) int {
+		return cmp.Compare(r.seq, seq)
+	})
+	for ; i < len(h.retained); i++ {
+		r := &h.retained[i]
+		c.after = r.seq
+		if c.wants(r.ev) {
+			return r.line, true
+		}
+	}
+	return nil, false
 }
 
 // eventLine encodes an event as a line. Lines are shared between
@@ -64,46 +88,32 @@ func eventLine(ev herdr.Event) ([]byte, error) {
 	return append(line, '\n'), nil
 }
 
+// cursor is one subscription of an events.subscribe: what it wants and how
+// far through the hub it has read.
+type cursor struct {
+	kind herdr.EventKind
+	// paneID and status narrow pane.agent_status_changed.
+	paneID string
+	status *herdr.AgentStatus
+	after  uint64
+}
+
+func (c *cursor) wants(ev herdr.Event) bool {
+	if ev.Kind != c.kind {
+		return false
+	}
+	if c.kind != herdr.EventPaneAgentStatusChanged {
+		return true
+	}
+	return ev.Data.PaneID == c.paneID && (c.status == nil || *c.status == ev.Data.AgentStatus)
+}
+
 // subscriber is one events.subscribe connection.
 type subscriber struct {
-	// kinds are the lifecycle events wanted.
-	kinds map[herdr.EventKind]bool
-	// statuses maps pane ids to status filters; a nil filter takes any status.
-	statuses map[string][]*herdr.AgentStatus
-	outputs  []*outputWatch
-
-	queue    chan []byte
-	overflow chan struct{}
-	once     sync.Once
-}
-
-func newSubscriber() *subscriber {
-	return &subscriber{
-		kinds:    map[herdr.EventKind]bool{},
-		statuses: map[string][]*herdr.AgentStatus{},
-		queue:    make(chan []byte, subscriberQueue),
-		overflow: make(chan struct{}),
-	}
-}
-
-func (sub *subscriber) wants(ev herdr.Event) bool {
-	if ev.Kind != herdr.EventPaneAgentStatusChanged {
-		return sub.kinds[ev.Kind]
-	}
-	for _, want := range sub.statuses[ev.Data.PaneID] {
-		if want == nil || *want == ev.Data.AgentStatus {
-			return true
-		}
-	}
-	return false
-}
-
-func (sub *subscriber) push(line []byte) {
-	select {
-	case sub.queue <- line:
-	default:
-		sub.once.Do(func() { close(sub.overflow) })
-	}
+	cursors []*cursor
+	outputs []*outputWatch
+	// initial are lines sent right after the subscription starts.
+	initial [][]byte
 }
 
 // lifecycleKind maps a lifecycle subscription type to the event it receives:
@@ -167,13 +177,15 @@ func (w *outputWatch) poll(s *session) (herdr.Event, bool) {
 }
 
 // subscribe registers a subscriber for subs. Filtered subscriptions must name
-// live panes. A status subscription narrowed to the pane's current status
-// gets that status as its first event, as herdr does.
+// live panes. Lifecycle subscriptions start from the oldest retained event,
+// as herdr replays them; filtered ones start now. A status subscription
+// narrowed to the pane's current status gets that status as its first
+// event, as herdr does.
 func (s *session) subscribe(subs []herdr.Subscription) (*subscriber, *herdr.Error) {
-	sub := newSubscriber()
+	sub := &subscriber{}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var initial []herdr.Event
+	now, _ := s.hub.now()
 	for _, want := range subs {
 		switch want.Type {
 		case herdr.SubscribePaneAgentStatusChanged:
@@ -181,11 +193,14 @@ func (s *session) subscribe(subs []herdr.Subscription) (*subscriber, *herdr.Erro
 			if p == nil {
 				return nil, errorf(herdr.CodePaneNotFound, "pane %s not found", want.PaneID)
 			}
-			sub.statuses[p.id] = append(sub.statuses[p.id], want.AgentStatus)
+			sub.cursors = append(sub.cursors, &cursor{kind: herdr.EventPaneAgentStatusChanged, paneID: p.id, status: want.AgentStatus, after: now})
 			if want.AgentStatus != nil && *want.AgentStatus == p.agent.status {
-				initial = append(initial, herdr.Event{Kind: herdr.EventPaneAgentStatusChanged, Data: herdr.EventData{
+				line, err := eventLine(herdr.Event{Kind: herdr.EventPaneAgentStatusChanged, Data: herdr.EventData{
 					PaneID: p.id, WorkspaceID: p.ws.id, AgentStatus: p.agent.status, Agent: optional(p.agent.label),
 				}})
+				if err == nil {
+					sub.initial = append(sub.initial, line)
+				}
 			}
 		case herdr.SubscribePaneOutputMatched:
 			if s.panes[want.PaneID] == nil {
@@ -202,13 +217,7 @@ func (s *session) subscribe(subs []herdr.Subscription) (*subscriber, *herdr.Erro
 				return nil, errorf(herdr.CodePaneNotFound, "pane %s not found", want.PaneID)
 			}
 		default:
-			sub.kinds[lifecycleKind(want.Type)] = true
-		}
-	}
-	s.hub.add(sub)
-	for _, ev := range initial {
-		if line, err := eventLine(ev); err == nil {
-			sub.push(line)
+			sub.cursors = append(sub.cursors, &cursor{kind: lifecycleKind(want.Type)})
 		}
 	}
 	return sub, nil

@@ -13,6 +13,7 @@ const (
 )
 
 // namedKeys maps herdr's key names to the bytes a terminal sends for them.
+// Like herdr, there is no home, end, pageup, pagedown, delete or insert.
 var namedKeys = map[string]string{
 	"enter":     enterKey,
 	"return":    enterKey,
@@ -24,10 +25,6 @@ var namedKeys = map[string]string{
 	"backspace": "\x7f",
 	"space":     " ",
 	"plus":      "+",
-	"pageup":    "\x1b[5~",
-	"pagedown":  "\x1b[6~",
-	"delete":    "\x1b[3~",
-	"insert":    "\x1b[2~",
 	"f1":        "\x1bOP",
 	"f2":        "\x1bOQ",
 	"f3":        "\x1bOR",
@@ -49,8 +46,6 @@ var cursorKeys = map[string]byte{
 	"down":  'B',
 	"right": 'C',
 	"left":  'D',
-	"home":  'H',
-	"end":   'F',
 }
 
 // encodeKey returns the bytes for a key name such as "enter", "ctrl+c",

@@ -29,7 +29,7 @@ func TestEncodeKey(t *testing.T) {
 		"alt+enter":             {key: "alt+enter", want: "\x1b\r"},
 		"up":                    {key: "up", modes: normal, want: "\x1b[A"},
 		"up in cursor key mode": {key: "up", modes: app, want: "\x1bOA"},
-		"home":                  {key: "home", want: "\x1b[H"},
+		"no home, as in herdr":  {key: "home", wantErr: true},
 		"f5":                    {key: "f5", want: "\x1b[15~"},
 		"shift+tab":             {key: "shift+tab", want: "\x1b[Z"},
 		"unknown":               {key: "hyper+x", wantErr: true},

@@ -76,3 +76,43 @@ func killSession(sid int) {
 		_ = unix.Kill(-pgrp, unix.SIGKILL)
 	}
 }
+
+// processIdentity reads what identifies a process as an agent: its argv,
+// its command name and its environment.
+func processIdentity(pid int) (argv []string, comm string, environ []string, ok bool) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/"
+	raw, err := os.ReadFile(dir + "cmdline")
+	if err != nil {
+		return nil, "", nil, false
+	}
+	argv = splitNUL(raw)
+	if c, err := os.ReadFile(dir + "comm"); err == nil {
+		comm = string(bytes.TrimSpace(c))
+	}
+	if env, err := os.ReadFile(dir + "environ"); err == nil {
+		environ = splitNUL(env)
+	}
+	return argv, comm, environ, true
+}
+
+func splitNUL(raw []byte) []string {
+	raw = bytes.TrimRight(raw, "\x00")
+	if len(raw) == 0 {
+		return nil
+	}
+	parts := bytes.Split(raw, []byte{0})
+	out := make([]string, len(parts))
+	for i, p := range parts {
+		out[i] = string(p)
+	}
+	return out
+}
+
+// processComm is a process's command name, "" when it is gone.
+func processComm(pid int) string {
+	c, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	if err != nil {
+		return ""
+	}
+	return string(bytes.TrimSpace(c))
+}

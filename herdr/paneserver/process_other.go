@@ -14,3 +14,14 @@ func processCwd(int) (string, bool) {
 func killSession(sid int) {
 	_ = unix.Kill(-sid, unix.SIGKILL)
 }
+
+// processIdentity is unknown without /proc: no process is identified as an
+// agent.
+func processIdentity(int) (argv []string, comm string, environ []string, ok bool) {
+	return nil, "", nil, false
+}
+
+// processComm is unknown without /proc; a pane's shell counts as a shell.
+func processComm(int) string {
+	return "sh"
+}

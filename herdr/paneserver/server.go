@@ -48,10 +48,21 @@ type Options struct {
 	// PromptSubmitDelay separates a prompt's text from its Enter; herdr's
 	// 300ms if zero.
 	PromptSubmitDelay time.Duration
+	// EventInterval paces events.subscribe: each subscription gets at most
+	// one event per interval; herdr's 100ms if zero.
+	EventInterval time.Duration
 	// Columns and Rows size every pane; herdr's headless 120x40 if zero.
 	Columns, Rows int
 	// ScrollbackLines bounds each pane's scrollback; 10000 if zero.
 	ScrollbackLines int
+	// SessionFile is where the session is saved, as herdr saves
+	// session.json: after a restart the layout comes back with the same
+	// ids, and agents an official integration reported are resumed. Empty
+	// keeps nothing across restarts.
+	SessionFile string
+	// SaveDelay is how long after a change the session is saved; herdr's
+	// 5s if zero. Close saves at once.
+	SaveDelay time.Duration
 	// Version is reported by ping; "0.8.2" if empty.
 	Version string
 	// Protocol is reported by ping; 20 if zero.
@@ -84,6 +95,8 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	o.AgentSettle = orDefault(o.AgentSettle, agentStartSettle)
 	o.PromptSubmitDelay = orDefault(o.PromptSubmitDelay, 300*time.Millisecond)
+	o.EventInterval = orDefault(o.EventInterval, samplePeriod)
+	o.SaveDelay = orDefault(o.SaveDelay, defaultSaveDelay)
 	o.Columns = orDefault(o.Columns, 120)
 	o.Rows = orDefault(o.Rows, 40)
 	o.ScrollbackLines = orDefault(o.ScrollbackLines, 10000)
@@ -152,6 +165,16 @@ func New(opts Options) (*Server, error) {
 		conns:  map[net.Conn]struct{}{},
 	}
 	s.sess = newSession(&s.opts, newHub())
+	if opts.SessionFile != "" {
+		if err := s.sess.restore(); err != nil {
+			// Keep the saved session for a look: ending what was restored
+			// must not overwrite it.
+			s.opts.SessionFile = ""
+			s.sess.shutdown()
+			_ = ln.Close()
+			return nil, fmt.Errorf("paneserver: %w", err)
+		}
+	}
 	s.wg.Go(s.sample)
 	return s, nil
 }
@@ -385,7 +408,9 @@ func (s *Server) writeRaw(conn net.Conn, line []byte) bool {
 }
 
 // stream serves events.subscribe: one acknowledgement or error line, then
-// events until the client goes away or falls behind.
+// events until the client goes away or stops reading. Like herdr, it sends
+// each subscription at most one event per event interval, in the order of
+// the subscriptions, so a replay or a burst drips out.
 func (s *Server) stream(ctx context.Context, conn net.Conn, req request) {
 	params := req.params.(herdr.EventsSubscribeParams)
 	sub, herr := s.sess.subscribe(params.Subscriptions)
@@ -393,37 +418,47 @@ func (s *Server) stream(ctx context.Context, conn net.Conn, req request) {
 		s.writeLine(conn, errorResponse{ID: req.id, Error: herr})
 		return
 	}
-	defer s.sess.hub.remove(sub)
 	if !s.writeLine(conn, successResponse{ID: req.id, Result: typed{Type: herdr.ResultSubscriptionStarted}}) {
 		return
 	}
-
-	var poll <-chan time.Time
-	if len(sub.outputs) > 0 {
-		t := time.NewTicker(samplePeriod)
-		defer t.Stop()
-		poll = t.C
-	}
-	for {
-		// A subscriber that fell behind is dropped even while events queue.
-		select {
-		case <-sub.overflow:
+	for _, line := range sub.initial {
+		if !s.writeRaw(conn, line) {
 			return
-		default:
 		}
-		select {
-		case line := <-sub.queue:
-			if !s.writeRaw(conn, line) {
-				return
-			}
-		case <-poll:
-			for _, w := range sub.outputs {
-				if ev, ok := w.poll(s.sess); ok && !s.writeLine(conn, ev) {
+	}
+	tick := time.NewTimer(s.opts.EventInterval)
+	defer tick.Stop()
+	for {
+		_, wake := s.sess.hub.now()
+		sent := false
+		for _, c := range sub.cursors {
+			if line, ok := s.sess.hub.next(c); ok {
+				if !s.writeRaw(conn, line) {
 					return
 				}
+				sent = true
 			}
-		case <-sub.overflow:
-			return
+		}
+		for _, w := range sub.outputs {
+			if ev, ok := w.poll(s.sess); ok {
+				if !s.writeLine(conn, ev) {
+					return
+				}
+				sent = true
+			}
+		}
+		if !sent && len(sub.outputs) == 0 {
+			// Caught up: sleep until something happens.
+			select {
+			case <-wake:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		tick.Reset(s.opts.EventInterval)
+		select {
+		case <-tick.C:
 		case <-ctx.Done():
 			return
 		}

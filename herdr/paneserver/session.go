@@ -26,11 +26,10 @@ const (
 	envBinPath     = "HERDR_BIN_PATH"
 )
 
-// baselineEnv lists the only variables a pane inherits from the server:
-// fleetd relies on panes getting nothing else but what it passes.
-var baselineEnv = []string{"PATH", "HOME", "LANG"}
-
-const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+// envCodexThread is removed from every pane's environment, as herdr does,
+// so a Codex started in a pane never joins the thread of a Codex that
+// started herdr.
+const envCodexThread = "CODEX_THREAD_ID"
 
 // session is the server's state: workspaces of tabs of panes, each pane a
 // shell on a pty. One mutex guards the layout and every pane's agent state;
@@ -47,7 +46,12 @@ type session struct {
 	active        *workspace
 	lastWorkspace int
 	lastTerminal  uint64
-	closed        bool
+	// changeSeq is herdr's state_change_seq: one counter for the whole
+	// session, advanced by every pane's status change.
+	changeSeq uint64
+	closed    bool
+	// saveTimer is the pending save of the session, if any.
+	saveTimer *time.Timer
 	// changed is closed and replaced on every agent change, waking waiters.
 	changed chan struct{}
 }
@@ -91,10 +95,12 @@ func newSession(opts *Options, h *hub) *session {
 	}
 }
 
-// notifyLocked wakes everything waiting for an agent change.
+// notifyLocked wakes everything waiting for a change, and saves the
+// session a while later.
 func (s *session) notifyLocked() {
 	close(s.changed)
 	s.changed = make(chan struct{})
+	s.scheduleSaveLocked()
 }
 
 func (s *session) createWorkspace(p herdr.WorkspaceCreateParams) (*herdr.WorkspaceCreated, *herdr.Error) {
@@ -110,7 +116,7 @@ func (s *session) createWorkspace(p herdr.WorkspaceCreateParams) (*herdr.Workspa
 	}
 	s.lastWorkspace++
 	ws := &workspace{
-		id:    "w" + strconv.Itoa(s.lastWorkspace),
+		id:    "w" + publicNumber(s.lastWorkspace),
 		label: cmp.Or(p.Label, filepath.Base(cwd)),
 		cwd:   cwd,
 	}
@@ -173,14 +179,28 @@ func (s *session) publishTabOpenedLocked(t herdr.TabInfo, p herdr.PaneInfo) {
 func (s *session) addTabLocked(ws *workspace, cwd string, env map[string]string, label string) (*tab, *pane, error) {
 	ws.lastTab++
 	t := &tab{
-		id:    fmt.Sprintf("%s:t%d", ws.id, ws.lastTab),
+		id:    ws.id + ":t" + publicNumber(ws.lastTab),
 		label: cmp.Or(label, strconv.Itoa(len(ws.tabs)+1)),
 		ws:    ws,
 	}
 	ws.lastPane++
+	p, err := s.startPaneLocked(ws, t, ws.id+":p"+publicNumber(ws.lastPane), cwd, env, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	ws.tabs = append(ws.tabs, t)
+	if ws.activeTab == nil {
+		ws.activeTab = t
+	}
+	return t, p, nil
+}
+
+// startPaneLocked starts a pane's shell, showing history first, and adds the
+// pane to t.
+func (s *session) startPaneLocked(ws *workspace, t *tab, id, cwd string, env map[string]string, history string) (*pane, error) {
 	s.lastTerminal++
 	p := &pane{
-		id:         fmt.Sprintf("%s:p%d", ws.id, ws.lastPane),
+		id:         id,
 		terminalID: fmt.Sprintf("term_%x%x", s.started.UnixMicro(), s.lastTerminal),
 		cwd:        cwd,
 		ws:         ws,
@@ -194,29 +214,29 @@ func (s *session) addTabLocked(ws *workspace, cwd string, env map[string]string,
 		cols:       s.opts.Columns,
 		rows:       s.opts.Rows,
 		scrollback: s.opts.ScrollbackLines,
+		history:    historyInput(history),
 	}, func() { s.shellExited(p) })
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	p.sh = sh
-	t.panes = []*pane{p}
-	ws.tabs = append(ws.tabs, t)
-	if ws.activeTab == nil {
-		ws.activeTab = t
-	}
+	t.panes = append(t.panes, p)
 	s.panes[p.id] = p
-	return t, p, nil
+	return p, nil
 }
 
-// paneEnv is the environment of a pane's shell: the baseline, then the
-// caller's env, then herdr's own variables.
+// paneEnv is the environment of a pane's shell, as herdr builds it: the
+// server's own environment, TERM and COLORTERM, then the caller's env, then
+// herdr's own variables, which nothing overrides.
 func (s *session) paneEnv(extra map[string]string, workspaceID, tabID, paneID string) []string {
-	env := map[string]string{"PATH": defaultPath, "TERM": "xterm-256color", "SHELL": s.opts.Shell}
-	for _, name := range baselineEnv {
-		if v, ok := os.LookupEnv(name); ok {
-			env[name] = v
+	env := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
 		}
 	}
+	env["TERM"], env["COLORTERM"] = "xterm-256color", "truecolor"
+	delete(env, envCodexThread)
 	maps.Copy(env, extra)
 	maps.Copy(env, map[string]string{
 		envSocketPath:  s.opts.SocketPath,
@@ -231,6 +251,22 @@ func (s *session) paneEnv(extra map[string]string, workspaceID, tabID, paneID st
 		list = append(list, k+"="+env[k])
 	}
 	return list
+}
+
+// publicDigits are herdr's digits for the numbers in its ids: bijective
+// base 32, so 9 is "9", 10 is "A" and 32 is "0".
+const publicDigits = "123456789ABCDEFGHJKMNPQRSTVWXYZ0"
+
+// publicNumber spells n (at least 1) as herdr spells it in ids.
+func publicNumber(n int) string {
+	var b []byte
+	for n > 0 {
+		n--
+		b = append(b, publicDigits[n%len(publicDigits)])
+		n /= len(publicDigits)
+	}
+	slices.Reverse(b)
+	return string(b)
 }
 
 func validateEnv(env map[string]string) *herdr.Error {
@@ -333,6 +369,15 @@ func (s *session) removeWorkspaceLocked(ws *workspace) {
 // shutdown ends every pane; the session takes no new ones.
 func (s *session) shutdown() {
 	s.mu.Lock()
+	if s.saveTimer != nil {
+		s.saveTimer.Stop()
+		s.saveTimer = nil
+	}
+	if s.opts.SessionFile != "" {
+		if err := writeSession(s.opts.SessionFile, s.savedLocked()); err != nil {
+			s.opts.Logger.Error("Saving the session", "err", err)
+		}
+	}
 	s.closed = true
 	doomed := slices.Collect(maps.Values(s.panes))
 	for _, p := range doomed {
@@ -375,7 +420,8 @@ func (s *session) readPane(id string, source herdr.ReadSource, lines *int) (*her
 	s.mu.Unlock()
 
 	snap := term.read(source, lines)
-	read.Text, read.Revision, read.Truncated = snap.text, snap.revision, snap.truncated
+	// herdr's pane.read always answers revision 0.
+	read.Text, read.Truncated = snap.text, snap.truncated
 	return &read, nil
 }
 
@@ -488,6 +534,7 @@ func (s *session) paneInfoLocked(p *pane) herdr.PaneInfo {
 		Cwd:          optional(p.currentCwd()),
 		Title:        optional(p.sh.term.currentTitle()),
 	}
+	info.TerminalTitle = info.Title
 	return info
 }
 

@@ -27,6 +27,8 @@ type shellSpec struct {
 	env        []string
 	cols, rows int
 	scrollback int
+	// history is shown before the shell's own output.
+	history []byte
 }
 
 // shell is a pane's process tree: a shell on a pty, leading a session of its
@@ -60,6 +62,9 @@ func startShell(spec shellSpec, onExit func()) (*shell, error) {
 		ptmx:   ptmx,
 		term:   newTerminal(spec.cols, spec.rows, spec.scrollback),
 		exited: make(chan struct{}),
+	}
+	if len(spec.history) > 0 {
+		sh.term.feed(spec.history)
 	}
 	sh.pumps.Add(2)
 	go sh.pumpOutput()
@@ -116,15 +121,32 @@ func (sh *shell) write(input string) error {
 	return nil
 }
 
-// atPrompt reports whether the shell itself is the foreground process group,
-// i.e. no command runs in the foreground. Interactive shells run each job in
-// a group of its own, so a running command shows as another group.
-func (sh *shell) atPrompt() (bool, error) {
+// idleShell reports whether the pane's shell waits at its prompt: it is the
+// foreground process group and still a shell (not a program it exec'd).
+func (sh *shell) idleShell() (bool, error) {
 	pgid, err := foregroundProcessGroup(sh.ptmx)
 	if err != nil {
 		return false, fmt.Errorf("reading foreground process group: %w", err)
 	}
-	return pgid == sh.pid, nil
+	return pgid == sh.pid && knownShells[processComm(sh.pid)], nil
+}
+
+// foreground samples the pane's foreground process group and the command
+// name of its leader. When either differs from the last sample, it also
+// says which known agent the leader is ("" for none).
+func (sh *shell) foreground(lastPgid int, lastComm string) (pgid int, comm, agent string, err error) {
+	pgid, err = foregroundProcessGroup(sh.ptmx)
+	if err != nil {
+		return 0, "", "", fmt.Errorf("reading foreground process group: %w", err)
+	}
+	comm = processComm(pgid)
+	if pgid == lastPgid && comm == lastComm {
+		return pgid, comm, "", nil
+	}
+	if argv, c, env, ok := processIdentity(pgid); ok {
+		agent = identifyProcess(argv, c, env)
+	}
+	return pgid, comm, agent, nil
 }
 
 // cwd returns the shell's working directory.
