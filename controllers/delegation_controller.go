@@ -146,6 +146,7 @@ func memberViewOf(m *fleetv1alpha1.Member) MemberView {
 		TerminalID: m.Status.TerminalID,
 		Status:     m.Status.AgentStatus,
 		Seq:        m.Status.StateChangeSeq,
+		Command:    m.Status.AgentKind == "",
 	}
 	if m.Status.AgentStatusSince != nil {
 		v.Since = m.Status.AgentStatusSince.Time
@@ -220,11 +221,7 @@ func (r *DelegationReconciler) deliver(ctx context.Context, d *fleetv1alpha1.Del
 
 	hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
 	defer cancel()
-	_, err := r.Panes.AgentPrompt(hctx, herdr.AgentPromptParams{Target: m.PaneID, Text: d.Spec.Content})
-	if errors.Is(err, herdr.ErrAgentNotFound) {
-		// A plain command herdr does not know as an agent: type it.
-		err = r.Panes.PaneSendInput(hctx, herdr.PaneSendInputParams{PaneID: m.PaneID, Text: d.Spec.Content, Keys: []string{"enter"}})
-	}
+	err := typeMessage(hctx, r.Panes, m, d.Spec.Content)
 	var refusal *herdr.Error
 	switch {
 	case err == nil:
@@ -241,6 +238,31 @@ func (r *DelegationReconciler) deliver(ctx context.Context, d *fleetv1alpha1.Del
 		// proves it or the confirm window passes.
 		return fmt.Errorf("typing delegation %s into pane %s: %w", d.Name, m.PaneID, err)
 	}
+}
+
+// submitDelay separates typed text from the Enter that submits it, as herdr's
+// agent.prompt does: an agent that reads a burst of input as a paste would
+// take an Enter right behind the text as part of it.
+const submitDelay = 300 * time.Millisecond
+
+// typeMessage types text into the member's pane and submits it: through
+// herdr's agent.prompt, or, for a plain command herdr does not know as an
+// agent (it answers agent_not_ready or agent_not_found), as input followed
+// by Enter after the submit delay.
+func typeMessage(ctx context.Context, panes Panes, m MemberView, text string) error {
+	_, err := panes.AgentPrompt(ctx, herdr.AgentPromptParams{Target: m.PaneID, Text: text})
+	if !m.Command || !(errors.Is(err, herdr.ErrAgentNotReady) || errors.Is(err, herdr.ErrAgentNotFound)) {
+		return err
+	}
+	if err := panes.PaneSendInput(ctx, herdr.PaneSendInputParams{PaneID: m.PaneID, Text: text}); err != nil {
+		return err
+	}
+	select {
+	case <-time.After(submitDelay):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return panes.PaneSendInput(ctx, herdr.PaneSendInputParams{PaneID: m.PaneID, Keys: []string{"enter"}})
 }
 
 // acknowledgeOriginal records on the Delegation a carrier answers that its

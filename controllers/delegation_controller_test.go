@@ -205,7 +205,7 @@ func TestRefusedDeliveryFailsAndTheQueueMovesOn(t *testing.T) {
 	run.stop()
 	m, _ := getMember(t, ns, "w1")
 	hc := h.client()
-	if _, err := hc.AgentPrompt(context.Background(), herdr.AgentPromptParams{Target: m.Status.PaneID, Text: "dialog: hold on"}); err != nil {
+	if err := typeInto(hc, m.Status.PaneID, "dialog: hold on"); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the agent blocked in herdr", func() (bool, string) {

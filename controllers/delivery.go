@@ -47,6 +47,9 @@ type MemberView struct {
 	Since  time.Time
 	// Seq is herdr's state_change_seq for the agent.
 	Seq int64
+	// Command is true for a member that runs a plain command, not an agent
+	// herdr knows: herdr's agent.prompt refuses it, so it is typed.
+	Command bool
 }
 
 // canTakeInput says whether typing now would reach an idle prompt.

@@ -128,6 +128,7 @@ func (r *MemberReconciler) reconcileNormal(ctx context.Context, s *memberScope) 
 		}
 		return ctrl.Result{}, err
 	}
+	m.Status.AgentKind = worker.Agent
 	token, err := r.ensureToken(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -208,6 +209,11 @@ func (r *MemberReconciler) reconcilePane(ctx, hctx context.Context, s *memberSco
 		s.condition(fleetv1alpha1.ConditionAgentReady, metav1.ConditionTrue, fleetv1alpha1.ReasonReady, fmt.Sprintf("the agent is %s", m.Status.AgentStatus))
 	} else {
 		s.condition(fleetv1alpha1.ConditionAgentReady, metav1.ConditionFalse, fleetv1alpha1.ReasonAgentStarting, "the agent was started and has not reported yet")
+		if obs.Agent != nil && obs.Agent.LaunchPending {
+			// herdr says nothing when a launch becomes ready: look again
+			// soon, as herdr's own CLI polls agent.get.
+			return ctrl.Result{RequeueAfter: launchPoll}, nil
+		}
 		if !startedAt.IsZero() {
 			return ctrl.Result{RequeueAfter: agentStartTimeout - s.now.Sub(startedAt) + time.Second}, nil
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -83,7 +84,7 @@ func TestMemberBecomesReadyAndMirrorsAgentStatus(t *testing.T) {
 
 	// Drive the agent through every state and watch the Member follow.
 	hc := h.client()
-	if _, err := hc.AgentPrompt(context.Background(), herdr.AgentPromptParams{Target: m.Status.PaneID, Text: "dialog: approve?"}); err != nil {
+	if err := typeInto(hc, m.Status.PaneID, "dialog: approve?"); err != nil {
 		t.Fatalf("prompting: %v", err)
 	}
 	waitAgentStatus(t, ns, "w1", fleetv1alpha1.AgentBlocked)
@@ -91,7 +92,7 @@ func TestMemberBecomesReadyAndMirrorsAgentStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitAgentStatus(t, ns, "w1", fleetv1alpha1.AgentIdle)
-	if _, err := hc.AgentPrompt(context.Background(), herdr.AgentPromptParams{Target: m.Status.PaneID, Text: "sleep: 3"}); err != nil {
+	if err := typeInto(hc, m.Status.PaneID, "sleep: 3"); err != nil {
 		t.Fatalf("prompting: %v", err)
 	}
 	waitAgentStatus(t, ns, "w1", fleetv1alpha1.AgentWorking)
@@ -133,10 +134,16 @@ func waitAgentStatus(t testing.TB, ns, name string, want fleetv1alpha1.AgentStat
 	return m
 }
 
-func TestPaneEnvironmentCarriesOnlyWhatTheSpecSays(t *testing.T) {
+// TestPaneEnvironment checks what a pane gets: its spec's env and
+// fleetd's variables on top of herdr's own environment, which panes inherit
+// as herdr's do. herdr's environment may hold an API key and endpoint; a
+// worker billed by subscription must never see them, so fleetd empties
+// them in its pane.
+func TestPaneEnvironment(t *testing.T) {
 	ns := env.Namespace(t)
+	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-of-herdr-itself")
+	t.Setenv("ANTHROPIC_BASE_URL", "http://gateway.of.herdr")
 	h := startHerdr(t)
-	t.Setenv("FLEETD_CONTROLLER_SECRET", "must-not-leak")
 	startControllers(t, ns, h.socket)
 	// sh prints its environment, then becomes the scripted agent.
 	create(t, testutil.MakeMember("envcheck", ns).Command("/bin/sh", "-c", "env | sort; exec "+scriptedAgent).Env("TEAM_COLOR", "blue").Obj())
@@ -145,13 +152,14 @@ func TestPaneEnvironmentCarriesOnlyWhatTheSpecSays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"TEAM_COLOR=blue", "FLEETD_MEMBER=envcheck", "FLEETD_MCP_URL=http://127.0.0.1:1/mcp", "FLEETD_TOKEN=", "HERDR_PANE_ID="} {
-		if !strings.Contains(read.Text, want) {
-			t.Errorf("pane environment misses %s:\n%s", want, read.Text)
+	lines := strings.Split(read.Text, "\n")
+	for _, want := range []string{"TEAM_COLOR=blue", "FLEETD_MEMBER=envcheck", "FLEETD_MCP_URL=http://127.0.0.1:1/mcp", "ANTHROPIC_API_KEY=", "ANTHROPIC_BASE_URL="} {
+		if !slices.Contains(lines, want) {
+			t.Errorf("pane environment has no line %s:\n%s", want, read.Text)
 		}
 	}
-	if strings.Contains(read.Text, "FLEETD_CONTROLLER_SECRET") {
-		t.Errorf("the controller's environment leaked into the pane")
+	if strings.Contains(read.Text, "of-herdr") {
+		t.Errorf("herdr's API key or endpoint reached a worker billed by subscription:\n%s", read.Text)
 	}
 }
 
@@ -162,7 +170,7 @@ func TestKilledAgentIsRecreatedAndCounted(t *testing.T) {
 	create(t, testutil.MakeMember("crashy", ns).Command(scriptedAgent).Obj())
 	first := waitReady(t, ns, "crashy")
 
-	if _, err := h.client().AgentPrompt(context.Background(), herdr.AgentPromptParams{Target: first.Status.PaneID, Text: "crash"}); err != nil {
+	if err := typeInto(h.client(), first.Status.PaneID, "crash"); err != nil {
 		t.Fatal(err)
 	}
 	var m *fleetv1alpha1.Member
@@ -255,7 +263,7 @@ func TestControllerRestartAdoptsPanes(t *testing.T) {
 
 	// Give the new controller a change to make, then check it made none.
 	m, _ := getMember(t, ns, "b1")
-	if _, err := h.client().AgentPrompt(context.Background(), herdr.AgentPromptParams{Target: m.Status.PaneID, Text: "sleep: 0.2"}); err != nil {
+	if err := typeInto(h.client(), m.Status.PaneID, "sleep: 0.2"); err != nil {
 		t.Fatal(err)
 	}
 	waitAgentStatus(t, ns, "b1", fleetv1alpha1.AgentWorking)
@@ -409,7 +417,8 @@ func TestFiftyMembersAllReachReady(t *testing.T) {
 func TestKnownAgentsStartThroughAgentStart(t *testing.T) {
 	dir := t.TempDir()
 	wrapper := filepath.Join(dir, "claude")
-	script := "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"" + dir + "/argv.$HERDR_PANE_ID\"\nexec " + scriptedAgent + "\n"
+	// HERDR_AGENT makes herdr know the scripted agent as claude.
+	script := "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"" + dir + "/argv.$HERDR_PANE_ID\"\nexport HERDR_AGENT=claude\nexec " + scriptedAgent + "\n"
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}

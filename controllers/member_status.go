@@ -20,6 +20,9 @@ const (
 	agentStartTimeout = 2 * time.Minute
 	// cleanupTimeout bounds how long deletion waits for herdr.
 	cleanupTimeout = 30 * time.Second
+	// launchPoll is how often a launching agent is looked at: herdr sends
+	// no event when a launch becomes ready.
+	launchPoll = 500 * time.Millisecond
 )
 
 // restartDelay is how long to wait after the restart-th recreation before
@@ -70,6 +73,7 @@ func judgePane(obs PaneObservation, terminalID string, wasReady bool, startedAt 
 	if obs.Agent != nil && obs.Agent.Agent != nil {
 		return paneKeep, ""
 	}
+
 	if wasReady {
 		return paneLost, "the agent exited and left a bare shell"
 	}

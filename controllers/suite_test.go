@@ -182,3 +182,9 @@ func eventually(t testing.TB, what string, cond func() (bool, string)) {
 	t.Helper()
 	testutil.Eventually(t, 60*time.Second, 50*time.Millisecond, what, cond)
 }
+
+// typeInto types text into the pane of a plain-command member the way the
+// injector does: herdr's agent.prompt refuses agents it does not know.
+func typeInto(panes Panes, paneID, text string) error {
+	return typeMessage(context.Background(), panes, MemberView{PaneID: paneID, Command: true}, text)
+}

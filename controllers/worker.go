@@ -110,6 +110,13 @@ func planLaunch(w Worker, env map[string]string, mcpURL, token, member string) (
 	for k, v := range env {
 		l.Env[k] = v
 	}
+	if w.Billing != fleetv1alpha1.BillingAPI {
+		// herdr's panes inherit herdr's own environment: empty what would
+		// take a subscription worker to an API endpoint or key.
+		for _, name := range credentialEnv {
+			l.Env[name] = ""
+		}
+	}
 	l.Env[EnvMCPURL] = mcpURL
 	l.Env[EnvToken] = token
 	l.Env[EnvMember] = member

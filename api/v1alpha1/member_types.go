@@ -141,6 +141,11 @@ type MemberStatus struct {
 	// +optional
 	TerminalID string `json:"terminalID,omitempty"`
 
+	// agentKind is the herdr agent kind the member runs (claude, codex, ...),
+	// empty for a plain command.
+	// +optional
+	AgentKind AgentKind `json:"agentKind,omitempty"`
+
 	// agentSessionID is the agent's own session id, when it reported one.
 	// +optional
 	AgentSessionID string `json:"agentSessionID,omitempty"`

@@ -46,7 +46,7 @@ func (r *herdrReporter) Report(ctx context.Context, state, message string) error
 	params := herdr.PaneReportAgentParams{
 		PaneID:         r.paneID,
 		Source:         reportSource,
-		Agent:          reportAgent,
+		Agent:          reportLabel(),
 		State:          herdr.AgentState(state),
 		Seq:            &seq,
 		AgentSessionID: &r.sessionID,

@@ -249,6 +249,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.fleetd.fleetd.api.v1alpha1.MemberStatus
   map:
     fields:
+    - name: agentKind
+      type:
+        namedType: com.github.fleetd.fleetd.api.v1alpha1.AgentKind
     - name: agentSessionID
       type:
         scalar: string

@@ -42,6 +42,9 @@ type MemberStatusApplyConfiguration struct {
 	TabID *string `json:"tabID,omitempty"`
 	// terminalID is herdr's id of the pane's terminal.
 	TerminalID *string `json:"terminalID,omitempty"`
+	// agentKind is the herdr agent kind the member runs (claude, codex, ...),
+	// empty for a plain command.
+	AgentKind *apiv1alpha1.AgentKind `json:"agentKind,omitempty"`
 	// agentSessionID is the agent's own session id, when it reported one.
 	AgentSessionID *string `json:"agentSessionID,omitempty"`
 	// agentStatus is the agent's last status as herdr reports it.
@@ -123,6 +126,14 @@ func (b *MemberStatusApplyConfiguration) WithTabID(value string) *MemberStatusAp
 // If called multiple times, the TerminalID field is set to the value of the last call.
 func (b *MemberStatusApplyConfiguration) WithTerminalID(value string) *MemberStatusApplyConfiguration {
 	b.TerminalID = &value
+	return b
+}
+
+// WithAgentKind sets the AgentKind field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the AgentKind field is set to the value of the last call.
+func (b *MemberStatusApplyConfiguration) WithAgentKind(value apiv1alpha1.AgentKind) *MemberStatusApplyConfiguration {
+	b.AgentKind = &value
 	return b
 }
 
