@@ -135,7 +135,8 @@ func identifyProcess(argv []string, comm string, environ []string) string {
 		return label
 	}
 	host := strings.ToLower(prog)
-	if !scriptHosts[host] && !scriptHosts[strings.ToLower(comm)] {
+	if len(argv) < 2 || !scriptHosts[host] && !scriptHosts[strings.ToLower(comm)] {
+		// An exiting process has no argv left to read.
 		return ""
 	}
 	for _, arg := range argv[1:] {

@@ -279,11 +279,22 @@ func (s *Server) sample() {
 	for {
 		select {
 		case now := <-t.C:
-			s.sess.sampleAgents(now)
+			s.sampleOnce(now)
 		case <-s.ctx.Done():
 			return
 		}
 	}
+}
+
+// sampleOnce samples every pane. A bug in it must not take every pane down
+// with the server: it is logged, and the next tick tries again.
+func (s *Server) sampleOnce(now time.Time) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("Sampling panes panicked", "panic", r)
+		}
+	}()
+	s.sess.sampleAgents(now)
 }
 
 // serveConn answers the one request of a connection.
