@@ -1,11 +1,14 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	"github.com/fleetd/fleetd/agents"
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/herdr"
 )
@@ -42,14 +46,23 @@ const herdrTimeout = 10 * time.Second
 // MemberReconciler keeps each Member's agent running in a herdr pane and
 // mirrors its status.
 type MemberReconciler struct {
-	Client   client.Client
-	Reader   client.Reader // uncached, for env Secrets the cache does not hold
-	Panes    Panes
-	Events   *PaneEvents
+	Client client.Client
+	Reader client.Reader // uncached, for env Secrets the cache does not hold
+	Panes  Panes
+	Events *PaneEvents
+	// Screens reads the screens of agents fleetd has screen rules for; nil
+	// reads none.
+	Screens  *ScreenWatch
 	Recorder recorder.EventRecorder
 	Clock    clock.PassiveClock
 	// MCPURL is the gateway's MCP endpoint as panes reach it.
 	MCPURL string
+	// AgentDir is the directory under which each Member of a known agent
+	// gets its own: the agent's configuration and its hooks' record. herdr's
+	// panes must reach it at the same path.
+	AgentDir string
+	// HookCommand runs `fleetd hook` where the panes run.
+	HookCommand []string
 	// MaxConcurrentReconciles bounds parallel reconciles (default 4).
 	MaxConcurrentReconciles int
 }
@@ -133,7 +146,8 @@ func (r *MemberReconciler) reconcileNormal(ctx context.Context, s *memberScope) 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	launch, err := planLaunch(worker, env, r.MCPURL, token, m.Name)
+	home := r.home(m)
+	launch, err := planLaunch(worker, env, r.MCPURL, token, m.Name, home)
 	if err != nil {
 		var boundary *boundaryError
 		if !errors.As(err, &boundary) {
@@ -203,11 +217,19 @@ func (r *MemberReconciler) reconcilePane(ctx, hctx context.Context, s *memberSco
 	if pane := meta.FindStatusCondition(m.Status.Conditions, fleetv1alpha1.ConditionPaneReady); pane == nil || pane.Status != metav1.ConditionTrue {
 		s.condition(fleetv1alpha1.ConditionPaneReady, metav1.ConditionTrue, fleetv1alpha1.ReasonReady, "pane "+m.Status.PaneID+" in workspace "+m.Status.WorkspaceID)
 	}
-	r.Events.Track(client.ObjectKeyFromObject(m), m.Status.PaneID)
+	key := client.ObjectKeyFromObject(m)
+	r.Events.Track(key, m.Status.PaneID)
+	r.Screens.Watch(key, m.Status.PaneID, m.Status.AgentKind)
 	observeAgent(&m.Status, obs.Agent, s.now)
-	if agentIsReady(obs.Agent) {
+	r.observeHooks(ctx, s, obs.Agent)
+	switch {
+	case agentIsReady(obs.Agent):
 		s.condition(fleetv1alpha1.ConditionAgentReady, metav1.ConditionTrue, fleetv1alpha1.ReasonReady, fmt.Sprintf("the agent is %s", m.Status.AgentStatus))
-	} else {
+	case obs.Agent != nil && obs.Agent.LaunchPending && m.Status.AgentStatus == fleetv1alpha1.AgentBlocked:
+		s.condition(fleetv1alpha1.ConditionAgentReady, metav1.ConditionFalse, fleetv1alpha1.ReasonBlockedAtStart,
+			"the agent shows a dialog before it was ever ready, and waits for someone to answer it: "+cmp.Or(m.Status.AgentMessage, "(no text)"))
+		return ctrl.Result{RequeueAfter: launchPoll}, nil
+	default:
 		s.condition(fleetv1alpha1.ConditionAgentReady, metav1.ConditionFalse, fleetv1alpha1.ReasonAgentStarting, "the agent was started and has not reported yet")
 		if obs.Agent != nil && obs.Agent.LaunchPending {
 			// herdr says nothing when a launch becomes ready: look again
@@ -221,6 +243,42 @@ func (r *MemberReconciler) reconcilePane(ctx, hctx context.Context, s *memberSco
 	return ctrl.Result{}, nil
 }
 
+// observeHooks records what the agent's hooks told fleetd, for agents
+// fleetd hooks: the agent's own session id (herdr keeps those only from its
+// own integrations), whether herdr takes fleetd's reports, and what a
+// blocked agent waits for.
+func (r *MemberReconciler) observeHooks(ctx context.Context, s *memberScope, a *herdr.AgentInfo) {
+	m := s.member
+	key := client.ObjectKeyFromObject(m)
+	var hookMessage string
+	if agents.Hooked(m.Status.AgentKind) {
+		st, ok, err := agents.ReadHookStatus(r.home(m).Dir)
+		switch {
+		case err != nil:
+			log.FromContext(ctx).Info("Reading the agent's hook record", "member", klog.KObj(m), "error", err.Error())
+		case ok:
+			if st.SessionID != "" {
+				m.Status.AgentSessionID = st.SessionID
+			}
+			hookMessage = st.Message
+		}
+		switch {
+		case a != nil && a.AgentSession != nil && a.AgentSession.Source != agents.ReportSource:
+			s.condition(fleetv1alpha1.ConditionAgentHooks, metav1.ConditionFalse, fleetv1alpha1.ReasonOtherStatusSource,
+				fmt.Sprintf("herdr's status for this pane belongs to %s (session %s) and drops fleetd's reports; the status shown is that source's", a.AgentSession.Source, a.AgentSession.Value))
+		case ok:
+			s.condition(fleetv1alpha1.ConditionAgentHooks, metav1.ConditionTrue, fleetv1alpha1.ReasonHooksReporting,
+				fmt.Sprintf("the agent's hooks report its status to herdr as %s; last: %s", agents.ReportSource, st.Event))
+		default:
+			s.condition(fleetv1alpha1.ConditionAgentHooks, metav1.ConditionUnknown, fleetv1alpha1.ReasonAwaitingHooks, "no hook of the agent has run yet")
+		}
+	}
+	m.Status.AgentMessage = ""
+	if m.Status.AgentStatus == fleetv1alpha1.AgentBlocked {
+		m.Status.AgentMessage = cmp.Or(r.Screens.Dialog(key), hookMessage)
+	}
+}
+
 // isFresh says whether the cached Member is the latest. Creating or
 // replacing a pane on a stale view (the cache lags this controller's own
 // status writes) would start a duplicate, so those paths check first.
@@ -230,6 +288,17 @@ func (r *MemberReconciler) isFresh(ctx context.Context, m *fleetv1alpha1.Member)
 		return false, client.IgnoreNotFound(err)
 	}
 	return latest.ResourceVersion == m.ResourceVersion, nil
+}
+
+// home is where a Member's known agent keeps what fleetd seeds for it: one
+// directory per Member incarnation, so a new Member of the same name starts
+// afresh.
+func (r *MemberReconciler) home(m *fleetv1alpha1.Member) agentHome {
+	uid := string(m.UID)
+	if len(uid) > 8 {
+		uid = uid[:8]
+	}
+	return agentHome{Dir: filepath.Join(r.AgentDir, m.Namespace, m.Name+"-"+uid), HookCommand: r.HookCommand}
 }
 
 // missingError is a dependency of the spec that does not exist (yet).
@@ -378,6 +447,11 @@ func (r *MemberReconciler) clearPane(m *fleetv1alpha1.Member) {
 // createPane opens a workspace for the Member and starts its agent.
 func (r *MemberReconciler) createPane(ctx context.Context, s *memberScope, l Launch) (ctrl.Result, error) {
 	m := s.member
+	if l.AgentKind != "" {
+		if err := agents.Install(l.Files, l.WorkingDir); err != nil {
+			return ctrl.Result{}, fmt.Errorf("writing the agent's configuration: %w", err)
+		}
+	}
 	ws, err := r.Panes.WorkspaceCreate(ctx, herdr.WorkspaceCreateParams{Cwd: l.WorkingDir, Env: l.Env, Label: workspaceLabel(m)})
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("creating a workspace: %w", err)
@@ -497,6 +571,7 @@ func (r *MemberReconciler) reconcileDelete(ctx context.Context, m *fleetv1alpha1
 	}
 	key := client.ObjectKeyFromObject(m)
 	r.Events.Forget(key)
+	r.Screens.Forget(key)
 	if m.Status.WorkspaceID != "" {
 		hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
 		err := r.closeWorkspaces(hctx, m)
@@ -509,6 +584,11 @@ func (r *MemberReconciler) reconcileDelete(ctx context.Context, m *fleetv1alpha1
 			}
 			r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, fleetv1alpha1.ReasonCleanupTimedOut, "Delete",
 				"Gave up closing workspace %s after %s: %v", m.Status.WorkspaceID, cleanupTimeout, err)
+		}
+	}
+	if r.AgentDir != "" {
+		if err := os.RemoveAll(r.home(m).Dir); err != nil {
+			log.FromContext(ctx).Info("Removing the agent's directory", "member", klog.KObj(m), "error", err.Error())
 		}
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: TokenSecretName(m.Name)}}
@@ -550,7 +630,7 @@ func (r *MemberReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.MaxConcurrentReconciles == 0 {
 		r.MaxConcurrentReconciles = 4
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		// Status writes (this controller's and the injector's queue fields)
 		// are not a reason to look at herdr again.
 		For(&fleetv1alpha1.Member{}, builder.WithPredicates(predicate.Or(
@@ -561,7 +641,11 @@ func (r *MemberReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		))).
 		Owns(&corev1.Secret{}).
 		Watches(&fleetv1alpha1.Profile{}, handler.EnqueueRequestsFromMapFunc(r.membersOfProfile)).
-		WatchesRawSource(r.Events.Source()).
+		WatchesRawSource(r.Events.Source())
+	if r.Screens != nil {
+		b = b.WatchesRawSource(r.Screens.Source())
+	}
+	return b.
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Named("member").
 		Complete(r)

@@ -3,9 +3,14 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"time"
 
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/fleetd/fleetd/herdr/detect"
 )
 
 // Config wires fleetd's controllers to herdr and the gateway.
@@ -21,6 +26,30 @@ type Config struct {
 	MemberConcurrency, QueueConcurrency int
 	// Clock is the real clock unless set.
 	Clock clock.PassiveClock
+	// AgentDir is where each Member of a known agent gets a directory of its
+	// own (DefaultAgentDir if empty); herdr's panes must reach it at the
+	// same path.
+	AgentDir string
+	// HookCommand runs `fleetd hook` where herdr's panes run.
+	HookCommand []string
+	// ScreenManifests is a directory of screen manifests (<agent>.toml) that
+	// replace fleetd's built-in ones; empty uses the built-ins.
+	ScreenManifests string
+	// ScreenInterval is how often agents' screens are read
+	// (DefaultScreenInterval if zero).
+	ScreenInterval time.Duration
+}
+
+// DefaultAgentDir is where agents' directories go when none is configured:
+// $XDG_STATE_HOME/fleetd/agents, else ~/.local/state/fleetd/agents.
+func DefaultAgentDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "fleetd", "agents")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "fleetd", "agents")
+	}
+	return filepath.Join(os.TempDir(), "fleetd", "agents")
 }
 
 // SetupWithManager adds the herdr event source and the Member, Delegation and
@@ -29,15 +58,33 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	if cfg.AgentDir == "" {
+		cfg.AgentDir = DefaultAgentDir()
+	}
+	agentDir, err := filepath.Abs(cfg.AgentDir)
+	if err != nil {
+		return fmt.Errorf("resolving the agent directory: %w", err)
+	}
 	events := NewPaneEvents(cfg.Panes)
 	if err := mgr.Add(events); err != nil {
 		return fmt.Errorf("adding herdr's event source: %w", err)
+	}
+	detectors, err := detect.Load(cfg.ScreenManifests)
+	if err != nil {
+		return err
+	}
+	screens := NewScreenWatch(cfg.Panes, detectors, cfg.ScreenInterval, cfg.Clock)
+	if err := mgr.Add(screens); err != nil {
+		return fmt.Errorf("adding the screen watch: %w", err)
 	}
 	members := &MemberReconciler{
 		Client:                  mgr.GetClient(),
 		Reader:                  mgr.GetAPIReader(),
 		Panes:                   cfg.Panes,
 		Events:                  events,
+		Screens:                 screens,
+		AgentDir:                agentDir,
+		HookCommand:             cfg.HookCommand,
 		Recorder:                mgr.GetEventRecorder("fleetd-member"),
 		Clock:                   cfg.Clock,
 		MCPURL:                  cfg.MCPURL,

@@ -3,18 +3,20 @@ package controllers
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
+	"maps"
+	"path/filepath"
 	"strings"
 
+	"github.com/fleetd/fleetd/agents"
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 )
 
 // Environment variables fleetd sets in every member's pane.
 const (
-	EnvMCPURL = "FLEETD_MCP_URL"
-	EnvToken  = "FLEETD_TOKEN"
-	EnvMember = "FLEETD_MEMBER"
+	EnvMCPURL = agents.EnvMCPURL
+	EnvToken  = agents.EnvToken
+	EnvMember = agents.EnvMember
 )
 
 // credentialEnv are variables that carry API billing or credentials. They
@@ -31,6 +33,10 @@ type Worker struct {
 	Model      string
 	Effort     fleetv1alpha1.Effort
 	Billing    fleetv1alpha1.Billing
+	// PermissionMode and AllowedTools tune how the agent asks before it
+	// runs tools.
+	PermissionMode string
+	AllowedTools   []string
 }
 
 // resolveWorker merges a Member's spec with its Profile (nil for an inline
@@ -51,14 +57,16 @@ func resolveWorker(m *fleetv1alpha1.Member, p *fleetv1alpha1.Profile) Worker {
 		billing = fleetv1alpha1.BillingSubscription
 	}
 	return Worker{
-		Agent:      p.Spec.Agent,
-		Command:    p.Spec.Command,
-		Args:       append(append([]string(nil), p.Spec.Args...), m.Spec.Args...),
-		Env:        p.Spec.Env,
-		WorkingDir: p.Spec.WorkingDir,
-		Model:      p.Spec.Model,
-		Effort:     p.Spec.Effort,
-		Billing:    billing,
+		Agent:          p.Spec.Agent,
+		Command:        p.Spec.Command,
+		Args:           append(append([]string(nil), p.Spec.Args...), m.Spec.Args...),
+		Env:            p.Spec.Env,
+		WorkingDir:     p.Spec.WorkingDir,
+		Model:          p.Spec.Model,
+		Effort:         p.Spec.Effort,
+		Billing:        billing,
+		PermissionMode: p.Spec.PermissionMode,
+		AllowedTools:   p.Spec.AllowedTools,
 	}
 }
 
@@ -73,6 +81,17 @@ type Launch struct {
 	AgentArgs []string
 	// CommandLine is typed into the shell for a plain command.
 	CommandLine string
+	// Files are written before the agent starts: its own configuration.
+	Files []agents.File
+}
+
+// agentHome is where a known agent keeps what fleetd seeds for it: one
+// directory per Member incarnation, under the state directory fleetd owns.
+type agentHome struct {
+	// Dir is the member's agent directory.
+	Dir string
+	// HookCommand runs `fleetd hook`.
+	HookCommand []string
 }
 
 // agentNameHashLen is how many hex digits of a hash agentName appends.
@@ -101,14 +120,35 @@ func (e *boundaryError) Error() string { return e.reason }
 // planLaunch decides the pane's environment and the command that starts the
 // agent. env holds the resolved values of w.Env. It refuses (with a
 // *boundaryError) any launch that would carry API billing or credentials from
-// anywhere but a Profile billed through an API.
-func planLaunch(w Worker, env map[string]string, mcpURL, token, member string) (Launch, error) {
+// anywhere but a Profile billed through an API. A known agent runs unattended
+// from its own directory in home: a working directory of its own unless the
+// spec names one, and the configuration package agents decides.
+func planLaunch(w Worker, env map[string]string, mcpURL, token, member string, home agentHome) (Launch, error) {
 	if err := checkBoundary(w, env); err != nil {
 		return Launch{}, err
 	}
 	l := Launch{Env: map[string]string{}, WorkingDir: w.WorkingDir}
-	for k, v := range env {
-		l.Env[k] = v
+	if w.Agent != "" {
+		if l.WorkingDir == "" {
+			l.WorkingDir = filepath.Join(home.Dir, "work")
+		}
+		cfg, err := agents.Configure(agents.Spec{
+			Kind: w.Agent, Dir: home.Dir, WorkingDir: l.WorkingDir, Env: env,
+			Model: w.Model, Effort: w.Effort, PermissionMode: w.PermissionMode, AllowedTools: w.AllowedTools,
+			Args: w.Args, MCPURL: mcpURL, HookCommand: home.HookCommand,
+		})
+		if err != nil {
+			return Launch{}, err
+		}
+		maps.Copy(l.Env, cfg.DefaultEnv)
+		maps.Copy(l.Env, env)
+		maps.Copy(l.Env, cfg.Env)
+		l.AgentKind, l.AgentArgs, l.Files = string(w.Agent), cfg.Args, cfg.Files
+	} else {
+		// exec replaces the shell, so the pane's process ends when the
+		// agent does and herdr reports the exit.
+		l.CommandLine = "exec " + agents.ShellJoin(w.Command)
+		maps.Copy(l.Env, env)
 	}
 	if w.Billing != fleetv1alpha1.BillingAPI {
 		// herdr's panes inherit herdr's own environment: empty what would
@@ -120,14 +160,6 @@ func planLaunch(w Worker, env map[string]string, mcpURL, token, member string) (
 	l.Env[EnvMCPURL] = mcpURL
 	l.Env[EnvToken] = token
 	l.Env[EnvMember] = member
-	if w.Agent != "" {
-		l.AgentKind = string(w.Agent)
-		l.AgentArgs = agentArgs(w, mcpURL)
-		return l, nil
-	}
-	// exec replaces the shell, so the pane's process ends when the agent
-	// does and herdr reports the exit.
-	l.CommandLine = "exec " + shellJoin(w.Command)
 	return l, nil
 }
 
@@ -151,66 +183,4 @@ func checkBoundary(w Worker, env map[string]string) error {
 		}
 	}
 	return nil
-}
-
-// agentArgs adds the model, effort and the agent's MCP configuration pointing
-// at the gateway. The token stays in the environment: the configuration names
-// the variable, so it never shows on the command line.
-func agentArgs(w Worker, mcpURL string) []string {
-	var args []string
-	switch w.Agent {
-	case fleetv1alpha1.AgentClaude:
-		if w.Model != "" {
-			args = append(args, "--model", w.Model)
-		}
-		args = append(args, "--mcp-config", claudeMCPConfig(mcpURL))
-	case fleetv1alpha1.AgentCodex:
-		if w.Model != "" {
-			args = append(args, "--model", w.Model)
-		}
-		if w.Effort != "" {
-			args = append(args, "-c", fmt.Sprintf("model_reasoning_effort=%q", string(w.Effort)))
-		}
-		args = append(args, codexMCPConfig(mcpURL)...)
-	}
-	return append(args, w.Args...)
-}
-
-// claudeMCPConfig is Claude Code's --mcp-config: an http server whose
-// Authorization header Claude Code expands from the pane's environment.
-func claudeMCPConfig(mcpURL string) string {
-	cfg := map[string]any{"mcpServers": map[string]any{"fleetd": map[string]any{
-		"type":    "http",
-		"url":     mcpURL,
-		"headers": map[string]string{"Authorization": "Bearer ${" + EnvToken + "}"},
-	}}}
-	b, _ := json.Marshal(cfg)
-	return string(b)
-}
-
-// codexMCPConfig configures Codex's streamable HTTP MCP client; Codex reads
-// the bearer token from the named environment variable.
-func codexMCPConfig(mcpURL string) []string {
-	return []string{
-		"-c", fmt.Sprintf("mcp_servers.fleetd.url=%q", mcpURL),
-		"-c", `mcp_servers.fleetd.bearer_token_env_var="` + EnvToken + `"`,
-	}
-}
-
-// shellJoin quotes words for a POSIX shell.
-func shellJoin(words []string) string {
-	quoted := make([]string, len(words))
-	for i, w := range words {
-		quoted[i] = shellQuote(w)
-	}
-	return strings.Join(quoted, " ")
-}
-
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -14,6 +14,13 @@ import (
 
 func TestPlanLaunch(t *testing.T) {
 	const url, token = "http://gw:8080/mcp", "secret-token"
+	home := agentHome{Dir: "/state/agents/ns/w1-1234abcd", HookCommand: []string{"/bin/fleetd", "hook"}}
+	claudeArgs := func(extra ...string) []string {
+		return append([]string{
+			"--settings", home.Dir + "/claude-settings.json", "--permission-mode", "dontAsk",
+			"--mcp-config", `{"mcpServers":{"fleetd":{"headers":{"Authorization":"Bearer ${FLEETD_TOKEN}"},"type":"http","url":"http://gw:8080/mcp"}}}`,
+		}, extra...)
+	}
 	cases := map[string]struct {
 		worker       Worker
 		env          map[string]string
@@ -29,7 +36,7 @@ func TestPlanLaunch(t *testing.T) {
 		"claude gets model and an MCP config naming the token variable": {
 			worker:   Worker{Agent: fleetv1alpha1.AgentClaude, Model: "sonnet", Args: []string{"--verbose"}, Billing: fleetv1alpha1.BillingSubscription},
 			wantKind: "claude",
-			wantArgs: []string{"--model", "sonnet", "--mcp-config", `{"mcpServers":{"fleetd":{"headers":{"Authorization":"Bearer ${FLEETD_TOKEN}"},"type":"http","url":"http://gw:8080/mcp"}}}`, "--verbose"},
+			wantArgs: append([]string{"--model", "sonnet"}, claudeArgs("--verbose")...),
 		},
 		"codex reads the bearer token from the environment": {
 			worker:   Worker{Agent: fleetv1alpha1.AgentCodex, Effort: "high", Billing: fleetv1alpha1.BillingSubscription},
@@ -40,7 +47,7 @@ func TestPlanLaunch(t *testing.T) {
 			worker:   Worker{Agent: fleetv1alpha1.AgentClaude, Billing: fleetv1alpha1.BillingAPI},
 			env:      map[string]string{"ANTHROPIC_BASE_URL": "http://llm:4000"},
 			wantKind: "claude",
-			wantArgs: []string{"--mcp-config", `{"mcpServers":{"fleetd":{"headers":{"Authorization":"Bearer ${FLEETD_TOKEN}"},"type":"http","url":"http://gw:8080/mcp"}}}`},
+			wantArgs: claudeArgs(),
 		},
 		"api billing without an endpoint": {
 			worker:       Worker{Agent: fleetv1alpha1.AgentClaude, Billing: fleetv1alpha1.BillingAPI},
@@ -64,7 +71,7 @@ func TestPlanLaunch(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			l, err := planLaunch(tc.worker, tc.env, url, token, "w1")
+			l, err := planLaunch(tc.worker, tc.env, url, token, "w1", home)
 			var boundary *boundaryError
 			if tc.wantBoundary {
 				if !errors.As(err, &boundary) {
@@ -86,6 +93,16 @@ func TestPlanLaunch(t *testing.T) {
 			}
 			if strings.Contains(strings.Join(l.AgentArgs, " ")+l.CommandLine, token) {
 				t.Errorf("the token is on the command line")
+			}
+			if tc.worker.Billing != fleetv1alpha1.BillingAPI {
+				for _, name := range credentialEnv {
+					if v, ok := l.Env[name]; !ok || v != "" {
+						t.Errorf("a subscription worker's %s is %q, %v; want it set empty over herdr's environment", name, v, ok)
+					}
+				}
+			}
+			if tc.wantKind != "" && l.WorkingDir != home.Dir+"/work" {
+				t.Errorf("working dir %q, want one of the member's own", l.WorkingDir)
 			}
 		})
 	}

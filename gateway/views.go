@@ -20,6 +20,7 @@ type MemberView struct {
 	AgentStatus string `json:"agentStatus,omitempty" jsonschema:"idle, working, blocked (a dialog is on screen), done or unknown"`
 	// AgentStatusSince is when agentStatus last changed (RFC 3339).
 	AgentStatusSince string `json:"agentStatusSince,omitempty"`
+	Waiting          string `json:"waiting,omitempty" jsonschema:"for a blocked member: the dialog on its screen, or what its agent said it waits for; someone must answer it in the pane"`
 	// paneId: herdr's id of the member's pane.
 	PaneID string `json:"paneId,omitempty" jsonschema:"herdr's id of the member's pane"`
 	// terminalId: herdr's id of the pane's terminal.
@@ -54,6 +55,7 @@ func memberView(m *fleetv1alpha1.Member, caller *Principal) MemberView {
 		Phase:            string(s.Phase),
 		AgentStatus:      string(s.AgentStatus),
 		AgentStatusSince: timeString(s.AgentStatusSince),
+		Waiting:          s.AgentMessage,
 		PaneID:           s.PaneID,
 		TerminalID:       s.TerminalID,
 		WorkspaceID:      s.WorkspaceID,

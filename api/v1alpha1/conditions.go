@@ -9,6 +9,10 @@ const (
 	ConditionPaneReady = "PaneReady"
 	// ConditionAgentReady says the Member's agent was started and reports a status.
 	ConditionAgentReady = "AgentReady"
+	// ConditionAgentHooks says whether fleetd's hooks decide the agent's
+	// status in herdr: False when another source owns the pane (herdr then
+	// drops fleetd's reports).
+	ConditionAgentHooks = "AgentHooks"
 	// ConditionHerdrReachable says the controller can talk to herdr.
 	ConditionHerdrReachable = "HerdrReachable"
 	// ConditionDelivered says whether a Delegation was typed into its pane.
@@ -41,6 +45,16 @@ const (
 	ReasonBackoff = "Backoff"
 	// ReasonAgentStarting: the agent was started and has not reported yet.
 	ReasonAgentStarting = "AgentStarting"
+	// ReasonBlockedAtStart: the agent shows a dialog before it was ever
+	// ready; the message holds the dialog's text.
+	ReasonBlockedAtStart = "BlockedAtStart"
+	// ReasonHooksReporting: fleetd's hooks report the agent's status.
+	ReasonHooksReporting = "HooksReporting"
+	// ReasonAwaitingHooks: no hook of the agent has run yet.
+	ReasonAwaitingHooks = "AwaitingHooks"
+	// ReasonOtherStatusSource: another source owns the pane's status in
+	// herdr, which drops fleetd's reports.
+	ReasonOtherStatusSource = "OtherStatusSource"
 	// ReasonAgentStartFailed: herdr refused to start the agent.
 	ReasonAgentStartFailed = "AgentStartFailed"
 	// ReasonHerdrUnreachable: the herdr socket does not answer.

@@ -118,7 +118,8 @@ type MemberStatus struct {
 	// +optional
 	Phase MemberPhase `json:"phase,omitempty"`
 
-	// conditions: Ready (rollup), PaneReady, AgentReady, HerdrReachable.
+	// conditions: Ready (rollup), PaneReady, AgentReady, HerdrReachable,
+	// and for agents fleetd hooks (Claude Code) AgentHooks.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -153,6 +154,12 @@ type MemberStatus struct {
 	// agentStatus is the agent's last status as herdr reports it.
 	// +optional
 	AgentStatus AgentStatus `json:"agentStatus,omitempty"`
+
+	// agentMessage is what a blocked agent waits for: the dialog on its
+	// screen, or what its hook said. Empty while it is not blocked.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	AgentMessage string `json:"agentMessage,omitempty"`
 
 	// agentStatusSince is when agentStatus last changed.
 	// +optional

@@ -22,6 +22,8 @@ const (
 type Effort string
 
 // ProfileSpec is a named way to run a worker.
+// +kubebuilder:validation:XValidation:rule="!has(self.permissionMode) || (has(self.agent) && self.agent == 'claude')",message="permissionMode applies to agent: claude"
+// +kubebuilder:validation:XValidation:rule="!has(self.allowedTools) || (has(self.agent) && self.agent == 'claude')",message="allowedTools applies to agent: claude"
 // +kubebuilder:validation:XValidation:rule="self.billing != 'api' || (has(self.env) && self.env.exists(e, e.name == 'ANTHROPIC_BASE_URL'))",message="billing: api requires ANTHROPIC_BASE_URL in env"
 // +kubebuilder:validation:XValidation:rule="self.billing != 'subscription' || !has(self.env) || !self.env.exists(e, e.name in ['ANTHROPIC_BASE_URL', 'ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN'])",message="billing: subscription must not set ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN in env"
 type ProfileSpec struct {
@@ -47,6 +49,28 @@ type ProfileSpec struct {
 	// +optional
 	// +kubebuilder:default=subscription
 	Billing Billing `json:"billing,omitempty"`
+
+	// permissionMode is how the agent asks before it runs a tool that is
+	// not allowed. For claude: dontAsk (the default: allowed tools run,
+	// every other one is refused without asking), default (a dialog asks,
+	// and the worker shows blocked until someone answers), acceptEdits
+	// (file edits run too), plan (nothing is changed), auto (a classifier
+	// request to the model decides each call) or bypassPermissions
+	// (everything runs; Claude Code refuses it as root unless env sets
+	// IS_SANDBOX=1). fleetd's own tools never ask in any mode.
+	// +optional
+	// +kubebuilder:validation:Enum=dontAsk;default;acceptEdits;plan;auto;bypassPermissions
+	PermissionMode string `json:"permissionMode,omitempty"`
+
+	// allowedTools are tools the agent may run without asking, beyond
+	// fleetd's own, in the agent's rule syntax (Claude Code:
+	// "Bash(git diff:*)", "Edit", "mcp__github").
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=512
+	// +listType=atomic
+	AllowedTools []string `json:"allowedTools,omitempty"`
 
 	// default marks the profile bridge_send auto-spawns from when no member is
 	// addressed and none exists. At most one profile per namespace should set it;

@@ -42,6 +42,12 @@ func dev(args []string) int {
 	zapOpts.BindFlags(fs)
 	_ = fs.Parse(args)
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	agentDirSet := false
+	fs.Visit(func(f *flag.Flag) { agentDirSet = agentDirSet || f.Name == "agent-state-dir" })
+	if !agentDirSet {
+		// The environment keeps everything it makes in its state dir.
+		o.agentDir = filepath.Join(*stateDir, "agents")
+	}
 
 	if err := runDev(*stateDir, *binDir, *etcdPort, *apiPort, *ns, o); err != nil {
 		fmt.Fprintln(os.Stderr, "fleetd dev:", err)

@@ -10,8 +10,13 @@ import (
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "dev" {
-		os.Exit(dev(os.Args[2:]))
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "dev":
+			os.Exit(dev(os.Args[2:]))
+		case "hook":
+			os.Exit(hook(os.Args[2:]))
+		}
 	}
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "fleetd:", err)

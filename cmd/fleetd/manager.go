@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -49,6 +50,11 @@ type options struct {
 	kubeBurst      int
 	memberParallel int
 	queueParallel  int
+
+	agentDir        string
+	hookCommand     string
+	screenManifests string
+	screenInterval  time.Duration
 }
 
 func (o *options) bind(fs *flag.FlagSet) {
@@ -75,6 +81,10 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.Float64Var(&o.kubeQPS, "kube-api-qps", -1, "Client-side limit on requests per second to the API server, per resource type. Negative: no client-side limit, the API server's priority and fairness decides (controller-runtime's default).")
 	fs.IntVar(&o.kubeBurst, "kube-api-burst", 100, "Requests above --kube-api-qps allowed at once, when it is positive.")
 	fs.IntVar(&o.memberParallel, "member-concurrency", 4, "Members reconciled in parallel.")
+	fs.StringVar(&o.agentDir, "agent-state-dir", controllers.DefaultAgentDir(), "Where each Member of a known agent (Claude Code, Codex) gets a directory of its own: the agent's configuration, seeded so it starts unattended, and its hooks' record. herdr's panes must reach it at the same path.")
+	fs.StringVar(&o.hookCommand, "hook-command", "", "The command agents' hooks run to report their status, as herdr's panes reach it (default: this fleetd binary with 'hook').")
+	fs.StringVar(&o.screenManifests, "screen-manifests", "", "Directory of screen manifests (<agent>.toml, herdr's format) that replace fleetd's built-in rules for reading agents' screens.")
+	fs.DurationVar(&o.screenInterval, "screen-interval", controllers.DefaultScreenInterval, "How often the screens of agents fleetd has screen rules for are read.")
 	fs.IntVar(&o.queueParallel, "delegation-concurrency", 16, "Member queues the injector works on in parallel (each delivery holds a worker for herdr's 300 ms prompt delay).")
 }
 
@@ -90,6 +100,19 @@ func (o *options) mcpURL() string {
 		host = "127.0.0.1"
 	}
 	return "http://" + net.JoinHostPort(host, port) + "/mcp"
+}
+
+// hookArgv is the command agents' hooks run: --hook-command split into
+// words, or this binary with "hook".
+func (o *options) hookArgv() ([]string, error) {
+	if o.hookCommand != "" {
+		return strings.Fields(o.hookCommand), nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding fleetd's own binary for agents' hooks (set --hook-command): %w", err)
+	}
+	return []string{exe, "hook"}, nil
 }
 
 // restConfig is cfg with fleetd's client-side throttling, whichever way cfg
@@ -146,6 +169,10 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 		}
 	}
 	if o.controllers {
+		hookCommand, err := o.hookArgv()
+		if err != nil {
+			return err
+		}
 		socket := o.herdrSocket
 		if socket == "" {
 			if socket, err = herdr.DefaultSocketPath(); err != nil {
@@ -162,6 +189,10 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 			Policy:            policy,
 			MemberConcurrency: o.memberParallel,
 			QueueConcurrency:  o.queueParallel,
+			AgentDir:          o.agentDir,
+			HookCommand:       hookCommand,
+			ScreenManifests:   o.screenManifests,
+			ScreenInterval:    o.screenInterval,
 		}); err != nil {
 			return err
 		}

@@ -252,6 +252,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: agentKind
       type:
         namedType: com.github.fleetd.fleetd.api.v1alpha1.AgentKind
+    - name: agentMessage
+      type:
+        scalar: string
     - name: agentSessionID
       type:
         scalar: string
@@ -345,6 +348,12 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: agent
       type:
         namedType: com.github.fleetd.fleetd.api.v1alpha1.AgentKind
+    - name: allowedTools
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
     - name: args
       type:
         list:
@@ -379,6 +388,9 @@ var schemaYAML = typed.YAMLObject(`types:
           keys:
           - name
     - name: model
+      type:
+        scalar: string
+    - name: permissionMode
       type:
         scalar: string
     - name: workingDir

@@ -32,7 +32,8 @@ type MemberStatusApplyConfiguration struct {
 	// phase is a one-word summary: Pending, Starting, Ready, Restarting, Failed
 	// or Terminating.
 	Phase *apiv1alpha1.MemberPhase `json:"phase,omitempty"`
-	// conditions: Ready (rollup), PaneReady, AgentReady, HerdrReachable.
+	// conditions: Ready (rollup), PaneReady, AgentReady, HerdrReachable,
+	// and for agents fleetd hooks (Claude Code) AgentHooks.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 	// paneID is herdr's id of the member's pane (changes when recreated).
 	PaneID *string `json:"paneID,omitempty"`
@@ -49,6 +50,9 @@ type MemberStatusApplyConfiguration struct {
 	AgentSessionID *string `json:"agentSessionID,omitempty"`
 	// agentStatus is the agent's last status as herdr reports it.
 	AgentStatus *apiv1alpha1.AgentStatus `json:"agentStatus,omitempty"`
+	// agentMessage is what a blocked agent waits for: the dialog on its
+	// screen, or what its hook said. Empty while it is not blocked.
+	AgentMessage *string `json:"agentMessage,omitempty"`
 	// agentStatusSince is when agentStatus last changed.
 	AgentStatusSince *metav1.Time `json:"agentStatusSince,omitempty"`
 	// stateChangeSeq is herdr's state_change_seq for the pane's agent: it
@@ -150,6 +154,14 @@ func (b *MemberStatusApplyConfiguration) WithAgentSessionID(value string) *Membe
 // If called multiple times, the AgentStatus field is set to the value of the last call.
 func (b *MemberStatusApplyConfiguration) WithAgentStatus(value apiv1alpha1.AgentStatus) *MemberStatusApplyConfiguration {
 	b.AgentStatus = &value
+	return b
+}
+
+// WithAgentMessage sets the AgentMessage field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the AgentMessage field is set to the value of the last call.
+func (b *MemberStatusApplyConfiguration) WithAgentMessage(value string) *MemberStatusApplyConfiguration {
+	b.AgentMessage = &value
 	return b
 }
 

@@ -37,6 +37,19 @@ type ProfileSpecApplyConfiguration struct {
 	// billing is subscription (the agent's own login) or api (an endpoint in
 	// env). Defaults to subscription.
 	Billing *apiv1alpha1.Billing `json:"billing,omitempty"`
+	// permissionMode is how the agent asks before it runs a tool that is
+	// not allowed. For claude: dontAsk (the default: allowed tools run,
+	// every other one is refused without asking), default (a dialog asks,
+	// and the worker shows blocked until someone answers), acceptEdits
+	// (file edits run too), plan (nothing is changed), auto (a classifier
+	// request to the model decides each call) or bypassPermissions
+	// (everything runs; Claude Code refuses it as root unless env sets
+	// IS_SANDBOX=1). fleetd's own tools never ask in any mode.
+	PermissionMode *string `json:"permissionMode,omitempty"`
+	// allowedTools are tools the agent may run without asking, beyond
+	// fleetd's own, in the agent's rule syntax (Claude Code:
+	// "Bash(git diff:*)", "Edit", "mcp__github").
+	AllowedTools []string `json:"allowedTools,omitempty"`
 	// default marks the profile bridge_send auto-spawns from when no member is
 	// addressed and none exists. At most one profile per namespace should set it;
 	// when several do, the oldest wins.
@@ -127,6 +140,24 @@ func (b *ProfileSpecApplyConfiguration) WithEffort(value apiv1alpha1.Effort) *Pr
 // If called multiple times, the Billing field is set to the value of the last call.
 func (b *ProfileSpecApplyConfiguration) WithBilling(value apiv1alpha1.Billing) *ProfileSpecApplyConfiguration {
 	b.Billing = &value
+	return b
+}
+
+// WithPermissionMode sets the PermissionMode field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PermissionMode field is set to the value of the last call.
+func (b *ProfileSpecApplyConfiguration) WithPermissionMode(value string) *ProfileSpecApplyConfiguration {
+	b.PermissionMode = &value
+	return b
+}
+
+// WithAllowedTools adds the given value to the AllowedTools field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the AllowedTools field.
+func (b *ProfileSpecApplyConfiguration) WithAllowedTools(values ...string) *ProfileSpecApplyConfiguration {
+	for i := range values {
+		b.AllowedTools = append(b.AllowedTools, values[i])
+	}
 	return b
 }
 
