@@ -1,0 +1,133 @@
+package stubmodel
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestScript(t *testing.T) {
+	cases := map[string]struct {
+		prompt  string
+		want    []Action
+		wantErr bool
+	}{
+		"no directive echoes": {prompt: "hello there", want: []Action{{Kind: ActReply, Arg: "echo: hello there"}}},
+		"ask then reply":      {prompt: "ask: Which?\nreply: on {answer}", want: []Action{{Kind: ActAsk, Arg: "Which?"}, {Kind: ActReply, Arg: "on {answer}"}}},
+		"sleep":               {prompt: "Sleep: 0.5\nsilent: done", want: []Action{{Kind: ActSleep, Arg: "0.5", Delay: 500 * time.Millisecond}, {Kind: ActSilent, Arg: "done"}}},
+		"bad sleep":           {prompt: "sleep: soon", wantErr: true},
+		"empty reply":         {prompt: "reply:", wantErr: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := Script(tc.prompt)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Script() error = %v, wantErr %v", err, tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Script() (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestNextStep(t *testing.T) {
+	script, _ := Script("ask: Which branch?\nsleep: 1\nreply: working on {answer}")
+	cases := map[string]struct {
+		results []string
+		want    step
+	}{
+		"first asks": {want: step{tool: toolAsk, input: map[string]any{"content": "Which branch?"}, text: "Asking."}},
+		"then replies with the answer after the pause": {
+			results: []string{`{"answer":"main","turnId":"d.q1"}`},
+			want:    step{delay: time.Second, tool: toolReply, input: map[string]any{"content": "working on main"}, text: "Replying."},
+		},
+		"then ends": {results: []string{`{"answer":"main"}`, `{"dispatchId":"d"}`}, want: step{text: "Done."}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, nextStep(script, tc.results), cmp.AllowUnexported(step{})); diff != "" {
+				t.Errorf("nextStep() (-want +got):\n%s", diff)
+			}
+		})
+	}
+	lone, _ := Script("ask: Colour?")
+	if got := nextStep(lone, []string{`{"answer":"blue"}`}); got.tool != toolReply || got.input["content"] != "blue" {
+		t.Errorf("a lone question replies with its answer, got %+v", got)
+	}
+}
+
+// TestTurnOf reads turns the way Claude Code sends them: reminders beside
+// the prompt, ToolSearch plumbing, and a prompt typed after an interrupted
+// call arriving with that call's result.
+func TestTurnOf(t *testing.T) {
+	var msgs []message
+	raw := `[
+	 {"role":"user","content":[{"type":"text","text":"<system-reminder>x</system-reminder>"},{"type":"text","text":"bash: curl x"}]},
+	 {"role":"assistant","content":[{"type":"tool_use","id":"a","name":"Bash","input":{}}]},
+	 {"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":"Interrupted"},{"type":"text","text":"reply: next"}]},
+	 {"role":"assistant","content":[{"type":"tool_use","id":"b","name":"ToolSearch","input":{}}]},
+	 {"role":"user","content":[{"type":"tool_result","tool_use_id":"b","content":[{"type":"tool_reference","tool_name":"mcp__fleetd__bridge_reply"}]},{"type":"text","text":"Tool loaded."}]},
+	 {"role":"assistant","content":[{"type":"tool_use","id":"c","name":"mcp__fleetd__bridge_reply","input":{}}]},
+	 {"role":"user","content":[{"type":"tool_result","tool_use_id":"c","content":[{"type":"text","text":"{\"dispatchId\":\"d\"}"}]}]}
+	]`
+	if err := json.Unmarshal([]byte(raw), &msgs); err != nil {
+		t.Fatal(err)
+	}
+	prompt, results := turnOf(msgs)
+	if prompt != "reply: next" || len(results) != 1 || results[0] != `{"dispatchId":"d"}` {
+		t.Errorf("turnOf() = %q, %q; want the second prompt and its one reply's result", prompt, results)
+	}
+}
+
+// TestMessagesStream asks the server as Claude Code does, streaming, and
+// reads the tool call back from the events.
+func TestMessagesStream(t *testing.T) {
+	s, err := New("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	body := `{"model":"m","stream":true,"tools":[{"name":"mcp__fleetd__bridge_reply"}],"messages":[{"role":"user","content":"reply: hi"}]}`
+	resp, err := http.Post(srv.URL+"/v1/messages?beta=true", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var events []string
+	var input string
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if e, ok := strings.CutPrefix(line, "event: "); ok {
+			events = append(events, e)
+		}
+		if d, ok := strings.CutPrefix(line, "data: "); ok && strings.Contains(d, "input_json_delta") {
+			var ev struct {
+				Delta struct {
+					PartialJSON string `json:"partial_json"`
+				} `json:"delta"`
+			}
+			_ = json.Unmarshal([]byte(d), &ev)
+			input = ev.Delta.PartialJSON
+		}
+	}
+	want := []string{"message_start", "content_block_start", "content_block_delta", "content_block_stop",
+		"content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop"}
+	if diff := cmp.Diff(want, events); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	if input != `{"content":"hi"}` {
+		t.Errorf("tool input %q", input)
+	}
+	if got := s.Turns(); got["reply: hi"] != 1 {
+		t.Errorf("Turns() = %v", got)
+	}
+}
