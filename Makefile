@@ -54,13 +54,17 @@ verify: manifests generate ## Regenerate everything and fail if the tree changed
 	@test -z "$$(git status --porcelain -- api config)" || { git status --porcelain -- api config; echo "generated files are not committed"; exit 1; }
 
 .PHONY: test
-test: controlplane build ## Run unit, integration and e2e tests against a real API server.
+test: controlplane build agents ## Run unit, integration and e2e tests (the real agent CLIs included) against a real API server.
 	go test $(TEST_FLAGS) $(PKGS)
 	$(MAKE) fuzz
 
 .PHONY: test-e2e
-test-e2e: controlplane ## Run only the end-to-end suite (real fleetd, pane server and agents as processes).
+test-e2e: controlplane agents ## Run only the end-to-end suite (real fleetd, pane server and agents as processes).
 	go test -count=1 -v ./test/e2e/...
+
+.PHONY: test-agents
+test-agents: controlplane agents ## Run every flow with the real Claude Code (and Codex) CLIs against the scripted model.
+	go test -count=1 -v -run 'TestClaudeCode|TestCodex' ./test/e2e/...
 
 .PHONY: test-e2e-kind
 test-e2e-kind: ## Run the end-to-end suite against a kind cluster (needs Docker and kind).
@@ -84,6 +88,11 @@ controlplane: ## Build kube-apiserver, kube-controller-manager and etcd from pin
 build: ## Build the fleetd binaries into bin/.
 	go build -o $(BIN)/ ./cmd/...
 	go build -o $(BIN)/scripted-agent ./hack/scriptedagent
+	go build -o $(BIN)/stubmodel ./hack/stubmodel
+
+.PHONY: agents
+agents: ## Install the pinned agent CLIs (hack/agents: Claude Code, Codex) from npm into bin/.
+	hack/agents.sh $(BIN)
 
 .PHONY: run
 run: manifests generate ## Run fleetd against the cluster in KUBECONFIG.

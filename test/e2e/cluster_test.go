@@ -246,6 +246,16 @@ func (c *cluster) restartPaneServer() error {
 	return c.restart(herdrContainer, "TERM")
 }
 
+func (c *cluster) agentDir() string { return "" }
+
+func (c *cluster) paneKeys(string, ...string) error {
+	return errors.New("the tests press no keys in a cluster's panes")
+}
+
+func (c *cluster) realAgents() error {
+	return errors.New("the cluster image carries no agent CLIs")
+}
+
 func (c *cluster) logs() string {
 	var b strings.Builder
 	out, _ := kubectl(c.kubeconfig, "get", "pods", "-n", fleetdNamespace, "-o", "wide")

@@ -63,6 +63,14 @@ type mode interface {
 	restartPaneServer() error
 	// logs is the tail of fleetd's and the pane server's logs.
 	logs() string
+	// agentDir is where fleetd keeps each known agent's directory, as the
+	// tests read it; "" when they cannot.
+	agentDir() string
+	// paneKeys presses keys in a pane, as a person at herdr would.
+	paneKeys(paneID string, keys ...string) error
+	// realAgents says why the real agent CLIs cannot run here, nil when
+	// they can: installed by make agents, and reachable by the panes.
+	realAgents() error
 }
 
 // world is the running system under test.

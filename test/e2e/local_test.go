@@ -97,6 +97,7 @@ func startLocal() (_ *world, _ func(), err error) {
 		"--static-namespace=" + ns,
 		"--progress-interval=1s",
 		"--turn-settle-window=1s",
+		"--agent-state-dir=" + filepath.Join(dir, "agents"),
 		"--zap-log-level=info",
 	}
 	if err := l.startFleetd(); err != nil {
@@ -118,6 +119,31 @@ func (l *local) build() error {
 		cmd.Dir = testenv.RepoRoot()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("building %s: %v\n%s", pkg, err, out)
+		}
+	}
+	// The pinned agent CLIs, when make agents installed them, are on the
+	// panes' PATH as herdr expects: agent.start types "claude".
+	for _, agent := range []string{"claude", "codex"} {
+		installed := filepath.Join(testenv.RepoRoot(), "bin", agent)
+		if _, err := os.Stat(installed); err == nil {
+			if err := os.Symlink(installed, filepath.Join(l.bin, agent)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (l *local) paneKeys(paneID string, keys ...string) error {
+	return herdr.NewClient(l.socket).PaneSendKeys(context.Background(), paneID, keys...)
+}
+
+func (l *local) agentDir() string { return filepath.Join(l.dir, "agents") }
+
+func (l *local) realAgents() error {
+	for _, agent := range []string{"claude", "codex"} {
+		if _, err := os.Stat(filepath.Join(l.bin, agent)); err != nil {
+			return fmt.Errorf("%s is not installed: run make agents (it installs the pinned CLIs from npm into bin/)", agent)
 		}
 	}
 	return nil

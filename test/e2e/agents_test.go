@@ -1,0 +1,475 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetd/fleetd/agents"
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/internal/mcpclient"
+	"github.com/fleetd/fleetd/internal/scheme"
+	"github.com/fleetd/fleetd/internal/stubmodel"
+)
+
+// requireRealAgents fails a test that needs the pinned agent CLIs when they
+// are not installed, and skips it where they cannot run (a cluster whose
+// image has none).
+func requireRealAgents(t *testing.T) {
+	t.Helper()
+	if w.agentDir() == "" {
+		t.Skip("the real agent CLIs run in the local mode only")
+	}
+	if err := w.realAgents(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startModel serves the scripted model API on loopback for the agents.
+func startModel(t *testing.T) (*stubmodel.Server, string) {
+	t.Helper()
+	model, err := stubmodel.New(filepath.Join(t.TempDir(), "model-requests.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: model}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return model, "http://" + ln.Addr().String()
+}
+
+// agentProfile applies a Profile that runs kind against the scripted model,
+// billed through the API, with the model's key in a Secret.
+func agentProfile(t *testing.T, name string, kind fleetv1alpha1.AgentKind, modelURL, permissionMode string) {
+	t.Helper()
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-key", Namespace: ns},
+		StringData: map[string]string{"key": "sk-ant-e2e-0123456789abcdefghijklmnop"},
+	}
+	if err := w.client.Create(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.client.Delete(context.Background(), secret) })
+	mode := ""
+	if permissionMode != "" {
+		mode = "\n  permissionMode: " + permissionMode
+	}
+	apply(t, fmt.Sprintf(`apiVersion: fleet.fleetd.dev/v1alpha1
+kind: Profile
+metadata: {name: %s, namespace: %s}
+spec:
+  agent: %s
+  billing: api%s
+  env:
+  - {name: ANTHROPIC_BASE_URL, value: %q}
+  - name: ANTHROPIC_API_KEY
+    valueFrom: {secretKeyRef: {name: %s-key, key: key}}
+`, name, ns, kind, mode, modelURL, name))
+	t.Cleanup(func() { _, _ = w.kubectl("delete", "profile", "-n", ns, name, "--wait=false") })
+}
+
+// agentMember applies a Member of profile and waits until it is Ready.
+func agentMember(t *testing.T, name, profile string) *fleetv1alpha1.Member {
+	t.Helper()
+	apply(t, fmt.Sprintf("apiVersion: fleet.fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: %s, namespace: %s}\nspec: {profile: %s}\n", name, ns, profile))
+	t.Cleanup(func() { _, _ = w.kubectl("delete", "member", "-n", ns, name, "--wait=false") })
+	return waitReady(t, name)
+}
+
+// statusLog records every agentStatus a namespace's Members show, and when
+// the watch saw it.
+type statusLog struct {
+	mu   sync.Mutex
+	seen map[string][]statusSeen
+}
+
+type statusSeen struct {
+	at     time.Time
+	status fleetv1alpha1.AgentStatus
+}
+
+func watchStatuses(t *testing.T) *statusLog {
+	t.Helper()
+	wc, err := client.NewWithWatch(w.cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	watch, err := wc.Watch(ctx, &fleetv1alpha1.MemberList{}, client.InNamespace(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &statusLog{seen: map[string][]statusSeen{}}
+	go func() {
+		defer watch.Stop()
+		for ev := range watch.ResultChan() {
+			m, ok := ev.Object.(*fleetv1alpha1.Member)
+			if !ok {
+				continue
+			}
+			l.mu.Lock()
+			list := l.seen[m.Name]
+			if len(list) == 0 || list[len(list)-1].status != m.Status.AgentStatus {
+				l.seen[m.Name] = append(list, statusSeen{time.Now(), m.Status.AgentStatus})
+			}
+			l.mu.Unlock()
+		}
+	}()
+	return l
+}
+
+// delays measures, for every state change a member's hooks reported, how
+// long the Member took to show it.
+func (l *statusLog) delays(t *testing.T, m *fleetv1alpha1.Member) []time.Duration {
+	t.Helper()
+	uid := string(m.UID)[:8]
+	events, err := agents.ReadHookEvents(filepath.Join(w.agentDir(), ns, m.Name+"-"+uid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	seen := slices.Clone(l.seen[m.Name])
+	l.mu.Unlock()
+	var out []time.Duration
+	var last fleetv1alpha1.AgentStatus
+	for i, ev := range events {
+		if ev.State == "" || fleetv1alpha1.AgentStatus(ev.State) == last {
+			continue
+		}
+		last = fleetv1alpha1.AgentStatus(ev.State)
+		next := time.Time{}
+		if i+1 < len(events) {
+			next = events[i+1].At
+		}
+		for _, s := range seen {
+			if s.status == last && !s.at.Before(ev.At.Add(-time.Millisecond)) && (next.IsZero() || s.at.Before(next.Add(time.Second))) {
+				out = append(out, s.at.Sub(ev.At))
+				break
+			}
+		}
+	}
+	return out
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[min(len(s)-1, int(p*float64(len(s))))]
+}
+
+// timed calls bridge_send and logs how long its outcome took.
+func timed(t *testing.T, flow string, f func() any) {
+	t.Helper()
+	start := time.Now()
+	f()
+	t.Logf("flow %q: bridge_send to outcome %s", flow, time.Since(start).Round(time.Millisecond))
+}
+
+// TestClaudeCode runs every flow with the real Claude Code CLI as a Member:
+// started unattended by fleetd, its status from its own hooks, its tools
+// called against the scripted model.
+func TestClaudeCode(t *testing.T) {
+	requireRealAgents(t)
+	dumpOnFailure(t)
+	model, url := startModel(t)
+	agentProfile(t, "claude-e2e", fleetv1alpha1.AgentClaude, url, "")
+	statuses := watchStatuses(t)
+	m := agentMember(t, "cc-worker", "claude-e2e")
+	s := session(t, w.token)
+	send := func(args map[string]any) mcpclient.Result {
+		args["sessionId"] = "cc-worker"
+		return call(t, s, "bridge_send", args)
+	}
+
+	if cond := condition(m, fleetv1alpha1.ConditionAgentHooks); cond == nil || cond.Status != metav1.ConditionTrue {
+		t.Errorf("AgentHooks = %+v, want fleetd's hooks reporting", cond)
+	}
+	if m.Status.AgentSessionID == "" {
+		t.Errorf("no agent session id recorded from the hooks: %+v", m.Status)
+	}
+
+	t.Run("reply", func(t *testing.T) {
+		timed(t, "reply", func() any {
+			r := send(map[string]any{"content": "reply: hello from claude"})
+			wantOutcome(t, r, "reply")
+			if r.Str("text") != "hello from claude" {
+				t.Errorf("reply %q", r.Str("text"))
+			}
+			return nil
+		})
+	})
+	t.Run("question and answer in one turn", func(t *testing.T) {
+		timed(t, "question and answer", func() any {
+			r := send(map[string]any{"content": "ask: Which branch?\nreply: working on {answer}"})
+			wantOutcome(t, r, "question")
+			if r.Str("text") != "Which branch?" {
+				t.Fatalf("question %q", r.Str("text"))
+			}
+			r = call(t, s, "bridge_send", map[string]any{"turnId": r.Str("turnId"), "content": "main"})
+			wantOutcome(t, r, "reply")
+			if r.Str("text") != "working on main" {
+				t.Errorf("reply %q, want the answer in the same turn", r.Str("text"))
+			}
+			return nil
+		})
+		if turns := model.Turns()["ask: Which branch?\nreply: working on {answer}"]; turns != 1 {
+			t.Errorf("the question took %d turns, want 1", turns)
+		}
+	})
+	t.Run("turn done with the TUI's tail", func(t *testing.T) {
+		timed(t, "turn_done", func() any {
+			r := send(map[string]any{"content": "silent: nothing to report here"})
+			wantOutcome(t, r, "turn_done")
+			tail := r.Str("text")
+			if !strings.Contains(tail, "nothing to report here") || !strings.Contains(tail, "❯") {
+				t.Errorf("tail %q: want the real TUI's last lines", tail)
+			}
+			return nil
+		})
+	})
+	t.Run("timeout then late reply", func(t *testing.T) {
+		timed(t, "timeout then late reply", func() any {
+			r := send(map[string]any{"content": "sleep: 4\nreply: late but here", "timeoutMs": 1500})
+			wantOutcome(t, r, "timeout")
+			id := r.Str("dispatchId")
+			eventually(t, "the late reply in bridge_poll", func() (bool, string) {
+				p := call(t, s, "bridge_poll", nil)
+				return pollHas(p, id, "reply", "late but here"), fmt.Sprint(p.Fields)
+			})
+			call(t, s, "bridge_ack", map[string]any{"dispatchId": id})
+			return nil
+		})
+	})
+	t.Run("detached with poll and ack", func(t *testing.T) {
+		timed(t, "detached", func() any {
+			r := send(map[string]any{"content": "reply: detached result", "wait": false})
+			wantOutcome(t, r, "dispatched")
+			id := r.Str("dispatchId")
+			eventually(t, "the outcome in bridge_poll", func() (bool, string) {
+				p := call(t, s, "bridge_poll", nil)
+				return pollHas(p, id, "reply", "detached result"), fmt.Sprint(p.Fields)
+			})
+			if a := call(t, s, "bridge_ack", map[string]any{"dispatchId": id}); a.IsError {
+				t.Fatalf("ack: %v", a.Fields)
+			}
+			if p := call(t, s, "bridge_poll", nil); pollHas(p, id, "", "") {
+				t.Errorf("polled after ack: %v", p.Fields)
+			}
+			return nil
+		})
+	})
+	t.Run("five back to back, each typed once, one per turn", func(t *testing.T) {
+		timed(t, "five back to back", func() any {
+			var ids, prompts []string
+			for i := range 5 {
+				prompt := fmt.Sprintf("reply: back to back %d", i)
+				prompts = append(prompts, prompt)
+				r := send(map[string]any{"content": prompt, "wait": false})
+				wantOutcome(t, r, "dispatched")
+				ids = append(ids, r.Str("dispatchId"))
+			}
+			for i, id := range ids {
+				eventually(t, "reply "+id, func() (bool, string) {
+					p := call(t, s, "bridge_poll", nil)
+					return pollHas(p, id, "reply", fmt.Sprintf("back to back %d", i)), fmt.Sprint(p.Fields)
+				})
+			}
+			call(t, s, "bridge_ack", map[string]any{"ids": ids})
+			turns := model.Turns()
+			for _, p := range prompts {
+				if turns[p] != 1 {
+					t.Errorf("%q started %d turns, want exactly 1", p, turns[p])
+				}
+			}
+			for p := range turns {
+				if strings.Count(p, "back to back") > 1 {
+					t.Errorf("two messages typed into one turn: %q", p)
+				}
+			}
+			return nil
+		})
+	})
+	t.Run("a turn interrupted with Esc ends turn_done", func(t *testing.T) {
+		// Claude Code sends no Stop hook for an interrupted turn, and
+		// herdr's reports never expire: the screen shows the turn is over.
+		timed(t, "interrupted", func() any {
+			r := send(map[string]any{"content": "sleep: 60\nreply: never sent", "wait": false})
+			id := r.Str("dispatchId")
+			waitDelegationPhase(t, id, fleetv1alpha1.DelegationWorking)
+			now, _ := getMember("cc-worker")
+			if err := w.paneKeys(now.Status.PaneID, "esc"); err != nil {
+				t.Fatal(err)
+			}
+			waitDelegationPhase(t, id, fleetv1alpha1.DelegationTurnDone)
+			eventually(t, "the member idle again", func() (bool, string) {
+				now, err := getMember("cc-worker")
+				if err != nil {
+					return false, err.Error()
+				}
+				return now.Status.AgentStatus == fleetv1alpha1.AgentIdle, string(now.Status.AgentStatus)
+			})
+			call(t, s, "bridge_ack", map[string]any{"dispatchId": id})
+			return nil
+		})
+	})
+	t.Run("killed agent restarts and its message ends worker_gone", func(t *testing.T) {
+		timed(t, "worker_gone", func() any {
+			r := send(map[string]any{"content": "sleep: 60\nreply: never", "wait": false})
+			id := r.Str("dispatchId")
+			waitDelegationPhase(t, id, fleetv1alpha1.DelegationWorking)
+			before, _ := getMember("cc-worker")
+			killAgent(t, before)
+			waitDelegationPhase(t, id, fleetv1alpha1.DelegationWorkerGone)
+			eventually(t, "the member restarted and Ready", func() (bool, string) {
+				now, err := getMember("cc-worker")
+				if err != nil {
+					return false, err.Error()
+				}
+				return now.Status.Restarts > before.Status.Restarts && condition(now, fleetv1alpha1.ConditionReady) != nil &&
+					condition(now, fleetv1alpha1.ConditionReady).Status == metav1.ConditionTrue, string(now.Status.Phase)
+			})
+			r = send(map[string]any{"content": "reply: back after the restart"})
+			wantOutcome(t, r, "reply")
+			return nil
+		})
+	})
+
+	delays := statuses.delays(t, m)
+	if len(delays) < 10 {
+		t.Fatalf("measured %d hook-to-Member delays, want the status changes of every flow", len(delays))
+	}
+	p50, p99 := percentile(delays, 0.5), percentile(delays, 0.99)
+	t.Logf("hook -> Member status: %d changes, p50 %s, p99 %s", len(delays), p50.Round(time.Millisecond), p99.Round(time.Millisecond))
+	if p50 > time.Second {
+		t.Errorf("hook -> Member status p50 %s, want within 1s", p50)
+	}
+}
+
+// TestClaudeCodePermissionDialog runs Claude Code in the mode that asks
+// before a tool runs: the dialog makes the Member blocked with the dialog's
+// text, no message is typed into it, and once it goes the queue moves on.
+func TestClaudeCodePermissionDialog(t *testing.T) {
+	requireRealAgents(t)
+	dumpOnFailure(t)
+	model, url := startModel(t)
+	agentProfile(t, "claude-asks", fleetv1alpha1.AgentClaude, url, "default")
+	agentMember(t, "cc-asks", "claude-asks")
+	s := session(t, w.token)
+
+	r := call(t, s, "bridge_send", map[string]any{"sessionId": "cc-asks", "content": "bash: curl -s http://127.0.0.1:9/permission-probe", "wait": false})
+	wantOutcome(t, r, "dispatched")
+	var m *fleetv1alpha1.Member
+	eventually(t, "the member blocked with the dialog's text", func() (bool, string) {
+		var err error
+		if m, err = getMember("cc-asks"); err != nil {
+			return false, err.Error()
+		}
+		return m.Status.AgentStatus == fleetv1alpha1.AgentBlocked && strings.Contains(m.Status.AgentMessage, "Do you want to proceed?") &&
+			strings.Contains(m.Status.AgentMessage, "curl -s http://127.0.0.1:9/permission-probe"), fmt.Sprintf("%s: %q", m.Status.AgentStatus, m.Status.AgentMessage)
+	})
+	out, _ := w.kubectl("get", "member", "-n", ns, "cc-asks", "-o", "jsonpath={.status.agentMessage}")
+	if !strings.Contains(out, "Do you want to proceed?") {
+		t.Errorf("kubectl shows no dialog: %q", out)
+	}
+	list := call(t, s, "bridge_list", nil)
+	if !strings.Contains(fmt.Sprint(list.Fields), "Do you want to proceed?") {
+		t.Errorf("bridge_list shows no dialog: %v", list.Fields)
+	}
+
+	// A second message waits: typing now would answer the dialog.
+	queued := call(t, s, "bridge_send", map[string]any{"sessionId": "cc-asks", "content": "reply: after the dialog", "wait": false})
+	queuedID := queued.Str("dispatchId")
+	time.Sleep(3 * time.Second) // a window for a wrong delivery to happen in
+	if turns := model.Turns()["reply: after the dialog"]; turns != 0 {
+		t.Fatalf("a message was typed into the dialog (%d turns)", turns)
+	}
+	if d := delegation(t, queuedID); d.Status.DeliveringAt != nil {
+		t.Fatalf("the queued message was delivered into a dialog: %+v", d.Status)
+	}
+
+	// Someone dismisses the dialog: the worker is idle again, the queue
+	// moves on.
+	if err := w.paneKeys(m.Status.PaneID, "esc"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the queued message replied", func() (bool, string) {
+		p := call(t, s, "bridge_poll", nil)
+		return pollHas(p, queuedID, "reply", "after the dialog"), fmt.Sprint(p.Fields)
+	})
+}
+
+func condition(m *fleetv1alpha1.Member, typ string) *metav1.Condition {
+	for i := range m.Status.Conditions {
+		if m.Status.Conditions[i].Type == typ {
+			return &m.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func delegation(t *testing.T, name string) *fleetv1alpha1.Delegation {
+	t.Helper()
+	d := &fleetv1alpha1.Delegation{}
+	if err := w.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func waitDelegationPhase(t *testing.T, name string, phase fleetv1alpha1.DelegationPhase) {
+	t.Helper()
+	eventually(t, name+" "+string(phase), func() (bool, string) {
+		d := delegation(t, name)
+		return d.Status.Phase == phase, string(d.Status.Phase)
+	})
+}
+
+// killAgent sends SIGKILL to the agent process of m's pane: the process
+// whose environment names m's pane.
+func killAgent(t *testing.T, m *fleetv1alpha1.Member) {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed := 0
+	for _, e := range entries {
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil || !strings.Contains(string(env), "\x00CLAUDE_CONFIG_DIR=") || !strings.Contains(string(env), "\x00FLEETD_MEMBER="+m.Name+"\x00") {
+			continue
+		}
+		comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if strings.TrimSpace(string(comm)) != "claude" {
+			continue
+		}
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err == nil && syscall.Kill(pid, syscall.SIGKILL) == nil {
+			killed++
+		}
+	}
+	if killed == 0 {
+		t.Fatalf("no claude process of member %s to kill", m.Name)
+	}
+}
