@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -458,7 +459,21 @@ func (r *MemberReconciler) createPane(ctx context.Context, s *memberScope, l Lau
 	}
 	r.recordPane(m, ws.RootPane)
 	if l.AgentKind != "" {
-		_, err = r.Panes.AgentStart(ctx, herdr.AgentStartParams{Name: agentName(m.Namespace, m.Name), Kind: l.AgentKind, PaneID: ws.RootPane.PaneID, Args: l.AgentArgs})
+		start := herdr.AgentStartParams{Name: agentName(m.Namespace, m.Name), Kind: l.AgentKind, PaneID: ws.RootPane.PaneID, Args: l.AgentArgs}
+		_, err = r.Panes.AgentStart(ctx, start)
+		if errors.Is(err, herdr.ErrAgentNameTaken) {
+			// After a restart herdr may bring back an earlier agent of this
+			// Member under its name (it resumes agents its own integrations
+			// reported): that pane is this Member's past, not another's.
+			freed, ferr := r.freeAgentName(ctx, m, start.Name, ws.Workspace.WorkspaceID)
+			switch {
+			case ferr != nil:
+				err = ferr
+			case freed:
+				s.event(corev1.EventTypeNormal, fleetv1alpha1.ReasonPaneLost, "Closed an earlier pane of this Member that still held herdr agent name %s", start.Name)
+				_, err = r.Panes.AgentStart(ctx, start)
+			}
+		}
 	} else {
 		err = r.Panes.PaneSendInput(ctx, herdr.PaneSendInputParams{PaneID: ws.RootPane.PaneID, Text: l.CommandLine, Keys: []string{"enter"}})
 	}
@@ -481,6 +496,33 @@ func (r *MemberReconciler) createPane(ctx context.Context, s *memberScope, l Lau
 	s.event(corev1.EventTypeNormal, fleetv1alpha1.ReasonPaneCreated, "Started the agent in pane %s", ws.RootPane.PaneID)
 	r.Events.Track(client.ObjectKeyFromObject(m), ws.RootPane.PaneID)
 	return ctrl.Result{RequeueAfter: agentStartTimeout + time.Second}, nil
+}
+
+// freeAgentName closes the workspaces, other than keep, of earlier
+// incarnations of m whose agents hold name in herdr. It reports whether it
+// closed any; a name held by anything else is left alone, and herdr's
+// refusal stands.
+func (r *MemberReconciler) freeAgentName(ctx context.Context, m *fleetv1alpha1.Member, name, keep string) (bool, error) {
+	snap, err := r.Panes.SessionSnapshot(ctx)
+	if err != nil {
+		return false, fmt.Errorf("taking a herdr snapshot: %w", err)
+	}
+	labels := map[string]string{}
+	for _, ws := range snap.Workspaces {
+		labels[ws.WorkspaceID] = ws.Label
+	}
+	mine := fmt.Sprintf("fleetd:%s/%s:", m.Namespace, m.Name)
+	freed := false
+	for _, a := range snap.Agents {
+		if a.Name == nil || *a.Name != name || a.WorkspaceID == keep || !strings.HasPrefix(labels[a.WorkspaceID], mine) {
+			continue
+		}
+		if err := r.Panes.WorkspaceClose(ctx, a.WorkspaceID); err != nil && !errors.Is(err, herdr.ErrNotFound) {
+			return false, fmt.Errorf("closing workspace %s, which holds agent name %s: %w", a.WorkspaceID, name, err)
+		}
+		freed = true
+	}
+	return freed, nil
 }
 
 // recreate replaces a lost pane, after the restart backoff.

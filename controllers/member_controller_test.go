@@ -14,6 +14,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
@@ -459,5 +460,140 @@ func TestKnownAgentsStartThroughAgentStart(t *testing.T) {
 	}
 	if len(names) != 2 {
 		t.Errorf("the two Members share a herdr agent name: %v", names)
+	}
+}
+
+// claudeStandIn writes an executable that herdr starts for agent.start
+// kind claude: it runs body, known to herdr as claude by HERDR_AGENT.
+func claudeStandIn(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "claude")
+	if err := os.WriteFile(path, []byte("#!/bin/sh\nexport HERDR_AGENT=claude\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestBlockedAtStart: an agent that shows a dialog before it was ever ready
+// stays starting, with its own condition and the dialog's text, for as
+// long as it waits; once someone answers, it becomes Ready.
+func TestBlockedAtStart(t *testing.T) {
+	dialog := `printf '%s\n' '────────────────────────' ' Accessing workspace:' '' ' Quick safety check: Is this a project you trust?' ' ❯ No, exit' '   Yes, I trust this folder' '' ' Enter to confirm · Esc to cancel'
+read answer
+exec ` + scriptedAgent
+	h := startHerdr(t, func(o *paneserver.Options) { o.AgentCommands["claude"] = claudeStandIn(t, dialog) })
+	ns := env.Namespace(t)
+	startControllers(t, ns, h.socket)
+	create(t, testutil.MakeMember("w1", ns).Agent(fleetv1alpha1.AgentClaude).Obj())
+
+	var m *fleetv1alpha1.Member
+	eventually(t, "the member blocked at start with the dialog's text", func() (bool, string) {
+		var err error
+		if m, err = getMember(t, ns, "w1"); err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(m.Status.Conditions, fleetv1alpha1.ConditionAgentReady)
+		return c != nil && c.Reason == fleetv1alpha1.ReasonBlockedAtStart && strings.Contains(c.Message, "Yes, I trust this folder") &&
+			m.Status.AgentStatus == fleetv1alpha1.AgentBlocked && strings.Contains(m.Status.AgentMessage, "Enter to confirm"), describe(m)
+	})
+	if m.Status.Phase != fleetv1alpha1.MemberStarting {
+		t.Errorf("phase %s, want Starting while the dialog waits", m.Status.Phase)
+	}
+	if err := h.client().PaneSendKeys(context.Background(), m.Status.PaneID, "enter"); err != nil {
+		t.Fatal(err)
+	}
+	ready := waitReady(t, ns, "w1")
+	if ready.Status.AgentMessage != "" || ready.Status.Restarts != 0 {
+		t.Errorf("after the answer: message %q, restarts %d; want no dialog and the same pane", ready.Status.AgentMessage, ready.Status.Restarts)
+	}
+}
+
+// TestAnotherSourceOwnsThePane: when herdr's own Claude integration owns a
+// pane's status (it recorded the session), herdr drops fleetd's reports;
+// the Member says so.
+func TestAnotherSourceOwnsThePane(t *testing.T) {
+	h := startHerdr(t, func(o *paneserver.Options) { o.AgentCommands["claude"] = claudeStandIn(t, "exec "+scriptedAgent) })
+	ns := env.Namespace(t)
+	startControllers(t, ns, h.socket)
+	create(t, testutil.MakeMember("w1", ns).Agent(fleetv1alpha1.AgentClaude).Obj())
+	m := waitReady(t, ns, "w1")
+	if c := meta.FindStatusCondition(m.Status.Conditions, fleetv1alpha1.ConditionAgentHooks); c == nil || c.Reason != fleetv1alpha1.ReasonAwaitingHooks {
+		t.Errorf("AgentHooks = %+v before any hook, want AwaitingHooks", c)
+	}
+	err := h.client().PaneReportAgent(context.Background(), herdr.PaneReportAgentParams{
+		PaneID: m.Status.PaneID, Source: "herdr:claude", Agent: "claude", State: herdr.AgentStateWorking, AgentSessionID: ptrTo("their-session"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// herdr now drops every other source's report, so nothing changes in
+	// this server (herdr itself would go on reading the screen): make the
+	// controller look again.
+	patch := client.MergeFrom(m.DeepCopy())
+	m.Annotations = map[string]string{"test/look": "again"}
+	if err := env.Client.Patch(context.Background(), m, patch); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "AgentHooks names the other source", func() (bool, string) {
+		m, err := getMember(t, ns, "w1")
+		if err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(m.Status.Conditions, fleetv1alpha1.ConditionAgentHooks)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == fleetv1alpha1.ReasonOtherStatusSource &&
+			strings.Contains(c.Message, "herdr:claude"), describe(m)
+	})
+}
+
+// TestAgentNameHeldByAnEarlierPaneIsFreed: herdr may bring back, after its
+// own restart, an earlier agent of a Member under the Member's herdr name
+// (agent_name_taken). A pane of an earlier incarnation of this Member is
+// closed and the start retried; a name held by anything else stays a
+// refusal the Member explains.
+func TestAgentNameHeldByAnEarlierPaneIsFreed(t *testing.T) {
+	h := startHerdr(t, func(o *paneserver.Options) { o.AgentCommands["claude"] = claudeStandIn(t, "exec "+scriptedAgent) })
+	ns := env.Namespace(t)
+	hc := h.client()
+	hold := func(label, name string) string {
+		ws, err := hc.WorkspaceCreate(context.Background(), herdr.WorkspaceCreateParams{Label: label})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the holder's shell", func() (bool, string) {
+			_, err := hc.AgentStart(context.Background(), herdr.AgentStartParams{Name: name, Kind: "claude", PaneID: ws.RootPane.PaneID})
+			return err == nil, fmt.Sprint(err)
+		})
+		return ws.Workspace.WorkspaceID
+	}
+	earlier := hold("fleetd:"+ns+"/w1:an-earlier-uid", agentName(ns, "w1"))
+	foreign := hold("someone else's", agentName(ns, "w2"))
+	startControllers(t, ns, h.socket)
+	create(t, testutil.MakeMember("w1", ns).Agent(fleetv1alpha1.AgentClaude).Obj())
+	create(t, testutil.MakeMember("w2", ns).Agent(fleetv1alpha1.AgentClaude).Obj())
+
+	m := waitReady(t, ns, "w1")
+	if m.Status.WorkspaceID == earlier {
+		t.Errorf("w1 runs in the earlier workspace %s", earlier)
+	}
+	for _, ws := range workspaces(t, h) {
+		if ws.WorkspaceID == earlier {
+			t.Errorf("the earlier pane of w1 still holds its name")
+		}
+	}
+	eventually(t, "w2 explains the name it cannot have", func() (bool, string) {
+		m, err := getMember(t, ns, "w2")
+		if err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(m.Status.Conditions, fleetv1alpha1.ConditionPaneReady)
+		return c != nil && c.Reason == fleetv1alpha1.ReasonAgentStartFailed && strings.Contains(c.Message, "agent_name_taken") &&
+			m.Status.Phase == fleetv1alpha1.MemberFailed, describe(m)
+	})
+	var kept bool
+	for _, ws := range workspaces(t, h) {
+		kept = kept || ws.WorkspaceID == foreign
+	}
+	if !kept {
+		t.Errorf("fleetd closed a workspace that was not a Member's")
 	}
 }

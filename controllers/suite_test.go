@@ -143,7 +143,10 @@ func startManager(t testing.TB, cfg *rest.Config, ns, socket string, members boo
 		f(&policy)
 	}
 	if members {
-		err = SetupWithManager(ctx, mgr, Config{Panes: panes, MCPURL: "http://127.0.0.1:1/mcp", Policy: policy})
+		err = SetupWithManager(ctx, mgr, Config{
+			Panes: panes, MCPURL: "http://127.0.0.1:1/mcp", Policy: policy,
+			AgentDir: t.TempDir(), HookCommand: []string{"/bin/true"}, ScreenInterval: 100 * time.Millisecond,
+		})
 	} else {
 		d := &DelegationReconciler{
 			Client:   mgr.GetClient(),

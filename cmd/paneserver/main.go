@@ -33,6 +33,7 @@ func run() error {
 	flag.StringVar(&opts.SocketPath, "socket", os.Getenv(herdr.SocketPathEnv), "unix socket to listen on (default $"+herdr.SocketPathEnv+")")
 	flag.StringVar(&opts.Shell, "shell", "", "shell each pane runs (default $SHELL, else /bin/sh)")
 	flag.StringVar(&opts.Cwd, "cwd", "", "working directory of panes created without one (default the current directory)")
+	flag.StringVar(&opts.SessionFile, "session-file", "", "where to keep the session across restarts, as herdr keeps session.json: the layout returns with the same ids, and agents herdr's own integrations reported are resumed (empty keeps nothing)")
 	flag.Func("agent-command", "`label=executable` agent.start types for an agent kind; repeatable", func(v string) error {
 		label, exe, ok := strings.Cut(v, "=")
 		if !ok || label == "" || exe == "" {

@@ -191,7 +191,8 @@ func (l *local) env() []string {
 func (l *local) startPaneServer() error {
 	l.paneServer = &devenv.Process{
 		Name: "paneserver", Path: filepath.Join(l.bin, "paneserver"),
-		Args: []string{"--socket=" + l.socket, "--shell=/bin/sh", "--cwd=" + l.dir},
+		// As herdr does, it keeps its layout across a restart.
+		Args: []string{"--socket=" + l.socket, "--shell=/bin/sh", "--cwd=" + l.dir, "--session-file=" + filepath.Join(l.dir, "herdr-session.json")},
 		Env:  l.env(), Log: filepath.Join(l.dir, "logs", "paneserver.log"),
 	}
 	if err := l.paneServer.Start(); err != nil {
