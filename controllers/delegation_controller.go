@@ -240,29 +240,20 @@ func (r *DelegationReconciler) deliver(ctx context.Context, d *fleetv1alpha1.Del
 	}
 }
 
-// submitDelay separates typed text from the Enter that submits it, as herdr's
-// agent.prompt does: an agent that reads a burst of input as a paste would
-// take an Enter right behind the text as part of it.
-const submitDelay = 300 * time.Millisecond
-
 // typeMessage types text into the member's pane and submits it: through
 // herdr's agent.prompt, or, for a plain command herdr does not know as an
-// agent (it answers agent_not_ready or agent_not_found), as input followed
-// by Enter after the submit delay.
+// agent (it answers agent_not_ready or agent_not_found), as input and Enter
+// in one pane.send_input. One call, so that a controller stopped halfway
+// never leaves text in the input line for the next message to be appended
+// to; herdr pastes the text as a bracketed paste when the program asks for
+// one, which is what keeps an Enter right behind it from being read as part
+// of the text.
 func typeMessage(ctx context.Context, panes Panes, m MemberView, text string) error {
 	_, err := panes.AgentPrompt(ctx, herdr.AgentPromptParams{Target: m.PaneID, Text: text})
 	if !m.Command || !(errors.Is(err, herdr.ErrAgentNotReady) || errors.Is(err, herdr.ErrAgentNotFound)) {
 		return err
 	}
-	if err := panes.PaneSendInput(ctx, herdr.PaneSendInputParams{PaneID: m.PaneID, Text: text}); err != nil {
-		return err
-	}
-	select {
-	case <-time.After(submitDelay):
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	return panes.PaneSendInput(ctx, herdr.PaneSendInputParams{PaneID: m.PaneID, Keys: []string{"enter"}})
+	return panes.PaneSendInput(ctx, herdr.PaneSendInputParams{PaneID: m.PaneID, Text: text, Keys: []string{"enter"}})
 }
 
 // acknowledgeOriginal records on the Delegation a carrier answers that its
