@@ -126,7 +126,10 @@ func (c *Client) AgentList(ctx context.Context) ([]AgentInfo, error) {
 // with ErrAgentBlocked while a dialog is on screen, since the text would
 // answer it. With p.Wait set the call holds until the agent reacted, bounded
 // by ctx.
+//
+// The text is typed as PlainText: no terminal control in it reaches the pane.
 func (c *Client) AgentPrompt(ctx context.Context, p AgentPromptParams) (*AgentInfo, error) {
+	p.Text = PlainText(p.Text)
 	var res agentInfoResult
 	call := c.call
 	if p.Wait != nil {
@@ -168,8 +171,10 @@ func (c *Client) AgentWait(ctx context.Context, p AgentWaitParams) (*AgentInfo, 
 	return &res.Agent, nil
 }
 
-// PaneSendInput types text, then presses keys, in a pane.
+// PaneSendInput types text, then presses keys, in a pane. The text is
+// typed as PlainText: control keys are pressed only as keys.
 func (c *Client) PaneSendInput(ctx context.Context, p PaneSendInputParams) error {
+	p.Text = PlainText(p.Text)
 	return c.call(ctx, MethodPaneSendInput, p, ResultOK, nil)
 }
 
