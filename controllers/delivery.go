@@ -229,7 +229,10 @@ func Decide(m MemberView, ds []fleetv1alpha1.Delegation, now time.Time, policy D
 			// It still holds back the next delivery until its pickup shows.
 			continue
 		}
-		senderGone := d.Spec.From.Kind == fleetv1alpha1.PrincipalMember && goneSenders.Has(d.Spec.From.Name)
+		// A Kubernetes user reads outcomes with kubectl: none is owed to it
+		// through the gateway.
+		senderGone := (d.Spec.From.Kind == fleetv1alpha1.PrincipalMember && goneSenders.Has(d.Spec.From.Name)) ||
+			d.Spec.From.Kind == fleetv1alpha1.PrincipalUser
 		if at, keep := expiry(d, policy.Retention, senderGone); !keep {
 			if now.Before(at) {
 				later(at)

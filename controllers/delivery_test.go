@@ -431,6 +431,15 @@ func TestDecideRetention(t *testing.T) {
 			}()},
 			now: 2 * time.Hour, want: []Step{{Kind: StepExpire, Name: "a"}},
 		},
+		"an outcome of a kubectl user is not owed through the gateway": {
+			member: idle(2), ds: []fleetv1alpha1.Delegation{func() fleetv1alpha1.Delegation {
+				d := replied("a")
+				d.Spec.Wait = ptr.To(false)
+				d.Spec.From = fleetv1alpha1.Principal{Kind: fleetv1alpha1.PrincipalUser, Name: "alice"}
+				return d.obj()
+			}()},
+			now: 2 * time.Hour, want: []Step{{Kind: StepExpire, Name: "a"}},
+		},
 		"an outcome owed to a member that is there stays": {
 			member: idle(2), goneSenders: sets.New("other"), ds: []fleetv1alpha1.Delegation{func() fleetv1alpha1.Delegation {
 				d := mk("a", 0).phase(fleetv1alpha1.DelegationTimedOut).typed(1).settled(time.Minute)

@@ -31,8 +31,10 @@ import (
 
 // The gateway reads fleetd's kinds and member token Secrets cluster-wide,
 // creates and settles Delegations, spawns and stops Members, and asks the
-// API server about service-account tokens and their permissions.
-// +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=delegations,verbs=get;list;watch;create
+// API server about service-account tokens and their permissions. "relay" on
+// delegations is fleetd's own verb: the admission policy in config/admission
+// lets only a holder of it name a sender other than itself.
+// +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=delegations,verbs=get;list;watch;create;relay
 // +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=delegations/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=members,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=profiles,verbs=get;list;watch

@@ -5,7 +5,7 @@ import (
 )
 
 // PrincipalKind is the kind of caller the gateway resolved from a token.
-// +kubebuilder:validation:Enum=Member;ServiceAccount;Static
+// +kubebuilder:validation:Enum=Member;ServiceAccount;Static;User
 type PrincipalKind string
 
 const (
@@ -15,17 +15,24 @@ const (
 	PrincipalServiceAccount PrincipalKind = "ServiceAccount"
 	// PrincipalStatic is a client calling with a static token (local use).
 	PrincipalStatic PrincipalKind = "Static"
+	// PrincipalUser is a Kubernetes user who created a Delegation with
+	// kubectl; it reads the outcome there, not through the gateway.
+	PrincipalUser PrincipalKind = "User"
 )
 
 // Principal is who sent a Delegation, as the gateway resolved it from the
-// connection's token; never taken from a tool argument.
+// connection's token; never taken from a tool argument. Created any other
+// way (kubectl), it names the creator: the admission policy in
+// config/admission sets it so when it is left out and refuses any other,
+// unless the creator is fleetd itself.
 type Principal struct {
-	// kind is Member, ServiceAccount or Static.
+	// kind is Member, ServiceAccount, Static or User.
 	// +required
 	Kind PrincipalKind `json:"kind"`
 
 	// name is the member's name, the service account as
-	// system:serviceaccount:<namespace>:<name>, or the static token's name.
+	// system:serviceaccount:<namespace>:<name>, the static token's name, or
+	// the Kubernetes user's name.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=316

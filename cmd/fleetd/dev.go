@@ -94,6 +94,9 @@ func runDev(stateDir, binDir string, etcdPort, apiPort int, ns string, o options
 	if err := devenv.InstallCRDs(ctx, c); err != nil {
 		return fmt.Errorf("installing the CRDs: %w", err)
 	}
+	if err := devenv.InstallPolicies(ctx, c, ns); err != nil {
+		return fmt.Errorf("installing the admission policies: %w", err)
+	}
 	token, err := devenv.EnsurePrimaryToken(ctx, c, state, ns)
 	if err != nil {
 		return err

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/config/admission"
 	"github.com/fleetd/fleetd/config/crd"
 	"github.com/fleetd/fleetd/config/samples"
 )
@@ -59,6 +60,37 @@ func InstallCRDs(ctx context.Context, c client.Client) error {
 		}
 		return true, nil
 	})
+}
+
+// InstallPolicies applies fleetd's admission policies (config/admission):
+// the API server sets a left-out Delegation sender to its creator and
+// refuses one that names someone else. It waits until the API server
+// applies them: a Delegation without a sender then passes (a dry run in
+// namespace ns).
+func InstallPolicies(ctx context.Context, c client.Client, ns string) error {
+	objs, err := decodeAll(admission.Policies, ".")
+	if err != nil {
+		return err
+	}
+	for _, u := range objs {
+		if err := apply(ctx, c, u); err != nil {
+			return fmt.Errorf("applying %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+	}
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		probe := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": fleetv1alpha1.GroupVersion.String(), "kind": "Delegation",
+			"metadata": map[string]any{"generateName": "policy-probe-", "namespace": ns},
+			"spec":     map[string]any{"to": "nobody", "content": "probe"},
+		}}
+		last = c.Create(ctx, probe, client.DryRunAll)
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the API server to apply fleetd's admission policies: %w (last: %v)", err, last)
+	}
+	return nil
 }
 
 // ApplySampleProfiles applies the sample Profiles to namespace ns.

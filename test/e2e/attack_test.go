@@ -1,12 +1,27 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/herdr"
+	"github.com/fleetd/fleetd/internal/scheme"
+	"github.com/fleetd/fleetd/internal/testenv"
 )
 
 // TestTerminalInjectionIsNeutralised sends a message holding the end of a
@@ -70,4 +85,99 @@ func TestInjectionThroughAWorkersReply(t *testing.T) {
 	if m, err := getMember("e2e-sender"); err != nil || m.Status.Restarts != 0 {
 		t.Errorf("the sender was restarted (%v): a ^C reached it", err)
 	}
+}
+
+// TestForgedSendersAreRefused creates Delegations with kubectl's powers
+// only (a service account bound to fleetd-delegator) and tries what an
+// attack run did: posing as a Member sender, so that a reply is typed into
+// its pane; naming someone else's message in inReplyTo, so that its outcome
+// counts as collected; posing as another principal. The API server refuses
+// each; naming itself, or leaving the sender out, is allowed.
+func TestForgedSendersAreRefused(t *testing.T) {
+	dumpOnFailure(t)
+	ctx := context.Background()
+	member(t, "e2e-target")
+	kc := kubernetes.NewForConfigOrDie(w.cfg)
+	if _, err := kc.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "forger"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := w.kubectl("apply", "-f", filepath.Join(testenv.RepoRoot(), "config", "rbac", "delegator_role.yaml")); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if _, err := kc.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "forger-delegates"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "fleetd-delegator"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "forger", Namespace: ns}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := kc.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "forger", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.AnonymousClientConfig(w.cfg)
+	cfg.BearerToken = tr.Status.Token
+	forger, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := "system:serviceaccount:" + ns + ":forger"
+	someoneElses := call(t, session(t, w.token), "bridge_send", map[string]any{"sessionId": "e2e-target", "content": "reply: owed to dev", "wait": false}).Str("dispatchId")
+
+	create := func(from map[string]any, inReplyTo string) error {
+		spec := map[string]any{"to": "e2e-target", "content": "reply: forged", "wait": false}
+		if from != nil {
+			spec["from"] = from
+		}
+		if inReplyTo != "" {
+			spec["inReplyTo"] = inReplyTo
+		}
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "fleet.fleetd.dev/v1alpha1", "kind": "Delegation",
+			"metadata": map[string]any{"generateName": "forged-", "namespace": ns},
+			"spec":     spec,
+		}}
+		return forger.Create(ctx, u)
+	}
+	refused := map[string]struct {
+		from      map[string]any
+		inReplyTo string
+		want      string
+	}{
+		"posing as a member":                {from: map[string]any{"kind": "Member", "name": "e2e-target"}, want: "only fleetd may send a Delegation on behalf of a Member"},
+		"swallowing another's outcome":      {from: map[string]any{"kind": "ServiceAccount", "name": self}, inReplyTo: someoneElses, want: "only fleetd may set spec.inReplyTo"},
+		"posing as another service account": {from: map[string]any{"kind": "ServiceAccount", "name": "system:serviceaccount:" + ns + ":someone"}, want: "spec.from must name you"},
+		"posing as the gateway's primary":   {from: map[string]any{"kind": "Static", "name": "dev"}, want: "spec.from must name you"},
+	}
+	eventually(t, "the API server enforces the sender policy", func() (bool, string) {
+		err := create(map[string]any{"kind": "Member", "name": "e2e-target"}, "")
+		return err != nil, fmt.Sprint(err)
+	})
+	for name, tc := range refused {
+		t.Run(name, func(t *testing.T) {
+			err := create(tc.from, tc.inReplyTo)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("create = %v, want a refusal saying %q", err, tc.want)
+			}
+		})
+	}
+	t.Run("naming itself", func(t *testing.T) {
+		if err := create(map[string]any{"kind": "ServiceAccount", "name": self}, ""); err != nil {
+			t.Errorf("create = %v, want it allowed", err)
+		}
+	})
+	t.Run("leaving the sender out", func(t *testing.T) {
+		spec := map[string]any{"to": "e2e-target", "content": "reply: defaulted", "wait": false}
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "fleet.fleetd.dev/v1alpha1", "kind": "Delegation",
+			"metadata": map[string]any{"name": "defaulted-sender", "namespace": ns}, "spec": spec,
+		}}
+		if err := forger.Create(ctx, u); err != nil {
+			t.Fatalf("create = %v, want the sender set to the creator", err)
+		}
+		d := delegation(t, "defaulted-sender")
+		if d.Spec.From != (fleetv1alpha1.Principal{Kind: fleetv1alpha1.PrincipalServiceAccount, Name: self}) {
+			t.Errorf("from = %+v, want the creator", d.Spec.From)
+		}
+	})
 }

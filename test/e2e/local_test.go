@@ -78,6 +78,9 @@ func startLocal() (_ *world, _ func(), err error) {
 	if err := devenv.InstallCRDs(ctx, w.client); err != nil {
 		return nil, nil, err
 	}
+	if err := devenv.InstallPolicies(ctx, w.client, ns); err != nil {
+		return nil, nil, err
+	}
 	if w.token, err = devenv.EnsurePrimaryToken(ctx, w.client, dir, ns); err != nil {
 		return nil, nil, err
 	}

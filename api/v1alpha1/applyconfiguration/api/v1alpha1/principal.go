@@ -26,12 +26,16 @@ import (
 // with apply.
 //
 // Principal is who sent a Delegation, as the gateway resolved it from the
-// connection's token; never taken from a tool argument.
+// connection's token; never taken from a tool argument. Created any other
+// way (kubectl), it names the creator: the admission policy in
+// config/admission sets it so when it is left out and refuses any other,
+// unless the creator is fleetd itself.
 type PrincipalApplyConfiguration struct {
-	// kind is Member, ServiceAccount or Static.
+	// kind is Member, ServiceAccount, Static or User.
 	Kind *apiv1alpha1.PrincipalKind `json:"kind,omitempty"`
 	// name is the member's name, the service account as
-	// system:serviceaccount:<namespace>:<name>, or the static token's name.
+	// system:serviceaccount:<namespace>:<name>, the static token's name, or
+	// the Kubernetes user's name.
 	Name *string `json:"name,omitempty"`
 }
 
