@@ -365,8 +365,9 @@ func (r *MemberReconciler) ensureToken(ctx context.Context, s *memberScope) (str
 	err := r.Client.Get(ctx, key, secret)
 	switch {
 	case err == nil && secret.Labels[fleetv1alpha1.LabelMemberUID] == string(m.UID) && len(secret.Data[fleetv1alpha1.TokenSecretKey]) > 0:
-		m.Status.TokenSecretName = key.Name
-		return string(secret.Data[fleetv1alpha1.TokenSecretKey]), nil
+		token := string(secret.Data[fleetv1alpha1.TokenSecretKey])
+		m.Status.TokenSecretName, m.Status.TokenHash = key.Name, fleetv1alpha1.TokenHash(token)
+		return token, nil
 	case err == nil:
 		// A Secret of an earlier Member with this name: its token must not
 		// carry over.
@@ -399,7 +400,7 @@ func (r *MemberReconciler) ensureToken(ctx context.Context, s *memberScope) (str
 	if err := r.Client.Create(ctx, secret); err != nil {
 		return "", fmt.Errorf("creating token secret %s: %w", key.Name, err)
 	}
-	m.Status.TokenSecretName = key.Name
+	m.Status.TokenSecretName, m.Status.TokenHash = key.Name, fleetv1alpha1.TokenHash(token)
 	return token, nil
 }
 

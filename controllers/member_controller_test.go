@@ -264,7 +264,7 @@ func TestControllerRestartAdoptsPanes(t *testing.T) {
 
 	// Give the new controller a change to make, then check it made none.
 	m, _ := getMember(t, ns, "b1")
-	if err := typeInto(h.client(), m.Status.PaneID, "sleep: 0.2"); err != nil {
+	if err := typeInto(h.client(), m.Status.PaneID, "sleep: 2"); err != nil {
 		t.Fatal(err)
 	}
 	waitAgentStatus(t, ns, "b1", fleetv1alpha1.AgentWorking)

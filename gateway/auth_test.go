@@ -163,3 +163,27 @@ func TestMemberTokenOfEarlierMember(t *testing.T) {
 		return errIf(status != http.StatusUnauthorized, "status %d with the earlier member's token", status)
 	})
 }
+
+// TestForgedTokenSecretAuthenticatesNobody reproduces an attack: a Secret
+// carrying a member's labels, made by anyone allowed to create Secrets,
+// once made any value in it authenticate as that member. The gateway now
+// knows a member only by the hash in its status, which only fleetd writes.
+func TestForgedTokenSecretAuthenticatesNobody(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startGateway(t, ns, Options{})
+	w1, token := addMember(t, member("w1", ns).Obj())
+	create(t, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "forged", Namespace: ns,
+			Labels: map[string]string{fleetv1alpha1.LabelMember: "w1", fleetv1alpha1.LabelMemberUID: string(w1.UID)},
+		},
+		Data: map[string][]byte{fleetv1alpha1.TokenSecretKey: []byte("forged-value")},
+	})
+	eventually(t, func() error {
+		status, _ := mcpStatus(t, h, "Bearer "+token)
+		return errIf(status != http.StatusOK, "status %d with w1's own token", status)
+	})
+	if status, _ := mcpStatus(t, h, "Bearer forged-value"); status != http.StatusUnauthorized {
+		t.Errorf("a forged token Secret authenticated (status %d), want 401", status)
+	}
+}

@@ -29,6 +29,7 @@ func fakeGateway(t testing.TB) (*Gateway, *httptest.Server) {
 	const ns = "fuzz"
 	lead := testutil.MakeMember("lead", ns).Profile("sub").Team("core", fleetv1alpha1.RoleLead).Obj()
 	lead.UID = "uid-lead"
+	lead.Status.TokenHash = fleetv1alpha1.TokenHash("lead-token")
 	w1 := testutil.MakeMember("w1", ns).Profile("sub").Team("core", fleetv1alpha1.RoleMember).Obj()
 	w1.UID = "uid-w1"
 	objs := []client.Object{
@@ -39,17 +40,13 @@ func fakeGateway(t testing.TB) (*Gateway, *httptest.Server) {
 			ObjectMeta: metav1.ObjectMeta{Name: "static", Namespace: ns, Labels: map[string]string{fleetv1alpha1.LabelStaticToken: "true"}},
 			Data:       map[string][]byte{"primary": []byte(staticToken)},
 		},
-		&corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: "lead-fleetd-token", Namespace: ns, Labels: map[string]string{fleetv1alpha1.LabelMember: "lead", fleetv1alpha1.LabelMemberUID: "uid-lead"}},
-			Data:       map[string][]byte{fleetv1alpha1.TokenSecretKey: []byte("lead-token")},
-		},
 	}
 	c := fake.NewClientBuilder().
 		WithScheme(testenv.Scheme()).
 		WithStatusSubresource(&fleetv1alpha1.Delegation{}, &fleetv1alpha1.Member{}, &fleetv1alpha1.Profile{}).
 		WithIndex(&fleetv1alpha1.Delegation{}, indexDelegationTo, indexDelegationToFunc).
 		WithIndex(&fleetv1alpha1.Delegation{}, indexDelegationFrom, indexDelegationFromFunc).
-		WithIndex(&corev1.Secret{}, indexSecretToken, indexSecretTokenFunc).
+		WithIndex(&fleetv1alpha1.Member{}, indexMemberToken, indexMemberTokenFunc).
 		WithObjects(objs...).
 		Build()
 	g := newGateway(Options{Namespace: ns, StaticTokens: types.NamespacedName{Namespace: ns, Name: "static"}, ProgressInterval: time.Millisecond},

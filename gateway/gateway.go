@@ -38,6 +38,7 @@ import (
 // +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=delegations/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=members,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=profiles,verbs=get;list;watch
+// The static-token Secret is read from a cache of its own, limited to it.
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
@@ -135,32 +136,22 @@ type Gateway struct {
 
 var _ manager.LeaderElectionRunnable = (*Gateway)(nil)
 
-// memberTokenSelector selects the member token Secrets.
-func memberTokenSelector() labels.Selector {
+// CacheOptions are fleetd's manager cache options: the member controller's
+// Secrets limited to member token Secrets (labelled fleet.fleetd.dev/member),
+// so that fleetd never caches every Secret of the cluster, and no
+// managedFields in cached objects. Nothing fleetd does reads them, and they
+// are a large part of every cached Delegation; an update that leaves them
+// out keeps the server's. Anything that reads other Secrets through the
+// manager's client must use the API reader for them.
+func CacheOptions() cache.Options {
 	req, err := labels.NewRequirement(fleetv1alpha1.LabelMember, selection.Exists, nil)
 	if err != nil {
 		panic(err)
 	}
-	return labels.NewSelector().Add(*req)
-}
-
-// CacheByObject is what the gateway needs from the manager's cache: Secrets
-// limited to member token Secrets (labelled fleet.fleetd.dev/member), so
-// that the gateway never caches every Secret of the cluster. Merge it into
-// cache.Options.ByObject. Anything that reads other Secrets through the
-// manager's client must then use the API reader for them.
-func CacheByObject() map[client.Object]cache.ByObject {
-	return map[client.Object]cache.ByObject{
-		&corev1.Secret{}: {Label: memberTokenSelector()},
+	return cache.Options{
+		ByObject:         map[client.Object]cache.ByObject{&corev1.Secret{}: {Label: labels.NewSelector().Add(*req)}},
+		DefaultTransform: cache.TransformStripManagedFields(),
 	}
-}
-
-// CacheOptions are fleetd's manager cache options: CacheByObject, and no
-// managedFields in cached objects. Nothing fleetd does reads them, and they
-// are a large part of every cached Delegation; an update that leaves them
-// out keeps the server's.
-func CacheOptions() cache.Options {
-	return cache.Options{ByObject: CacheByObject(), DefaultTransform: cache.TransformStripManagedFields()}
 }
 
 // New creates a Gateway on mgr: it registers the field indexes and informers
@@ -179,7 +170,7 @@ func New(mgr ctrl.Manager, opts Options) (*Gateway, error) {
 	}{
 		{&fleetv1alpha1.Delegation{}, indexDelegationTo, indexDelegationToFunc},
 		{&fleetv1alpha1.Delegation{}, indexDelegationFrom, indexDelegationFromFunc},
-		{&corev1.Secret{}, indexSecretToken, indexSecretTokenFunc},
+		{&fleetv1alpha1.Member{}, indexMemberToken, indexMemberTokenFunc},
 	} {
 		if err := idx.IndexField(ctx, ix.obj, ix.field, ix.fn); err != nil {
 			return nil, fmt.Errorf("indexing %T by %s: %w", ix.obj, ix.field, err)
@@ -188,7 +179,7 @@ func New(mgr ctrl.Manager, opts Options) (*Gateway, error) {
 
 	var informers []cache.Informer
 	var delegations cache.Informer
-	for _, obj := range []client.Object{&fleetv1alpha1.Delegation{}, &fleetv1alpha1.Member{}, &fleetv1alpha1.Profile{}, &corev1.Secret{}} {
+	for _, obj := range []client.Object{&fleetv1alpha1.Delegation{}, &fleetv1alpha1.Member{}, &fleetv1alpha1.Profile{}} {
 		inf, err := mgr.GetCache().GetInformer(ctx, obj, cache.BlockUntilSynced(false))
 		if err != nil {
 			return nil, fmt.Errorf("getting the informer for %T: %w", obj, err)

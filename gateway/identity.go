@@ -3,9 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"slices"
@@ -50,7 +48,7 @@ type authFailure struct {
 
 // authenticator resolves bearer tokens to principals.
 type authenticator struct {
-	// cache reads member token Secrets and Members.
+	// cache reads Members, indexed by their token's hash.
 	cache client.Reader
 	// static reads the static-token Secret.
 	static    client.Reader
@@ -71,12 +69,6 @@ type tokenReview struct {
 	failure   *authFailure
 }
 
-// tokenHash is the index key of a token: a hash, so that neither the index
-// nor a log line ever holds the token itself.
-func tokenHash(token []byte) string {
-	sum := sha256.Sum256(token)
-	return hex.EncodeToString(sum[:])
-}
 
 // authenticate resolves a bearer token. Member and static tokens are checked
 // first, from the cache; anything shaped like a JWT goes to a TokenReview,
@@ -103,33 +95,24 @@ func (a *authenticator) authenticate(ctx context.Context, token string) (*Princi
 	return review.principal, nil
 }
 
-// memberToken resolves a member token through the token-hash index.
+// memberToken resolves a member token: the Member whose status, which only
+// fleetd writes, holds the token's hash. No Secret is read, so a Secret
+// made by anyone else never authenticates anyone.
 func (a *authenticator) memberToken(ctx context.Context, token []byte) (*Principal, *authFailure) {
-	var secrets corev1.SecretList
-	if err := a.cache.List(ctx, &secrets, client.MatchingFields{indexSecretToken: tokenHash(token)}); err != nil {
+	var members fleetv1alpha1.MemberList
+	if err := a.cache.List(ctx, &members, client.MatchingFields{indexMemberToken: fleetv1alpha1.TokenHash(string(token))}); err != nil {
 		return nil, &authFailure{status: http.StatusInternalServerError, reason: "lookup_error", message: fmt.Sprintf("looking up the token: %v", err)}
 	}
-	for i := range secrets.Items {
-		s := &secrets.Items[i]
-		if subtle.ConstantTimeCompare(bytes.TrimSpace(s.Data[fleetv1alpha1.TokenSecretKey]), token) != 1 {
-			continue
-		}
-		name, uid := s.Labels[fleetv1alpha1.LabelMember], s.Labels[fleetv1alpha1.LabelMemberUID]
-		var m fleetv1alpha1.Member
-		err := a.cache.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: name}, &m)
-		switch {
-		case apierrors.IsNotFound(err):
-			return nil, &authFailure{status: http.StatusUnauthorized, reason: "member_gone", message: fmt.Sprintf("the token belongs to member %s/%s, which no longer exists", s.Namespace, name)}
-		case err != nil:
-			return nil, &authFailure{status: http.StatusInternalServerError, reason: "lookup_error", message: fmt.Sprintf("looking up member %s/%s: %v", s.Namespace, name, err)}
-		case uid == "" || string(m.UID) != uid:
-			// A Member recreated under the same name must not inherit the
-			// token of its predecessor.
-			return nil, &authFailure{status: http.StatusUnauthorized, reason: "member_gone", message: fmt.Sprintf("the token belongs to an earlier member %s/%s", s.Namespace, name)}
-		}
-		return &Principal{Kind: fleetv1alpha1.PrincipalMember, Name: m.Name, Namespace: m.Namespace, Member: &m}, nil
+	switch len(members.Items) {
+	case 0:
+		return nil, nil
+	case 1:
+		m := &members.Items[0]
+		return &Principal{Kind: fleetv1alpha1.PrincipalMember, Name: m.Name, Namespace: m.Namespace, Member: m}, nil
 	}
-	return nil, nil
+	// 256 random bits do not collide: two Members claiming one token
+	// means one status was copied.
+	return nil, &authFailure{status: http.StatusUnauthorized, reason: "ambiguous_token", message: "the token belongs to more than one member"}
 }
 
 // staticToken resolves a static token. Every key is compared, so the time
@@ -169,7 +152,7 @@ func (a *authenticator) staticToken(ctx context.Context, token []byte) (*Princip
 // review asks the API server who a service-account token belongs to, for
 // the gateway's audience, reusing a recent answer.
 func (a *authenticator) review(ctx context.Context, token string) *tokenReview {
-	key := tokenHash([]byte(token))
+	key := fleetv1alpha1.TokenHash(token)
 	if r, ok := a.tokens.get(key); ok {
 		return r
 	}

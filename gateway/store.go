@@ -1,13 +1,11 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,8 +24,8 @@ const (
 	// indexDelegationFrom indexes Delegations by what their sender may see:
 	// statePending or statePollable, then principalKey(spec.from).
 	indexDelegationFrom = "gateway.fleetd.dev/from"
-	// indexSecretToken indexes member token Secrets by tokenHash.
-	indexSecretToken = "gateway.fleetd.dev/token-hash"
+	// indexMemberToken indexes Members by status.tokenHash.
+	indexMemberToken = "gateway.fleetd.dev/token-hash"
 )
 
 // Delegation states in index values.
@@ -85,20 +83,14 @@ func indexDelegationFromFunc(o client.Object) []string {
 	return nil
 }
 
-// indexSecretTokenFunc extracts the hash of a member token.
-func indexSecretTokenFunc(o client.Object) []string {
-	s, ok := o.(*corev1.Secret)
-	if !ok {
+// indexMemberTokenFunc indexes a Member by the hash of its token, which
+// only fleetd writes.
+func indexMemberTokenFunc(o client.Object) []string {
+	m, ok := o.(*fleetv1alpha1.Member)
+	if !ok || m.Status.TokenHash == "" {
 		return nil
 	}
-	if _, member := s.Labels[fleetv1alpha1.LabelMember]; !member {
-		return nil
-	}
-	token := bytes.TrimSpace(s.Data[fleetv1alpha1.TokenSecretKey])
-	if len(token) == 0 {
-		return nil
-	}
-	return []string{tokenHash(token)}
+	return []string{m.Status.TokenHash}
 }
 
 // getDelegation reads a Delegation from the cache, and from the API server

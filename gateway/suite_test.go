@@ -346,8 +346,9 @@ func receive[T any](t testing.TB, ch <-chan toolCall[T]) toolCall[T] {
 	panic("unreachable")
 }
 
-// addMember creates a Member and the token Secret its controller would
-// make, returning the member and its token.
+// addMember creates a Member and records its token as its controller would:
+// a token Secret for the pane, the token's hash in the Member's status for
+// the gateway. It returns the member and its token.
 func addMember(t testing.TB, m *fleetv1alpha1.Member) (*fleetv1alpha1.Member, string) {
 	t.Helper()
 	create(t, m)
@@ -359,6 +360,7 @@ func addMember(t testing.TB, m *fleetv1alpha1.Member) (*fleetv1alpha1.Member, st
 		},
 		Data: map[string][]byte{fleetv1alpha1.TokenSecretKey: []byte(token)},
 	})
+	setMemberStatus(t, m, func(st *fleetv1alpha1.MemberStatus) { st.TokenHash = fleetv1alpha1.TokenHash(token) })
 	return m, token
 }
 

@@ -186,6 +186,13 @@ type MemberStatus struct {
 	// +optional
 	TokenSecretName string `json:"tokenSecretName,omitempty"`
 
+	// tokenHash is the SHA-256 of the member's gateway token, in hex. The
+	// gateway knows a member by it: only fleetd writes a Member's status, so
+	// a Secret made by anyone else never authenticates anyone.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
+	TokenHash string `json:"tokenHash,omitempty"`
+
 	// queueDepth is how many Delegations wait for this member.
 	// +optional
 	QueueDepth int32 `json:"queueDepth,omitempty"`

@@ -305,6 +305,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: terminalID
       type:
         scalar: string
+    - name: tokenHash
+      type:
+        scalar: string
     - name: tokenSecretName
       type:
         scalar: string

@@ -66,6 +66,10 @@ type MemberStatusApplyConfiguration struct {
 	LastRestartTime *metav1.Time `json:"lastRestartTime,omitempty"`
 	// tokenSecretName names the Secret holding the member's gateway token.
 	TokenSecretName *string `json:"tokenSecretName,omitempty"`
+	// tokenHash is the SHA-256 of the member's gateway token, in hex. The
+	// gateway knows a member by it: only fleetd writes a Member's status, so
+	// a Secret made by anyone else never authenticates anyone.
+	TokenHash *string `json:"tokenHash,omitempty"`
 	// queueDepth is how many Delegations wait for this member.
 	QueueDepth *int32 `json:"queueDepth,omitempty"`
 	// inFlight names the Delegation delivered to the member and not yet settled.
@@ -210,6 +214,14 @@ func (b *MemberStatusApplyConfiguration) WithLastRestartTime(value metav1.Time) 
 // If called multiple times, the TokenSecretName field is set to the value of the last call.
 func (b *MemberStatusApplyConfiguration) WithTokenSecretName(value string) *MemberStatusApplyConfiguration {
 	b.TokenSecretName = &value
+	return b
+}
+
+// WithTokenHash sets the TokenHash field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the TokenHash field is set to the value of the last call.
+func (b *MemberStatusApplyConfiguration) WithTokenHash(value string) *MemberStatusApplyConfiguration {
+	b.TokenHash = &value
 	return b
 }
 
