@@ -12,8 +12,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/internal/testutil"
 )
 
 // mcpStatus posts an MCP request with token and returns the HTTP status
@@ -186,4 +190,84 @@ func TestForgedTokenSecretAuthenticatesNobody(t *testing.T) {
 	if status, _ := mcpStatus(t, h, "Bearer forged-value"); status != http.StatusUnauthorized {
 		t.Errorf("a forged token Secret authenticated (status %d), want 401", status)
 	}
+}
+
+// TestGatewayNeverOutdoesItsCallersRBAC reproduces a confused deputy: a
+// service account allowed only to create delegations, which kubectl would
+// refuse to create or delete Members, did both through the gateway. Every
+// action of a service account is now what RBAC allows it.
+func TestGatewayNeverOutdoesItsCallersRBAC(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startGateway(t, ns, Options{Features: map[ToolNamespace]bool{ToolNamespaceProcess: true}})
+	create(t, testutil.MakeProfile("sub", ns).Command("true").Default().Obj())
+	addMember(t, member("w1", ns).Team("core", fleetv1alpha1.RoleMember).Obj())
+	token := serviceAccountToken(t, ns, "narrow", fleetv1alpha1.GatewayAudience)
+	allowDelegations(t, ns, "narrow")
+	var cs *mcp.ClientSession
+	eventually(t, func() error {
+		var err error
+		cs, err = h.tryConnect(token, nil)
+		return err
+	})
+	t.Cleanup(func() { cs.Close() })
+	eventually(t, func() error {
+		return errIf(callTool[ListOutput](t, cs, "bridge_whoami", nil).err != nil, "not allowed in yet")
+	})
+
+	refused := map[string]struct {
+		tool string
+		args map[string]any
+	}{
+		"stop a member":           {tool: "bridge_stop", args: map[string]any{"paneId": "w1"}},
+		"spawn a member":          {tool: "bridge_spawn", args: map[string]any{"profile": "sub"}},
+		"list members":            {tool: "bridge_list"},
+		"member status":           {tool: "bridge_status"},
+		"team status":             {tool: "team_status", args: map[string]any{"team": "core"}},
+		"add to a team":           {tool: "team_manage", args: map[string]any{"team": "core", "action": "add", "profile": "sub"}},
+		"remove from a team":      {tool: "team_manage", args: map[string]any{"team": "core", "action": "remove", "name": "w1"}},
+		"run a process":           {tool: "process_run", args: map[string]any{"command": []string{"true"}}},
+		"read a process's status": {tool: "process_status", args: map[string]any{"processId": "p1"}},
+	}
+	for name, tc := range refused {
+		t.Run(name, func(t *testing.T) {
+			got := callTool[ListOutput](t, cs, tc.tool, tc.args)
+			wantCode(t, got, CodeForbidden)
+			if !strings.Contains(got.err.Message, "may not") {
+				t.Errorf("message %q does not say what RBAC refused", got.err.Message)
+			}
+		})
+	}
+	for method, path := range map[string]string{http.MethodPost: "/members", http.MethodDelete: "/members/w1", http.MethodGet: "/agents"} {
+		req, _ := http.NewRequest(method, h.url+path, strings.NewReader(`{"profile":"sub"}`))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s %s: status %d, want 403", method, path, resp.StatusCode)
+		}
+	}
+	var m fleetv1alpha1.Member
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "w1"}, &m); err != nil || m.DeletionTimestamp != nil {
+		t.Errorf("w1 was stopped: %v %v", err, m.DeletionTimestamp)
+	}
+
+	// Granted by RBAC, the same calls go through.
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "members-narrow", Namespace: ns},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{fleetv1alpha1.GroupVersion.Group}, Resources: []string{"members"}, Verbs: []string{"get", "create", "delete"}}},
+	}
+	create(t, role, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "members-narrow", Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "narrow", Namespace: ns}},
+	})
+	eventually(t, func() error {
+		got := callTool[ListOutput](t, cs, "bridge_list", nil)
+		return errIf(got.err != nil, "bridge_list still refused: %v", got.err)
+	})
+	wantOK(t, callTool[StopOutput](t, cs, "bridge_stop", map[string]any{"paneId": "w1"}))
 }

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -436,6 +437,8 @@ func (g *Gateway) answer(ctx context.Context, c *call, in SendInput, wait bool) 
 			return false, nil
 		case q.Answer != nil:
 			return false, errorf(CodeConflict, "question %s was already answered differently", in.TurnID)
+		case q.WithdrawnAt != nil:
+			return false, errorf(CodeConflict, "question %s was withdrawn: the worker stopped waiting for the answer and went on; send it a new message instead", in.TurnID)
 		}
 		q.Answer, q.AnsweredAt = ptr.To(in.Content), &now
 		if d.Status.Phase == fleetv1alpha1.DelegationAsking && openQuestion(d) == nil {
@@ -603,6 +606,12 @@ func (g *Gateway) bridgeAsk(ctx context.Context, c *call, in AskInput) (*AskOutp
 		out, aerr, done = answerOf(d, turn)
 		return done
 	})
+	if err != nil && !errors.Is(err, errDelegationDeleted) {
+		// The worker goes on without the answer (it timed out, or its call
+		// is gone): an open question would hold the message, and its
+		// member's queue, until the deadline.
+		g.withdrawQuestion(ctx, d, turn)
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, errHoldTimeout):
@@ -616,6 +625,29 @@ func (g *Gateway) bridgeAsk(ctx context.Context, c *call, in AskInput) (*AskOutp
 		return nil, aerr
 	}
 	return out, nil
+}
+
+// withdrawQuestion records that the worker stopped waiting for the answer
+// to turn, unless it was answered meanwhile: the message is worked on again,
+// so the turn's own end settles it. It writes under a context of its own,
+// since the call's may have ended.
+func (g *Gateway) withdrawQuestion(ctx context.Context, d *fleetv1alpha1.Delegation, turn string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), detachTimeout)
+	defer cancel()
+	now := metav1.NewTime(g.opts.Clock.Now())
+	if _, err := g.updateStatus(ctx, d, func(d *fleetv1alpha1.Delegation) (bool, error) {
+		q := findQuestion(d, turn)
+		if q == nil || q.Answer != nil || q.WithdrawnAt != nil || d.Status.Phase.IsTerminal() {
+			return false, nil
+		}
+		q.WithdrawnAt = &now
+		if d.Status.Phase == fleetv1alpha1.DelegationAsking && openQuestion(d) == nil {
+			d.Status.Phase = fleetv1alpha1.DelegationWorking
+		}
+		return true, nil
+	}); err != nil {
+		g.log.Error(err, "Withdrawing an abandoned question", "delegation", klog.KObj(d), "turn", turn)
+	}
 }
 
 // bridgePoll lists the caller's outcomes that nobody waited for, and the
@@ -773,6 +805,9 @@ func phaseOf(d *fleetv1alpha1.Delegation) fleetv1alpha1.DelegationPhase {
 // bridgeStatus shows members' live state and the caller's messages in
 // progress.
 func (g *Gateway) bridgeStatus(ctx context.Context, c *call, in StatusInput) (*StatusOutput, error) {
+	if err := g.allow(ctx, c.who, GetMembers); err != nil {
+		return nil, err
+	}
 	members, err := g.members(ctx, c.who.Namespace)
 	if err != nil {
 		return nil, err
@@ -822,6 +857,9 @@ func (g *Gateway) bridgeSpawn(ctx context.Context, c *call, in SpawnInput) (*Spa
 
 // bridgeList lists the members of the caller's namespace.
 func (g *Gateway) bridgeList(ctx context.Context, c *call, _ ListInput) (*ListOutput, error) {
+	if err := g.allow(ctx, c.who, GetMembers); err != nil {
+		return nil, err
+	}
 	members, err := g.members(ctx, c.who.Namespace)
 	if err != nil {
 		return nil, err

@@ -446,7 +446,7 @@ func TestVerdictOf(t *testing.T) {
 	}{
 		"service account": {
 			status: authnv1.TokenReviewStatus{Authenticated: true, User: sa, Audiences: []string{fleetv1alpha1.GatewayAudience}},
-			want:   &Principal{Kind: fleetv1alpha1.PrincipalServiceAccount, Name: sa.Username, Namespace: "team-a"},
+			want:   &Principal{Kind: fleetv1alpha1.PrincipalServiceAccount, Name: sa.Username, Namespace: "team-a", user: &sa},
 		},
 		"rejected":          {status: authnv1.TokenReviewStatus{Error: "invalid bearer token"}, wantReason: "invalid_token"},
 		"rejected audience": {status: authnv1.TokenReviewStatus{Error: `token audiences ["x"] is invalid for the target audiences ["fleetd"]`}, wantReason: "wrong_audience"},
@@ -466,7 +466,7 @@ func TestVerdictOf(t *testing.T) {
 			if reason != tc.wantReason {
 				t.Fatalf("reason %q, want %q", reason, tc.wantReason)
 			}
-			if diff := cmp.Diff(tc.want, got.principal); diff != "" {
+			if diff := cmp.Diff(tc.want, got.principal, cmp.AllowUnexported(Principal{})); diff != "" {
 				t.Errorf("principal (-want +got):\n%s", diff)
 			}
 		})

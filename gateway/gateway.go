@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -49,6 +50,7 @@ const (
 	DefaultNamespace        = "default"
 	DefaultMaxTimeout       = time.Hour
 	DefaultProgressInterval = 15 * time.Second
+	DefaultBodyReadTimeout  = 30 * time.Second
 )
 
 // Options configure a Gateway.
@@ -74,6 +76,9 @@ type Options struct {
 	TeamPolicy TeamPolicy
 	// Clock stamps the times the gateway writes. Default the real clock.
 	Clock clock.PassiveClock
+	// BodyReadTimeout bounds how long a request may take to send its body.
+	// Default 30s.
+	BodyReadTimeout time.Duration
 }
 
 // withDefaults fills in unset options.
@@ -92,6 +97,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
+	}
+	if o.BodyReadTimeout <= 0 {
+		o.BodyReadTimeout = DefaultBodyReadTimeout
 	}
 	return o
 }
@@ -372,7 +380,41 @@ func (g *Gateway) routes() http.Handler {
 	mux.Handle("DELETE /members/{paneId}", g.authenticate(http.HandlerFunc(g.restStop)))
 	mux.Handle("GET /agents", g.authenticate(http.HandlerFunc(g.restAgents)))
 	mux.Handle("GET /v1/mcp/capabilities", g.authenticate(http.HandlerFunc(g.restCapabilities)))
-	return mux
+	return readBodyWithin(g.opts.BodyReadTimeout, mux)
+}
+
+// readBodyWithin gives every request timeout to send its body. The deadline
+// is on reading only and is lifted once the body is read, so a held call's
+// response, which takes as long as the call is held, is never cut; a
+// request refused before its body is read (no valid token) has its
+// connection closed when the deadline passes instead of kept open by a
+// client that sends slowly.
+func readBodyWithin(timeout time.Duration, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		if r.Body == nil || r.Body == http.NoBody || rc.SetReadDeadline(time.Now().Add(timeout)) != nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		r.Body = &deadlineBody{ReadCloser: r.Body, lift: func() { _ = rc.SetReadDeadline(time.Time{}) }}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// deadlineBody lifts the read deadline at the end of the body.
+type deadlineBody struct {
+	io.ReadCloser
+	lift   func()
+	lifted bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.lifted {
+		b.lifted = true
+		b.lift()
+	}
+	return n, err
 }
 
 // errNotReady answers requests until the cache has synced.

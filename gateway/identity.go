@@ -65,7 +65,6 @@ type authenticator struct {
 // tokenReview is a remembered TokenReview verdict.
 type tokenReview struct {
 	principal *Principal
-	user      authnv1.UserInfo
 	failure   *authFailure
 }
 
@@ -73,7 +72,8 @@ type tokenReview struct {
 // authenticate resolves a bearer token. Member and static tokens are checked
 // first, from the cache; anything shaped like a JWT goes to a TokenReview,
 // and a service account must then be allowed by RBAC to create Delegations
-// in its namespace.
+// in its namespace; each of its actions is checked again for what it
+// amounts to (Gateway.allow).
 func (a *authenticator) authenticate(ctx context.Context, token string) (*Principal, *authFailure) {
 	raw := []byte(token)
 	if p, f := a.memberToken(ctx, raw); p != nil || f != nil {
@@ -89,10 +89,11 @@ func (a *authenticator) authenticate(ctx context.Context, token string) (*Princi
 	if review.failure != nil {
 		return nil, review.failure
 	}
-	if f := a.authorize(ctx, review.principal, review.user); f != nil {
+	p := *review.principal
+	if f := a.authorize(ctx, &p, CreateDelegations); f != nil {
 		return nil, f
 	}
-	return review.principal, nil
+	return &p, nil
 }
 
 // memberToken resolves a member token: the Member whose status, which only
@@ -189,10 +190,8 @@ func verdictOf(tr *authnv1.TokenReview) *tokenReview {
 	if !ok {
 		return unauthorized("not_service_account", "only service-account tokens are accepted, not %q", st.User.Username)
 	}
-	return &tokenReview{
-		principal: &Principal{Kind: fleetv1alpha1.PrincipalServiceAccount, Name: st.User.Username, Namespace: ns},
-		user:      st.User,
-	}
+	user := st.User
+	return &tokenReview{principal: &Principal{Kind: fleetv1alpha1.PrincipalServiceAccount, Name: st.User.Username, Namespace: ns, user: &user}}
 }
 
 // splitServiceAccount splits system:serviceaccount:<namespace>:<name>.
@@ -208,10 +207,51 @@ func splitServiceAccount(user string) (namespace, name string, ok bool) {
 	return namespace, name, true
 }
 
-// authorize asks RBAC whether a service account may create Delegations in
-// its namespace, reusing a recent answer.
-func (a *authenticator) authorize(ctx context.Context, p *Principal, user authnv1.UserInfo) *authFailure {
-	key := p.Name + "\x00" + p.Namespace
+// Access is what a call through the gateway amounts to in Kubernetes RBAC:
+// a verb on a resource of fleet.fleetd.dev in the caller's namespace. The
+// gateway asks RBAC about it (SubjectAccessReview) for every action of a
+// service account, so that it never does more than its caller could do
+// with kubectl.
+type Access struct {
+	Verb, Resource string
+}
+
+// The accesses the gateway's tools and REST endpoints amount to. Process
+// tools have a resource of their own: no Kubernetes object stands behind
+// it, and RBAC grants it like any other.
+var (
+	// CreateDelegations: send a message (bridge_send, team_message), and
+	// use the gateway at all.
+	CreateDelegations = Access{"create", "delegations"}
+	// GetMembers: see members (bridge_list, bridge_status, bridge_read,
+	// team_status, GET /agents).
+	GetMembers = Access{"get", "members"}
+	// CreateMembers: start members (bridge_spawn, team_manage add, a
+	// bridge_send that spawns one, POST /members).
+	CreateMembers = Access{"create", "members"}
+	// DeleteMembers: stop members (bridge_stop, team_manage remove,
+	// DELETE /members/{paneId}).
+	DeleteMembers = Access{"delete", "members"}
+	// CreateProcesses, GetProcesses and DeleteProcesses: process_run;
+	// process_status and process_logs; process_kill.
+	CreateProcesses = Access{"create", "processes"}
+	GetProcesses    = Access{"get", "processes"}
+	DeleteProcesses = Access{"delete", "processes"}
+)
+
+func (a Access) String() string {
+	return a.Verb + " " + a.Resource + "." + fleetv1alpha1.GroupVersion.Group
+}
+
+// authorize asks RBAC whether a service account may do what acc says in its
+// namespace, reusing a recent answer. Other principals keep the gateway's
+// own rules: a member acts for itself, a static token is trusted.
+func (a *authenticator) authorize(ctx context.Context, p *Principal, acc Access) *authFailure {
+	if p.user == nil {
+		return nil
+	}
+	user := p.user
+	key := p.Name + "\x00" + p.Namespace + "\x00" + acc.Verb + "\x00" + acc.Resource
 	allowed, ok := a.access.get(key)
 	if !ok {
 		extra := make(map[string]authzv1.ExtraValue, len(user.Extra))
@@ -225,9 +265,9 @@ func (a *authenticator) authorize(ctx context.Context, p *Principal, user authnv
 			Extra:  extra,
 			ResourceAttributes: &authzv1.ResourceAttributes{
 				Namespace: p.Namespace,
-				Verb:      "create",
+				Verb:      acc.Verb,
 				Group:     fleetv1alpha1.GroupVersion.Group,
-				Resource:  "delegations",
+				Resource:  acc.Resource,
 			},
 		}}
 		if err := a.reviews.Create(ctx, sar); err != nil {
@@ -241,7 +281,20 @@ func (a *authenticator) authorize(ctx context.Context, p *Principal, user authnv
 		a.access.put(key, allowed, ttl)
 	}
 	if !allowed {
-		return &authFailure{status: http.StatusForbidden, reason: "forbidden", message: fmt.Sprintf("%s may not create delegations in namespace %s; bind it to a Role that allows create on delegations.%s", p.Name, p.Namespace, fleetv1alpha1.GroupVersion.Group)}
+		return &authFailure{status: http.StatusForbidden, reason: "forbidden", message: fmt.Sprintf("%s may not %s %s.%s in namespace %s; bind it to a Role that allows it (README: the tools and their RBAC verbs)",
+			p.Name, acc.Verb, acc.Resource, fleetv1alpha1.GroupVersion.Group, p.Namespace)}
+	}
+	return nil
+}
+
+// allow checks that the caller may do what acc says: RBAC's answer for a
+// service account, the gateway's own rules for the others.
+func (g *Gateway) allow(ctx context.Context, p *Principal, acc Access) error {
+	if f := g.auth.authorize(ctx, p, acc); f != nil {
+		if f.status == http.StatusForbidden {
+			return errorf(CodeForbidden, "%s", f.message)
+		}
+		return errorf(CodeInternal, "%s", f.message)
 	}
 	return nil
 }

@@ -26,6 +26,9 @@ type spawnRequest struct {
 // spawn creates a Member from a Profile, on the caller's behalf and within
 // its billing mode. The Member controller starts its pane.
 func (g *Gateway) spawn(ctx context.Context, p *Principal, r spawnRequest) (*fleetv1alpha1.Member, error) {
+	if err := g.allow(ctx, p, CreateMembers); err != nil {
+		return nil, err
+	}
 	profiles, err := g.profiles(ctx, p.Namespace)
 	if err != nil {
 		return nil, err
@@ -80,6 +83,9 @@ func (g *Gateway) spawn(ctx context.Context, p *Principal, r spawnRequest) (*fle
 func (g *Gateway) stop(ctx context.Context, p *Principal, id string) (string, error) {
 	if id == "" {
 		return "", errorf(CodeInvalidArgument, "paneId must name a member: pane id, name, terminal id or agent session id")
+	}
+	if err := g.allow(ctx, p, DeleteMembers); err != nil {
+		return "", err
 	}
 	members, err := g.members(ctx, p.Namespace)
 	if err != nil {

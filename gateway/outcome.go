@@ -116,14 +116,14 @@ func settledMessage(d *fleetv1alpha1.Delegation, fallback string) string {
 }
 
 // openQuestion is the Delegation's open question: the last one without an
-// answer, nil when there is none.
+// answer that its worker still waits for, nil when there is none.
 func openQuestion(d *fleetv1alpha1.Delegation) *fleetv1alpha1.Question {
 	if d.Status.Phase.IsTerminal() {
 		return nil
 	}
 	qs := d.Status.Questions
 	for i := len(qs) - 1; i >= 0; i-- {
-		if qs[i].Answer == nil {
+		if qs[i].Answer == nil && qs[i].WithdrawnAt == nil {
 			return &qs[i]
 		}
 	}

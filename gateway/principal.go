@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 
+	authnv1 "k8s.io/api/authentication/v1"
+
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 )
 
@@ -22,6 +24,10 @@ type Principal struct {
 	// Member is the calling Member as the cache held it at authentication,
 	// for member principals; nil otherwise.
 	Member *fleetv1alpha1.Member
+
+	// user is the Kubernetes user a service account's token stands for,
+	// whose RBAC decides what it may do; nil for other principals.
+	user *authnv1.UserInfo
 }
 
 // api is the principal as a Delegation records it.

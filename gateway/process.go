@@ -302,7 +302,10 @@ func (t *processTable) killAll(ctx context.Context) {
 	wg.Wait()
 }
 
-func (g *Gateway) processRun(_ context.Context, c *call, in ProcessRunInput) (*ProcessOutput, error) {
+func (g *Gateway) processRun(ctx context.Context, c *call, in ProcessRunInput) (*ProcessOutput, error) {
+	if err := g.allow(ctx, c.who, CreateProcesses); err != nil {
+		return nil, err
+	}
 	p, err := g.procs.run(owner(c.who), in.Command, in.WorkingDir)
 	if err != nil {
 		return nil, err
@@ -311,7 +314,10 @@ func (g *Gateway) processRun(_ context.Context, c *call, in ProcessRunInput) (*P
 	return &ProcessOutput{Process: &v}, nil
 }
 
-func (g *Gateway) processStatus(_ context.Context, c *call, in ProcessStatusInput) (*ProcessStatusOutput, error) {
+func (g *Gateway) processStatus(ctx context.Context, c *call, in ProcessStatusInput) (*ProcessStatusOutput, error) {
+	if err := g.allow(ctx, c.who, GetProcesses); err != nil {
+		return nil, err
+	}
 	out := &ProcessStatusOutput{Processes: []ProcessView{}}
 	if in.ProcessID != "" {
 		p, err := g.procs.get(owner(c.who), in.ProcessID)
@@ -327,7 +333,10 @@ func (g *Gateway) processStatus(_ context.Context, c *call, in ProcessStatusInpu
 	return out, nil
 }
 
-func (g *Gateway) processLogs(_ context.Context, c *call, in ProcessLogsInput) (*ProcessLogsOutput, error) {
+func (g *Gateway) processLogs(ctx context.Context, c *call, in ProcessLogsInput) (*ProcessLogsOutput, error) {
+	if err := g.allow(ctx, c.who, GetProcesses); err != nil {
+		return nil, err
+	}
 	p, err := g.procs.get(owner(c.who), in.ProcessID)
 	if err != nil {
 		return nil, err
@@ -344,6 +353,9 @@ func (g *Gateway) processLogs(_ context.Context, c *call, in ProcessLogsInput) (
 }
 
 func (g *Gateway) processKill(ctx context.Context, c *call, in ProcessIDInput) (*ProcessOutput, error) {
+	if err := g.allow(ctx, c.who, DeleteProcesses); err != nil {
+		return nil, err
+	}
 	p, err := g.procs.get(owner(c.who), in.ProcessID)
 	if err != nil {
 		return nil, err

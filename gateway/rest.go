@@ -95,6 +95,10 @@ func (g *Gateway) restStop(w http.ResponseWriter, r *http.Request) {
 // their status.
 func (g *Gateway) restAgents(w http.ResponseWriter, r *http.Request) {
 	p := restPrincipal(r)
+	if err := g.allow(r.Context(), p, GetMembers); err != nil {
+		writeError(w, err)
+		return
+	}
 	members, err := g.members(r.Context(), p.Namespace)
 	if err != nil {
 		writeError(w, err)

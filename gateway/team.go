@@ -117,6 +117,9 @@ func (g *Gateway) teamMembers(ctx context.Context, p *Principal, team string) ([
 
 // teamStatus shows the members of a team.
 func (g *Gateway) teamStatus(ctx context.Context, c *call, in TeamStatusInput) (*TeamStatusOutput, error) {
+	if err := g.allow(ctx, c.who, GetMembers); err != nil {
+		return nil, err
+	}
 	team, terr := teamOf(c.who, in.Team)
 	if terr != nil {
 		return nil, terr
@@ -212,6 +215,9 @@ func (g *Gateway) teamManage(ctx context.Context, c *call, in TeamManageInput) (
 			return nil, errorf(CodeInvalidArgument, "you cannot remove yourself")
 		case m.Spec.Role == fleetv1alpha1.RoleLead && !c.who.isPrimary() && !c.who.isLead():
 			return nil, errorf(CodeForbidden, "only a lead or a primary may remove the lead %s", m.Name)
+		}
+		if err := g.allow(ctx, c.who, DeleteMembers); err != nil {
+			return nil, err
 		}
 		if err := g.deleteMember(ctx, m); err != nil {
 			return nil, err

@@ -180,6 +180,11 @@ type Question struct {
 	// answeredAt is when the sender answered.
 	// +optional
 	AnsweredAt *metav1.Time `json:"answeredAt,omitempty"`
+
+	// withdrawnAt is when the worker stopped waiting for an answer (its
+	// bridge_ask call ended): the question is no longer open.
+	// +optional
+	WithdrawnAt *metav1.Time `json:"withdrawnAt,omitempty"`
 }
 
 // DelegationStatus is everything that happened to a Delegation.

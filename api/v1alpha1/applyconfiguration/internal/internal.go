@@ -434,6 +434,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: turnID
       type:
         scalar: string
+    - name: withdrawnAt
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
 - name: com.github.fleetd.fleetd.api.v1alpha1.Role
   scalar: string
 - name: io.k8s.api.core.v1.SecretKeySelector

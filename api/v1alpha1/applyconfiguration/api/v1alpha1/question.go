@@ -37,6 +37,9 @@ type QuestionApplyConfiguration struct {
 	Answer *string `json:"answer,omitempty"`
 	// answeredAt is when the sender answered.
 	AnsweredAt *v1.Time `json:"answeredAt,omitempty"`
+	// withdrawnAt is when the worker stopped waiting for an answer (its
+	// bridge_ask call ended): the question is no longer open.
+	WithdrawnAt *v1.Time `json:"withdrawnAt,omitempty"`
 }
 
 // QuestionApplyConfiguration constructs a declarative configuration of the Question type for use with
@@ -82,5 +85,13 @@ func (b *QuestionApplyConfiguration) WithAnswer(value string) *QuestionApplyConf
 // If called multiple times, the AnsweredAt field is set to the value of the last call.
 func (b *QuestionApplyConfiguration) WithAnsweredAt(value v1.Time) *QuestionApplyConfiguration {
 	b.AnsweredAt = &value
+	return b
+}
+
+// WithWithdrawnAt sets the WithdrawnAt field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the WithdrawnAt field is set to the value of the last call.
+func (b *QuestionApplyConfiguration) WithWithdrawnAt(value v1.Time) *QuestionApplyConfiguration {
+	b.WithdrawnAt = &value
 	return b
 }
