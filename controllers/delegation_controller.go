@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/delegation"
 	"github.com/fleetd/fleetd/herdr"
 )
 
@@ -35,25 +37,35 @@ const IndexDelegationTo = "spec.to"
 const tailLines = 40
 
 // DelegationReconciler is the injector. It reconciles one member's queue at
-// a time (requests are keyed by the member), so deliveries to a member are
-// decided in one place, in order.
+// a time (requests are keyed by the member): it gathers the member and its
+// Delegations, lets delegation.Decide say what is due, and carries each
+// step out through the delegation package's transitions with one write.
 type DelegationReconciler struct {
-	Client   client.Client
+	Client client.Client
+	// Reader reads from the API server: a turn that ended is settled only
+	// on a live look, so a reply written a moment before always wins.
+	Reader   client.Reader
 	Panes    Panes
 	Recorder recorder.EventRecorder
 	Clock    clock.PassiveClock
-	Policy   DeliveryPolicy
+	Policy   delegation.Policy
 	// MaxConcurrentReconciles bounds how many members' queues are worked on
 	// at once (default 16). herdr holds a prompt for 300 ms before pressing
 	// Enter, so this caps the fleet's delivery rate at about 3 per worker
 	// per second.
 	MaxConcurrentReconciles int
+
+	// mu guards what this process knows that the API does not: which
+	// Delegations it saw typed, and which members herdr refused a delivery
+	// to because of a dialog their status did not show yet.
+	mu     sync.Mutex
+	typed  map[types.NamespacedName]sets.Set[string]
+	heldAt map[types.NamespacedName]int64
 }
 
 // +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=delegations,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=delegations/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=members,verbs=get;list;watch
-// +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=members/status,verbs=get;update;patch
 
 // errConflict asks for a fresh look after someone else wrote a Delegation.
 var errConflict = errors.New("delegation changed underneath; looking again")
@@ -61,15 +73,17 @@ var errConflict = errors.New("delegation changed underneath; looking again")
 // Reconcile decides and carries out what is due for one member's queue.
 func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	member := &fleetv1alpha1.Member{}
-	view := MemberView{Gone: true}
+	view := delegation.Member{Gone: true}
+	command := false
 	if err := r.Client.Get(ctx, req.NamespacedName, member); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, err
 		}
-		member = nil
 	} else {
 		view = memberViewOf(member)
+		command = member.Status.AgentKind == ""
 	}
+	view.HeldAtSeq = r.held(req.NamespacedName)
 	var list fleetv1alpha1.DelegationList
 	if err := r.Client.List(ctx, &list, client.InNamespace(req.Namespace), client.MatchingFields{IndexDelegationTo: req.Name}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing delegations to %s: %w", req.Name, err)
@@ -78,36 +92,31 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	for i := range list.Items {
 		byName[list.Items[i].Name] = &list.Items[i]
 	}
-
 	gone, err := r.goneSenders(ctx, req.Namespace, list.Items)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	typed := r.typedIn(req.NamespacedName, byName)
+
 	now := r.Clock.Now()
-	dec := Decide(view, list.Items, now, r.Policy, gone)
+	dec := delegation.Decide(view, list.Items, now, r.Policy, typed, gone)
 	for _, step := range dec.Steps {
-		d := byName[step.Name]
-		if err := r.apply(ctx, step, d, view, now); err != nil {
+		if err := r.apply(ctx, req.NamespacedName, step, byName[step.Name], view, command, now); err != nil {
 			if errors.Is(err, errConflict) || apierrors.IsConflict(err) {
 				return ctrl.Result{RequeueAfter: 10 * time.Millisecond}, nil
 			}
 			return ctrl.Result{}, err
 		}
 	}
-	for _, carrier := range handedOver(list.Items) {
-		if err := r.acknowledgeOriginal(ctx, carrier); err != nil {
+	for _, carrier := range list.Items {
+		if carrier.Spec.InReplyTo == "" || !(typed.Has(carrier.Name) || carrier.Status.DeliveredAt != nil) {
+			continue
+		}
+		if err := r.acknowledgeOriginal(ctx, &carrier, now); err != nil {
 			if errors.Is(err, errConflict) {
 				return ctrl.Result{RequeueAfter: 10 * time.Millisecond}, nil
 			}
 			return ctrl.Result{}, err
-		}
-	}
-	if member != nil && member.DeletionTimestamp.IsZero() &&
-		(member.Status.QueueDepth != dec.QueueDepth || member.Status.InFlight != dec.InFlight) {
-		base := member.DeepCopy()
-		member.Status.QueueDepth, member.Status.InFlight = dec.QueueDepth, dec.InFlight
-		if err := r.Client.Status().Patch(ctx, member, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
-			return ctrl.Result{}, fmt.Errorf("writing the queue of member %s: %w", member.Name, err)
 		}
 	}
 	return ctrl.Result{RequeueAfter: dec.RequeueAfter}, nil
@@ -123,7 +132,7 @@ func (r *DelegationReconciler) goneSenders(ctx context.Context, ns string, ds []
 	checked := sets.New[string]()
 	for i := range ds {
 		from := ds[i].Spec.From
-		if from.Kind != fleetv1alpha1.PrincipalMember || checked.Has(from.Name) || !ds[i].Unclaimed() {
+		if from.Kind != fleetv1alpha1.PrincipalMember || checked.Has(from.Name) || !delegation.Unclaimed(&ds[i]) {
 			continue
 		}
 		checked.Insert(from.Name)
@@ -138,101 +147,128 @@ func (r *DelegationReconciler) goneSenders(ctx context.Context, ns string, ds []
 	return gone, nil
 }
 
-func memberViewOf(m *fleetv1alpha1.Member) MemberView {
-	v := MemberView{
+// memberViewOf is what Decide needs of a Member.
+func memberViewOf(m *fleetv1alpha1.Member) delegation.Member {
+	return delegation.Member{
 		Gone:       !m.DeletionTimestamp.IsZero(),
 		Ready:      meta.IsStatusConditionTrue(m.Status.Conditions, fleetv1alpha1.ConditionReady),
 		PaneID:     m.Status.PaneID,
 		TerminalID: m.Status.TerminalID,
 		Status:     m.Status.AgentStatus,
 		Seq:        m.Status.StateChangeSeq,
-		Command:    m.Status.AgentKind == "",
+		WorkingSeq: m.Status.WorkingSeq,
 	}
-	if m.Status.AgentStatusSince != nil {
-		v.Since = m.Status.AgentStatusSince.Time
-	}
-	return v
 }
 
-// apply carries out one step.
-func (r *DelegationReconciler) apply(ctx context.Context, step Step, d *fleetv1alpha1.Delegation, m MemberView, now time.Time) error {
-	t := metav1.NewTime(now)
+// typedIn is what this process saw typed into member's pane, for the
+// Delegations still there; it forgets the others.
+func (r *DelegationReconciler) typedIn(member types.NamespacedName, present map[string]*fleetv1alpha1.Delegation) sets.Set[string] {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	seen := r.typed[member]
+	for name := range seen {
+		if d, ok := present[name]; !ok || delegation.Settled(d.Status.Phase) && d.Spec.InReplyTo == "" {
+			seen.Delete(name)
+		}
+	}
+	return seen.Clone()
+}
+
+func (r *DelegationReconciler) markTyped(member types.NamespacedName, name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.typed == nil {
+		r.typed = map[types.NamespacedName]sets.Set[string]{}
+	}
+	if r.typed[member] == nil {
+		r.typed[member] = sets.New[string]()
+	}
+	r.typed[member].Insert(name)
+	delete(r.heldAt, member)
+}
+
+func (r *DelegationReconciler) held(member types.NamespacedName) *int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if seq, ok := r.heldAt[member]; ok {
+		return &seq
+	}
+	return nil
+}
+
+func (r *DelegationReconciler) hold(member types.NamespacedName, seq int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.heldAt == nil {
+		r.heldAt = map[types.NamespacedName]int64{}
+	}
+	r.heldAt[member] = seq
+}
+
+// apply carries out one step with one write.
+func (r *DelegationReconciler) apply(ctx context.Context, member types.NamespacedName, step delegation.Step, d *fleetv1alpha1.Delegation, m delegation.Member, command bool, now time.Time) error {
 	switch step.Kind {
-	case StepQueue:
-		d.Status.Phase = fleetv1alpha1.DelegationQueued
-		d.Status.QueuedAt = &t
-		d.Status.Deadline = &metav1.Time{Time: d.Deadline()}
-		setDelegationConditions(d, fleetv1alpha1.ReasonQueued, "waiting for member "+d.Spec.To)
+	case delegation.StepDeliver:
+		return r.deliver(ctx, member, d, m, command, now)
+	case delegation.StepPickup:
+		delegation.Pickup(d, now)
 		return r.write(ctx, d)
-	case StepSettle:
-		return r.settle(ctx, d, step.Phase, step.Outcome, step.Reason, step.Message, t)
-	case StepPickup:
-		d.Status.Phase = fleetv1alpha1.DelegationWorking
-		d.Status.PickedUpAt = &t
-		setDelegationConditions(d, fleetv1alpha1.ReasonDelivered, "the member picked it up")
-		return r.write(ctx, d)
-	case StepConfirm:
-		d.Status.Phase = fleetv1alpha1.DelegationWorking
-		d.Status.DeliveredAt = &t
-		d.Status.PickedUpAt = &t
-		setDelegationConditions(d, fleetv1alpha1.ReasonDelivered, "an interrupted delivery was confirmed by the member's pickup")
-		return r.write(ctx, d)
-	case StepTurnDone:
-		tail, err := r.tail(ctx, d.Status.PaneID)
-		if err != nil {
-			return err
-		}
-		d.Status.Tail = &tail
-		return r.settle(ctx, d, fleetv1alpha1.DelegationTurnDone, fleetv1alpha1.OutcomeTurnDone, fleetv1alpha1.ReasonTurnDone,
-			"the member ended its turn without replying", t)
-	case StepRecord:
-		if d.Status.DeliveredAt == nil && d.Status.DeliveringAt != nil && d.Status.Reply != nil {
-			// A reply proves the typing the confirmation did not record.
-			d.Status.DeliveredAt = d.Status.DeliveringAt
-		}
-		setDelegationConditions(d, reasonOf(d.Status.Phase), "settled by the gateway")
-		return r.write(ctx, d)
-	case StepDetachedReply:
+	case delegation.StepTurnDone:
+		return r.turnDone(ctx, d, now)
+	case delegation.StepTimeOut:
+		delegation.TimeOut(d, now)
+	case delegation.StepWorkerGone:
+		delegation.WorkerGone(d, now, step.Message)
+	case delegation.StepFail:
+		delegation.Fail(d, now, step.Reason, step.Message)
+	case delegation.StepCancel:
+		delegation.Cancel(d, now, step.Message)
+	case delegation.StepCarryReply:
 		return r.carryReply(ctx, d)
-	case StepExpire:
+	case delegation.StepExpire:
 		return r.expire(ctx, d)
-	case StepDeliver:
-		return r.deliver(ctx, d, m, t)
+	default:
+		return fmt.Errorf("unknown step %q", step.Kind)
 	}
-	return fmt.Errorf("unknown step %q", step.Kind)
-}
-
-// deliver records the intent, types the message, then records the result.
-// The intent comes first so that a controller stopped in between never types
-// it twice (see Decide).
-func (r *DelegationReconciler) deliver(ctx context.Context, d *fleetv1alpha1.Delegation, m MemberView, t metav1.Time) error {
-	d.Status.DeliveringAt = &t
-	d.Status.DeliveringSeq = m.Seq
-	d.Status.PaneID, d.Status.TerminalID = m.PaneID, m.TerminalID
-	if d.Status.Phase == "" || d.Status.Phase == fleetv1alpha1.DelegationPending {
-		d.Status.Phase = fleetv1alpha1.DelegationQueued
-		d.Status.QueuedAt = &t
-		d.Status.Deadline = &metav1.Time{Time: d.Deadline()}
-	}
-	setDelegationConditions(d, fleetv1alpha1.ReasonQueued, "typing into pane "+m.PaneID)
 	if err := r.write(ctx, d); err != nil {
 		return err
 	}
+	// The status tells the ordinary story; events are for what went wrong,
+	// so a busy fleet does not write an Event per message.
+	r.Recorder.Eventf(d, nil, corev1.EventTypeWarning, step.Reason, "Settle", "%s", delegation.SettledMessage(d, string(d.Status.Phase)))
+	return nil
+}
 
+// deliver records the intent, then types the message. The intent comes
+// first so that a controller stopped in between never types it twice (see
+// delegation.Decide); what this process saw typed, it remembers, so the
+// typing costs no second write.
+func (r *DelegationReconciler) deliver(ctx context.Context, member types.NamespacedName, d *fleetv1alpha1.Delegation, m delegation.Member, command bool, now time.Time) error {
+	delegation.BeginDelivery(d, now, delegation.Target{PaneID: m.PaneID, TerminalID: m.TerminalID, Seq: m.Seq})
+	if err := r.write(ctx, d); err != nil {
+		return err
+	}
 	hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
 	defer cancel()
-	err := typeMessage(hctx, r.Panes, m, d.Spec.Content)
+	err := typeMessage(hctx, r.Panes, m.PaneID, command, d.Spec.Content)
 	var refusal *herdr.Error
 	switch {
 	case err == nil:
-		now := metav1.NewTime(r.Clock.Now())
-		d.Status.Phase = fleetv1alpha1.DelegationDelivered
-		d.Status.DeliveredAt = &now
-		setDelegationConditions(d, fleetv1alpha1.ReasonDelivered, "typed into pane "+m.PaneID)
+		r.markTyped(member, d.Name)
+		return nil
+	case errors.Is(err, herdr.ErrAgentBlocked):
+		// herdr saw a dialog the member's status did not show yet: the
+		// message waits, and so does the queue, until the status moves.
+		r.hold(member, m.Seq)
+		delegation.DeliveryPostponed(d, "herdr refused it for now ("+herdr.CodeAgentBlocked+"): a dialog is on screen; it waits for the member")
 		return r.write(ctx, d)
 	case errors.As(err, &refusal):
-		return r.settle(ctx, d, fleetv1alpha1.DelegationFailed, fleetv1alpha1.OutcomeDeliveryFailed, fleetv1alpha1.ReasonDeliveryRefused,
-			fmt.Sprintf("herdr refused the delivery: %s: %s", refusal.Code, refusal.Message), metav1.NewTime(r.Clock.Now()))
+		delegation.Fail(d, r.Clock.Now(), fleetv1alpha1.ReasonDeliveryRefused, fmt.Sprintf("herdr refused the delivery: %s: %s", refusal.Code, refusal.Message))
+		if err := r.write(ctx, d); err != nil {
+			return err
+		}
+		r.Recorder.Eventf(d, nil, corev1.EventTypeWarning, fleetv1alpha1.ReasonDeliveryRefused, "Deliver", "%s", delegation.SettledMessage(d, ""))
+		return nil
 	default:
 		// Whether it was typed is unknown; Decide settles it once a pickup
 		// proves it or the confirm window passes.
@@ -240,7 +276,29 @@ func (r *DelegationReconciler) deliver(ctx context.Context, d *fleetv1alpha1.Del
 	}
 }
 
-// typeMessage types text into the member's pane and submits it: through
+// turnDone settles a message whose member ended the turn without
+// replying. It looks at the Delegation on the API server first, not the
+// cache: a worker's reply is written before its turn can end, so the live
+// object shows it if it came, and the write is made on that object's
+// version, so a reply written after the look makes it fail. Exactly one of
+// the two settles the message.
+func (r *DelegationReconciler) turnDone(ctx context.Context, cached *fleetv1alpha1.Delegation, now time.Time) error {
+	d := &fleetv1alpha1.Delegation{}
+	if err := r.Reader.Get(ctx, client.ObjectKeyFromObject(cached), d); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !delegation.InFlight(d) {
+		return nil
+	}
+	tail, err := r.tail(ctx, d.Status.PaneID)
+	if err != nil {
+		return err
+	}
+	delegation.TurnDone(d, now, tail)
+	return r.write(ctx, d)
+}
+
+// typeMessage types text into a member's pane and submits it: through
 // herdr's agent.prompt, or, for a plain command herdr does not know as an
 // agent (it answers agent_not_ready or agent_not_found), as input and Enter
 // in one pane.send_input. One call, so that a controller stopped halfway
@@ -248,28 +306,30 @@ func (r *DelegationReconciler) deliver(ctx context.Context, d *fleetv1alpha1.Del
 // to; herdr pastes the text as a bracketed paste when the program asks for
 // one, which is what keeps an Enter right behind it from being read as part
 // of the text.
-func typeMessage(ctx context.Context, panes Panes, m MemberView, text string) error {
-	_, err := panes.AgentPrompt(ctx, herdr.AgentPromptParams{Target: m.PaneID, Text: text})
-	if !m.Command || !(errors.Is(err, herdr.ErrAgentNotReady) || errors.Is(err, herdr.ErrAgentNotFound)) {
+func typeMessage(ctx context.Context, panes Panes, paneID string, command bool, text string) error {
+	_, err := panes.AgentPrompt(ctx, herdr.AgentPromptParams{Target: paneID, Text: text})
+	if !command || !(errors.Is(err, herdr.ErrAgentNotReady) || errors.Is(err, herdr.ErrAgentNotFound)) {
 		return err
 	}
-	return panes.PaneSendInput(ctx, herdr.PaneSendInputParams{PaneID: m.PaneID, Text: text, Keys: []string{"enter"}})
+	return panes.PaneSendInput(ctx, herdr.PaneSendInputParams{PaneID: paneID, Text: text, Keys: []string{"enter"}})
 }
 
 // acknowledgeOriginal records on the Delegation a carrier answers that its
 // reply reached the sender: the carrier was typed into the sender's pane.
 // Until then the reply stays in the sender's bridge_poll, so a carrier that
 // never gets typed (withdrawn, refused, pane lost) loses nothing.
-func (r *DelegationReconciler) acknowledgeOriginal(ctx context.Context, carrier *fleetv1alpha1.Delegation) error {
+func (r *DelegationReconciler) acknowledgeOriginal(ctx context.Context, carrier *fleetv1alpha1.Delegation, now time.Time) error {
 	original := &fleetv1alpha1.Delegation{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: carrier.Namespace, Name: carrier.Spec.InReplyTo}, original)
-	if apierrors.IsNotFound(err) || (err == nil && original.Status.AcknowledgedAt != nil) {
+	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("getting delegation %s, answered by %s: %w", carrier.Spec.InReplyTo, carrier.Name, err)
 	}
-	original.Status.AcknowledgedAt = carrier.Status.DeliveredAt.DeepCopy()
+	if changed, _ := delegation.Acknowledge(original, now); !changed {
+		return nil
+	}
 	return r.write(ctx, original)
 }
 
@@ -335,33 +395,13 @@ func (r *DelegationReconciler) carryReply(ctx context.Context, d *fleetv1alpha1.
 	if err := r.Client.Create(ctx, reply); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating the detached reply of %s: %w", d.Name, err)
 	}
-	d.Status.ReplyDeliveredAs = name
+	delegation.ReplyCarried(d, name)
 	return r.write(ctx, d)
-}
-
-func (r *DelegationReconciler) settle(ctx context.Context, d *fleetv1alpha1.Delegation, phase fleetv1alpha1.DelegationPhase, outcome fleetv1alpha1.Outcome, reason, msg string, t metav1.Time) error {
-	d.Status.Phase = phase
-	d.Status.Outcome = outcome
-	d.Status.SettledAt = &t
-	if d.Status.Deadline == nil {
-		d.Status.Deadline = &metav1.Time{Time: d.Deadline()}
-	}
-	setDelegationConditions(d, reason, msg)
-	if err := r.write(ctx, d); err != nil {
-		return err
-	}
-	// The status tells the ordinary story; events are for what went wrong,
-	// so a busy fleet does not write an Event per message.
-	if outcome != fleetv1alpha1.OutcomeTurnDone && outcome != fleetv1alpha1.OutcomeReply {
-		r.Recorder.Eventf(d, nil, corev1.EventTypeWarning, reason, "Settle", "%s", msg)
-	}
-	return nil
 }
 
 // write updates the status with optimistic concurrency: the gateway writes
 // replies and questions to the same objects, and neither may lose the other's.
 func (r *DelegationReconciler) write(ctx context.Context, d *fleetv1alpha1.Delegation) error {
-	d.Status.ObservedGeneration = d.Generation
 	if err := r.Client.Status().Update(ctx, d); err != nil {
 		if apierrors.IsConflict(err) {
 			return errConflict
@@ -371,65 +411,14 @@ func (r *DelegationReconciler) write(ctx context.Context, d *fleetv1alpha1.Deleg
 	return nil
 }
 
-// reasonOf is the condition reason for a terminal phase.
-func reasonOf(p fleetv1alpha1.DelegationPhase) string {
-	switch p {
-	case fleetv1alpha1.DelegationReplied:
-		return fleetv1alpha1.ReasonReplied
-	case fleetv1alpha1.DelegationTurnDone:
-		return fleetv1alpha1.ReasonTurnDone
-	case fleetv1alpha1.DelegationTimedOut:
-		return fleetv1alpha1.ReasonTimedOut
-	case fleetv1alpha1.DelegationWorkerGone:
-		return fleetv1alpha1.ReasonWorkerGone
-	case fleetv1alpha1.DelegationCancelled:
-		return fleetv1alpha1.ReasonCancelled
-	}
-	return fleetv1alpha1.ReasonDeliveryRefused
-}
-
-// setDelegationConditions derives Ready, Delivered and Settled from the
-// phase.
-func setDelegationConditions(d *fleetv1alpha1.Delegation, reason, msg string) {
-	set := func(typ string, ok bool, reason, msg string) {
-		status := metav1.ConditionFalse
-		if ok {
-			status = metav1.ConditionTrue
-		}
-		meta.SetStatusCondition(&d.Status.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: d.Generation})
-	}
-	delivered := d.Status.DeliveredAt != nil
-	deliveredReason := fleetv1alpha1.ReasonQueued
-	if delivered {
-		deliveredReason = fleetv1alpha1.ReasonDelivered
-	}
-	if reason == fleetv1alpha1.ReasonDeliveryRefused || reason == fleetv1alpha1.ReasonDeliveryUnconfirmed || reason == fleetv1alpha1.ReasonLoopGuard {
-		deliveredReason = reason
-	}
-	deliveredMsg := msg
-	if delivered {
-		deliveredMsg = "typed into pane " + d.Status.PaneID
-	}
-	set(fleetv1alpha1.ConditionDelivered, delivered, deliveredReason, deliveredMsg)
-	terminal := d.Status.Phase.IsTerminal()
-	settledReason := fleetv1alpha1.ReasonInProgress
-	if terminal {
-		settledReason = reason
-	}
-	set(fleetv1alpha1.ConditionSettled, terminal, settledReason, msg)
-	good := d.Status.Outcome == fleetv1alpha1.OutcomeReply || d.Status.Outcome == fleetv1alpha1.OutcomeTurnDone
-	readyReason := fleetv1alpha1.ReasonInProgress
-	if terminal {
-		readyReason = reason
-	}
-	set(fleetv1alpha1.ConditionReady, terminal && good, readyReason, msg)
-}
-
 // SetupWithManager registers the reconciler. Requests are member keys: a
 // Delegation maps to the member it is sent to.
 func (r *DelegationReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if r.MaxConcurrentReconciles == 0 {
 		r.MaxConcurrentReconciles = 16
+	}
+	if r.Reader == nil {
+		r.Reader = mgr.GetAPIReader()
 	}
 	if err := IndexDelegations(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
@@ -451,7 +440,7 @@ func (r *DelegationReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 		}
 		queues := sets.New[string]()
 		for i := range list.Items {
-			if from := list.Items[i].Spec.From; from.Kind == fleetv1alpha1.PrincipalMember && from.Name == o.GetName() && list.Items[i].Unclaimed() {
+			if from := list.Items[i].Spec.From; from.Kind == fleetv1alpha1.PrincipalMember && from.Name == o.GetName() && delegation.Unclaimed(&list.Items[i]) {
 				queues.Insert(list.Items[i].Spec.To)
 			}
 		}
@@ -475,8 +464,7 @@ func (r *DelegationReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 		Complete(r)
 }
 
-// memberStateChanged passes Member changes the injector decides on, and not
-// the queue fields it writes itself.
+// memberStateChanged passes the Member changes the injector decides on.
 var memberStateChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	old, okOld := e.ObjectOld.(*fleetv1alpha1.Member)
 	cur, okNew := e.ObjectNew.(*fleetv1alpha1.Member)

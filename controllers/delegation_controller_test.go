@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,10 +13,15 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/delegation"
 	"github.com/fleetd/fleetd/herdr"
 	"github.com/fleetd/fleetd/internal/testutil"
 )
@@ -105,10 +111,6 @@ func TestBurstIsDeliveredInOrderOncePerTurn(t *testing.T) {
 	if got := received(t, log); strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("the agent received (in order):\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	m, _ := getMember(t, ns, "w1")
-	if m.Status.QueueDepth != 0 || m.Status.InFlight != "" {
-		t.Errorf("member queue after the burst: depth=%d inFlight=%q", m.Status.QueueDepth, m.Status.InFlight)
-	}
 }
 
 func TestNothingIsTypedWhileBlocked(t *testing.T) {
@@ -120,16 +122,11 @@ func TestNothingIsTypedWhileBlocked(t *testing.T) {
 	waitAgentStatus(t, ns, "w1", fleetv1alpha1.AgentBlocked)
 	create(t, testutil.MakeDelegation("second", ns, "w1", "silent: after the dialog").Obj())
 
-	// While the dialog is up the second one waits in the queue.
-	eventually(t, "queue depth 1 while blocked", func() (bool, string) {
-		m, err := getMember(t, ns, "w1")
-		if err != nil {
-			return false, err.Error()
-		}
-		return m.Status.QueueDepth == 1 && m.Status.InFlight == "dialog", fmt.Sprintf("depth=%d inFlight=%q", m.Status.QueueDepth, m.Status.InFlight)
-	})
-	if d, _ := getDelegation(ns, "second"); d.Status.DeliveringAt != nil {
-		t.Fatalf("typed into a blocked member")
+	// While the dialog is up the second one waits in the queue: the first
+	// was picked up (blocked is a pickup), the second is still queued.
+	waitPhase(t, ns, "dialog", fleetv1alpha1.DelegationWorking)
+	if d, _ := getDelegation(ns, "second"); d.Status.DeliveringAt != nil || d.Status.Phase != fleetv1alpha1.DelegationQueued {
+		t.Fatalf("typed into a blocked member: %+v", d.Status)
 	}
 	if got := received(t, log); len(got) != 1 {
 		t.Fatalf("the agent received %d prompts while blocked: %q", len(got), got)
@@ -146,23 +143,32 @@ func TestNothingIsTypedWhileBlocked(t *testing.T) {
 	}
 }
 
+// TestDeadlineSettlesTimedOut follows DESIGN: a message in flight when its
+// deadline passes settles timeout; one still queued stays queued and is
+// delivered once its worker is free, and then settles timeout at once (its
+// sender got the timeout already; a reply takes the detached path).
 func TestDeadlineSettlesTimedOut(t *testing.T) {
 	ns := env.Namespace(t)
 	h := startHerdr(t)
 	startControllers(t, ns, h.socket)
 	log := agentWithLog(t, ns, "w1")
-	create(t, sequenced(testutil.MakeDelegation("slow", ns, "w1", "sleep: 30").Timeout(2).Obj(), 1))
-	create(t, sequenced(testutil.MakeDelegation("behind", ns, "w1", "silent: never typed").Timeout(1).Obj(), 2))
+	create(t, sequenced(testutil.MakeDelegation("slow", ns, "w1", "sleep: 4").Timeout(2).Obj(), 1))
+	create(t, sequenced(testutil.MakeDelegation("behind", ns, "w1", "silent: typed late").Timeout(1).Obj(), 2))
 	d := waitPhase(t, ns, "slow", fleetv1alpha1.DelegationTimedOut)
 	if d.Status.Outcome != fleetv1alpha1.OutcomeTimeout || d.Status.DeliveredAt == nil {
 		t.Errorf("slow: outcome=%s delivered=%v", d.Status.Outcome, d.Status.DeliveredAt)
 	}
-	behind := waitPhase(t, ns, "behind", fleetv1alpha1.DelegationTimedOut)
-	if behind.Status.DeliveringAt != nil {
-		t.Errorf("a delegation that timed out in the queue was typed")
+	// The slow one's turn is still on (4 s): behind is past its deadline and
+	// still queued.
+	if behind, _ := getDelegation(ns, "behind"); behind.Status.Phase != fleetv1alpha1.DelegationQueued || behind.Status.DeliveringAt != nil {
+		t.Errorf("behind, past its deadline behind a busy worker: %+v, want it still queued", behind.Status)
 	}
-	if got := received(t, log); len(got) != 1 {
-		t.Errorf("received %q, want only the slow one", got)
+	behind := waitPhase(t, ns, "behind", fleetv1alpha1.DelegationTimedOut)
+	if behind.Status.DeliveringAt == nil || !behind.Status.DeliveringAt.After(d.Status.SettledAt.Time) {
+		t.Errorf("behind was not typed after the slow one's turn: %+v", behind.Status)
+	}
+	if got := received(t, log); len(got) != 2 || got[1] != "silent: typed late" {
+		t.Errorf("received %q, want both, in order", got)
 	}
 }
 
@@ -194,7 +200,11 @@ func TestDelegationToNobodyIsWorkerGone(t *testing.T) {
 	waitPhase(t, ns, "lost", fleetv1alpha1.DelegationWorkerGone)
 }
 
-func TestRefusedDeliveryFailsAndTheQueueMovesOn(t *testing.T) {
+// TestDialogTheStatusMissedPostponesTheDelivery: herdr refuses a prompt
+// for a dialog the member's status did not show yet (agent_blocked); the
+// message goes back to the queue, and is delivered once the dialog is
+// answered.
+func TestDialogTheStatusMissedPostponesTheDelivery(t *testing.T) {
 	ns := env.Namespace(t)
 	h := startHerdr(t)
 	run := startControllers(t, ns, h.socket)
@@ -216,22 +226,50 @@ func TestRefusedDeliveryFailsAndTheQueueMovesOn(t *testing.T) {
 		return a.AgentStatus == herdr.AgentStatusBlocked, string(a.AgentStatus)
 	})
 	injector := startInjectorOnly(t, ns, h.socket)
-	create(t, sequenced(testutil.MakeDelegation("refused", ns, "w1", "silent: refused").Obj(), 1))
-	create(t, sequenced(testutil.MakeDelegation("next", ns, "w1", "silent: next").Obj(), 2))
-	d := waitPhase(t, ns, "refused", fleetv1alpha1.DelegationFailed)
-	if d.Status.Outcome != fleetv1alpha1.OutcomeDeliveryFailed || !strings.Contains(conditionMessage(d, fleetv1alpha1.ConditionSettled), "agent_blocked") {
-		t.Errorf("outcome=%s conditions=%v, want delivery_failed naming agent_blocked", d.Status.Outcome, d.Status.Conditions)
+	create(t, sequenced(testutil.MakeDelegation("postponed", ns, "w1", "silent: postponed").Obj(), 1))
+	eventually(t, "herdr's refusal recorded", func() (bool, string) {
+		d, err := getDelegation(ns, "postponed")
+		if err != nil {
+			return false, err.Error()
+		}
+		msg := conditionMessage(d, fleetv1alpha1.ConditionDelivered)
+		return strings.Contains(msg, herdr.CodeAgentBlocked), fmt.Sprintf("phase=%s delivered=%q", d.Status.Phase, msg)
+	})
+	if d, _ := getDelegation(ns, "postponed"); d.Status.Phase != fleetv1alpha1.DelegationQueued || d.Status.DeliveringAt != nil {
+		t.Fatalf("a postponed delivery is queued again: %+v", d.Status)
 	}
-	// The queue moves on: once the dialog is answered and the Member
-	// controller runs again, the next one is delivered.
 	injector.stop()
 	if err := hc.PaneSendKeys(context.Background(), m.Status.PaneID, "y"); err != nil {
 		t.Fatal(err)
 	}
 	startControllers(t, ns, h.socket)
-	waitPhase(t, ns, "next", fleetv1alpha1.DelegationTurnDone)
-	if got := received(t, log); len(got) != 2 || got[1] != "silent: next" {
-		t.Errorf("received %q, want the dialog prompt and next", got)
+	waitPhase(t, ns, "postponed", fleetv1alpha1.DelegationTurnDone)
+	if got := received(t, log); len(got) != 2 || got[1] != "silent: postponed" {
+		t.Errorf("received %q, want the dialog prompt and the postponed one", got)
+	}
+}
+
+// TestRefusedDeliveryFailsAndTheQueueMovesOn: herdr refuses a message for
+// good; it settles delivery_failed and the next one is delivered, though
+// the agent stays idle throughout and its status never moves.
+func TestRefusedDeliveryFailsAndTheQueueMovesOn(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startHerdr(t)
+	startManagerOn(t, env.Config, ns, refusingPanes{Panes: h.client(), marker: "refuse me"}, true)
+	log := agentWithLog(t, ns, "w1")
+	m, _ := getMember(t, ns, "w1")
+	create(t, sequenced(testutil.MakeDelegation("refused", ns, "w1", "silent: refuse me").Obj(), 1))
+	create(t, sequenced(testutil.MakeDelegation("next", ns, "w1", "silent: next").Obj(), 2))
+	d := waitPhase(t, ns, "refused", fleetv1alpha1.DelegationFailed)
+	if d.Status.Outcome != fleetv1alpha1.OutcomeDeliveryFailed || !strings.Contains(conditionMessage(d, fleetv1alpha1.ConditionSettled), herdr.CodeAgentPromptFailed) {
+		t.Errorf("outcome=%s conditions=%v, want delivery_failed naming %s", d.Status.Outcome, d.Status.Conditions, herdr.CodeAgentPromptFailed)
+	}
+	next := waitPhase(t, ns, "next", fleetv1alpha1.DelegationTurnDone)
+	if next.Status.DeliveringSeq != m.Status.StateChangeSeq {
+		t.Errorf("next was typed at seq %d; the agent's status moved after the refusal (seq %d then)", next.Status.DeliveringSeq, m.Status.StateChangeSeq)
+	}
+	if got := received(t, log); len(got) != 1 || got[0] != "silent: next" {
+		t.Errorf("received %q, want only next", got)
 	}
 }
 
@@ -270,7 +308,7 @@ func TestControllerStoppedMidBurstTypesEachOnce(t *testing.T) {
 		}
 		settled = 0
 		for _, d := range list.Items {
-			if d.Status.Phase.IsTerminal() {
+			if delegation.Settled(d.Status.Phase) {
 				settled++
 			}
 		}
@@ -297,72 +335,186 @@ func TestControllerStoppedMidBurstTypesEachOnce(t *testing.T) {
 	}
 }
 
+// TestRetentionDeletesSettledDelegations runs the injector's reconcile by
+// hand on a clock the test moves, against the API server: each pass's
+// decision shows in what is left and in when it asks to look again.
 func TestRetentionDeletesSettledDelegations(t *testing.T) {
 	ns := env.Namespace(t)
-	h := startHerdr(t)
-	const retention = 2 * time.Second
-	startManager(t, env.Config, ns, h.socket, true, func(p *DeliveryPolicy) { p.Retention = retention })
 	ctx := context.Background()
+	const retention = time.Hour
+	// Whole seconds: the API keeps timestamps to the second.
+	clk := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
+	r, cached := injectorByHand(t, ns, clk, retention)
+	queue := ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "nobody"}}
 
-	// Both settle at once (nobody is there to take them); the waiter got the
-	// blocking one's outcome, while the detached one's is still owed.
+	// Settled at once (nobody is there to take them). The waiter got the
+	// blocking one's outcome; the detached one's is still owed; so is
+	// orphan's, to a member that does not exist; and owed's, to one that
+	// does.
 	create(t, testutil.MakeDelegation("blocking", ns, "nobody", "hello").Obj())
 	detached := testutil.MakeDelegation("detached", ns, "nobody", "hello").Obj()
 	detached.Spec.Wait = ptrTo(false)
 	create(t, detached)
-	// Owed to a member that does not exist: nobody can ever collect it.
 	orphan := testutil.MakeDelegation("orphan", ns, "nobody", "hello").Obj()
 	orphan.Spec.Wait = ptrTo(false)
 	orphan.Spec.From = fleetv1alpha1.Principal{Kind: fleetv1alpha1.PrincipalMember, Name: "ghost"}
 	create(t, orphan)
-	waitPhase(t, ns, "blocking", fleetv1alpha1.DelegationWorkerGone)
-	waitPhase(t, ns, "detached", fleetv1alpha1.DelegationWorkerGone)
+	create(t, testutil.MakeMember("sender", ns).Command("true").Obj())
+	owed := testutil.MakeDelegation("owed", ns, "nobody", "hello").Obj()
+	owed.Spec.Wait = ptrTo(false)
+	owed.Spec.From = fleetv1alpha1.Principal{Kind: fleetv1alpha1.PrincipalMember, Name: "sender"}
+	create(t, owed)
+	all := []string{"blocking", "detached", "orphan", "owed"}
+	cached(t, "the four queued", func(ds map[string]fleetv1alpha1.Delegation) bool { return len(ds) == 4 })
 
-	gone := func(name string) func() (bool, string) {
-		return func() (bool, string) {
-			d, err := getDelegation(ns, name)
-			if apierrors.IsNotFound(err) {
-				return true, ""
-			}
-			return false, fmt.Sprintf("still there (err %v, phase %s)", err, d.Status.Phase)
+	pass := func(want time.Duration) {
+		t.Helper()
+		res, err := r.Reconcile(ctx, queue)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.RequeueAfter != want {
+			t.Errorf("requeueAfter = %s, want %s", res.RequeueAfter, want)
 		}
 	}
-	eventually(t, "the settled blocking delegation deleted", gone("blocking"))
-	eventually(t, "the outcome owed to a member that is gone deleted", gone("orphan"))
-	time.Sleep(retention)
-	d, err := getDelegation(ns, "detached")
-	if err != nil {
-		t.Fatalf("an outcome nobody collected was deleted: %v", err)
+	left := func(want ...string) {
+		t.Helper()
+		cached(t, fmt.Sprintf("left: %v", want), func(ds map[string]fleetv1alpha1.Delegation) bool {
+			if len(ds) != len(want) {
+				return false
+			}
+			for _, name := range want {
+				if d, ok := ds[name]; !ok || d.Status.Phase != fleetv1alpha1.DelegationWorkerGone {
+					return false
+				}
+			}
+			return true
+		})
 	}
 
-	// bridge_ack's write: from now on it is only history.
-	now := metav1.Now()
-	d.Status.AcknowledgedAt = &now
+	// The settled ones are kept for the retention; the orphaned outcome
+	// will never be collected, so it goes a retention after it settled too.
+	pass(0)
+	left(all...)
+	pass(retention)
+
+	clk.Step(retention - time.Second)
+	pass(time.Second)
+	left(all...)
+
+	clk.Step(time.Second)
+	pass(0)
+	left("detached", "owed")
+
+	// The outcomes owed stay, however old, until collected.
+	clk.Step(100 * retention)
+	pass(0)
+	left("detached", "owed")
+
+	// bridge_ack's write: from then on it is only history.
+	d, err := getDelegation(ns, "detached")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := delegation.Acknowledge(d, clk.Now()); err != nil {
+		t.Fatal(err)
+	}
 	if err := env.Client.Status().Update(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the acknowledged delegation deleted", gone("detached"))
+	cached(t, "the acknowledgement", func(ds map[string]fleetv1alpha1.Delegation) bool { return ds["detached"].Status.AcknowledgedAt != nil })
+	pass(retention)
+	clk.Step(retention)
+	pass(0)
+	left("owed")
 
-	// Owed to a member that exists, in a queue nothing else touches: kept
-	// until the member is deleted, then taken without waiting for a resync.
+	// Its member sender is deleted: nobody will collect it now.
+	if err := env.Client.Delete(ctx, testutil.MakeMember("sender", ns).Obj()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the member gone from the cache", func() (bool, string) {
+		err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sender"}, &fleetv1alpha1.Member{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	pass(0)
+	left()
+}
+
+// TestAnOutcomeOwedToADeletedMemberGoesAtOnce: deleting a member is enough
+// for retention to take the outcomes it was owed, with no other event in
+// their queue and no periodic look.
+func TestAnOutcomeOwedToADeletedMemberGoesAtOnce(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startHerdr(t)
+	startManager(t, env.Config, ns, h.socket, true, func(p *delegation.Policy) { p.Retention = time.Nanosecond })
 	agentWithLog(t, ns, "sender")
-	owed := testutil.MakeDelegation("owed", ns, "nobody-else", "hello").Obj()
+	owed := testutil.MakeDelegation("owed", ns, "nobody", "hello").Obj()
 	owed.Spec.Wait = ptrTo(false)
 	owed.Spec.From = fleetv1alpha1.Principal{Kind: fleetv1alpha1.PrincipalMember, Name: "sender"}
 	create(t, owed)
 	waitPhase(t, ns, "owed", fleetv1alpha1.DelegationWorkerGone)
-	time.Sleep(2 * retention)
-	if _, err := getDelegation(ns, "owed"); err != nil {
-		t.Fatalf("an outcome its member sender has not collected was deleted: %v", err)
+	if err := env.Client.Delete(context.Background(), testutil.MakeMember("sender", ns).Obj()); err != nil {
+		t.Fatal(err)
 	}
-	m, err := getMember(t, ns, "sender")
+	eventually(t, "the outcome owed to the deleted member deleted", func() (bool, string) {
+		d, err := getDelegation(ns, "owed")
+		return apierrors.IsNotFound(err), fmt.Sprintf("err %v, phase %s", err, d.Status.Phase)
+	})
+}
+
+// injectorByHand is a Delegation reconciler on clk that the test calls, with
+// a cache of ns, and a way to wait until the cache shows something.
+func injectorByHand(t *testing.T, ns string, clk clock.PassiveClock, retention time.Duration) (*DelegationReconciler, func(t *testing.T, what string, cond func(map[string]fleetv1alpha1.Delegation) bool)) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:  env.Scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache:   cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Client.Delete(ctx, m); err != nil {
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := IndexDelegations(ctx, mgr.GetFieldIndexer()); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the outcome owed to the deleted member deleted", gone("owed"))
+	// Informers for what Reconcile reads, before the cache starts.
+	for _, o := range []client.Object{&fleetv1alpha1.Delegation{}, &fleetv1alpha1.Member{}} {
+		if _, err := mgr.GetCache().GetInformer(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	policy := delegation.DefaultPolicy
+	policy.Retention = retention
+	r := &DelegationReconciler{
+		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Panes: herdr.NewClient(filepath.Join(t.TempDir(), "no-herdr")),
+		Recorder: mgr.GetEventRecorder("fleetd-delegation"), Clock: clk, Policy: policy,
+	}
+	cached := func(t *testing.T, what string, cond func(map[string]fleetv1alpha1.Delegation) bool) {
+		t.Helper()
+		eventually(t, "the cache shows "+what, func() (bool, string) {
+			var list fleetv1alpha1.DelegationList
+			if err := r.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+				return false, err.Error()
+			}
+			ds := map[string]fleetv1alpha1.Delegation{}
+			var names []string
+			for _, d := range list.Items {
+				ds[d.Name] = d
+				names = append(names, d.Name+"="+string(d.Status.Phase))
+			}
+			return cond(ds), strings.Join(names, " ")
+		})
+	}
+	return r, cached
 }
 
 // TestDetachedReplyIsTypedIntoAMemberSendersPane follows DESIGN's detached
@@ -382,13 +534,13 @@ func TestDetachedReplyIsTypedIntoAMemberSendersPane(t *testing.T) {
 	d.Spec.From = fleetv1alpha1.Principal{Kind: fleetv1alpha1.PrincipalMember, Name: "lead"}
 	create(t, d)
 	d = waitPhase(t, ns, "task", fleetv1alpha1.DelegationWorking)
-	now := metav1.Now()
-	d.Status.Reply, d.Status.RepliedAt = ptrTo("the report is in docs/report.md"), &now
-	d.Status.Phase, d.Status.Outcome, d.Status.SettledAt = fleetv1alpha1.DelegationReplied, fleetv1alpha1.OutcomeReply, &now
+	if err := delegation.Reply(d, time.Now(), "the report is in docs/report.md"); err != nil {
+		t.Fatal(err)
+	}
 	if err := env.Client.Status().Update(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	if !d.Unclaimed() {
+	if !delegation.Unclaimed(d) {
 		t.Fatalf("a detached reply not yet carried is not owed to its sender")
 	}
 
@@ -410,6 +562,131 @@ func TestDetachedReplyIsTypedIntoAMemberSendersPane(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		return d.Status.AcknowledgedAt != nil && !d.Unclaimed(), fmt.Sprintf("acknowledgedAt=%v replyDeliveredAs=%q", d.Status.AcknowledgedAt, d.Status.ReplyDeliveredAs)
+		return d.Status.AcknowledgedAt != nil && !delegation.Unclaimed(d), fmt.Sprintf("acknowledgedAt=%v replyDeliveredAs=%q", d.Status.AcknowledgedAt, d.Status.ReplyDeliveredAs)
 	})
+}
+
+// hookedReader is a Reader that runs after once, right after its first Get.
+type hookedReader struct {
+	client.Reader
+	after func()
+}
+
+func (r *hookedReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	err := r.Reader.Get(ctx, key, obj, opts...)
+	if r.after != nil {
+		r.after()
+		r.after = nil
+	}
+	return err
+}
+
+// TestTurnDoneAndReplyRace: a worker's reply and the end of its turn race to
+// settle one message. The controller settles turn_done on a live look and
+// writes on that look's version; the gateway records a reply only on a
+// message still in flight. Whichever order they come in, exactly one
+// settles it and the other learns so.
+func TestTurnDoneAndReplyRace(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startHerdr(t)
+	ctx := context.Background()
+	// reply writes a reply on d the way the gateway does: the transition,
+	// then an update on the version it read.
+	reply := func(d *fleetv1alpha1.Delegation) error {
+		d = d.DeepCopy()
+		if err := delegation.Reply(d, time.Now(), "the answer"); err != nil {
+			return err
+		}
+		return env.Client.Status().Update(ctx, d)
+	}
+	inFlight := func(name string) *fleetv1alpha1.Delegation {
+		create(t, testutil.MakeDelegation(name, ns, "w1", "work").Obj())
+		d, err := getDelegation(ns, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		delegation.BeginDelivery(d, time.Now(), delegation.Target{PaneID: "w9:p9"})
+		delegation.Pickup(d, time.Now())
+		if err := env.Client.Status().Update(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	injector := func(reader client.Reader) *DelegationReconciler {
+		return &DelegationReconciler{Client: env.Client, Reader: reader, Panes: h.client(), Clock: clock.RealClock{}, Policy: delegation.DefaultPolicy}
+	}
+
+	t.Run("the reply comes first", func(t *testing.T) {
+		cached := inFlight("reply-first")
+		if err := reply(cached); err != nil {
+			t.Fatal(err)
+		}
+		if err := injector(env.Client).turnDone(ctx, cached, time.Now()); err != nil {
+			t.Fatalf("turnDone after the reply: %v, want nothing done", err)
+		}
+		if d, _ := getDelegation(ns, "reply-first"); d.Status.Phase != fleetv1alpha1.DelegationReplied {
+			t.Errorf("phase %s, want Replied", d.Status.Phase)
+		}
+	})
+	t.Run("the reply lands between the controller's look and its write", func(t *testing.T) {
+		cached := inFlight("reply-between")
+		var replyErr error
+		r := injector(&hookedReader{Reader: env.Client, after: func() { replyErr = reply(cached) }})
+		if err := r.turnDone(ctx, cached, time.Now()); !errors.Is(err, errConflict) {
+			t.Errorf("turnDone = %v, want a conflict (it looks again)", err)
+		}
+		if replyErr != nil {
+			t.Fatalf("the reply: %v", replyErr)
+		}
+		if d, _ := getDelegation(ns, "reply-between"); d.Status.Phase != fleetv1alpha1.DelegationReplied {
+			t.Errorf("phase %s, want Replied", d.Status.Phase)
+		}
+	})
+	t.Run("the turn ends first", func(t *testing.T) {
+		cached := inFlight("turn-first")
+		if err := injector(env.Client).turnDone(ctx, cached, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		// The gateway's write on the version it read conflicts; on the
+		// fresh one, the reply does not apply.
+		if err := reply(cached); !apierrors.IsConflict(err) {
+			t.Errorf("a reply on the old version: %v, want a conflict", err)
+		}
+		fresh, _ := getDelegation(ns, "turn-first")
+		if err := reply(fresh); !errors.Is(err, delegation.ErrNotInFlight) {
+			t.Errorf("a reply on the settled message: %v, want %v", err, delegation.ErrNotInFlight)
+		}
+		if fresh.Status.Phase != fleetv1alpha1.DelegationTurnDone {
+			t.Errorf("phase %s, want TurnDone", fresh.Status.Phase)
+		}
+	})
+}
+
+// TestTheInjectorNeverWritesAMember: Member.status has one writer, the
+// Member controller. The injector only reads Members: delivering a message
+// leaves the Member's resourceVersion as it was.
+func TestTheInjectorNeverWritesAMember(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startHerdr(t)
+	run := startControllers(t, ns, h.socket)
+	log := agentWithLog(t, ns, "w1")
+	run.stop()
+	before, err := getMember(t, ns, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	startInjectorOnly(t, ns, h.socket)
+	create(t, testutil.MakeDelegation("d", ns, "w1", "silent: one").Obj())
+	eventually(t, "the message typed", func() (bool, string) {
+		got := received(t, log)
+		return len(got) == 1, fmt.Sprintf("received %q", got)
+	})
+	waitPhase(t, ns, "d", fleetv1alpha1.DelegationDelivered)
+	after, err := getMember(t, ns, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.ResourceVersion != before.ResourceVersion {
+		t.Errorf("the injector wrote member w1: resourceVersion %s -> %s", before.ResourceVersion, after.ResourceVersion)
+	}
 }

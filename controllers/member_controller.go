@@ -81,6 +81,9 @@ type memberScope struct {
 	member *fleetv1alpha1.Member
 	now    metav1.Time
 	events []memberEvent
+	// sawWorking is what this pass took from PaneEvents: given back if
+	// the pass's status is not written.
+	sawWorking bool
 }
 
 type memberEvent struct{ kind, reason, note string }
@@ -119,6 +122,9 @@ func (r *MemberReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	result, reconcileErr := r.reconcileNormal(ctx, scope)
 	rollUp(&m.Status, m.Generation, false)
 	if err := r.writeStatus(ctx, original, scope); err != nil {
+		if scope.sawWorking {
+			r.Events.GiveBackSawWorking(req.NamespacedName)
+		}
 		if apierrors.IsConflict(err) {
 			// Read again and redo the pass: herdr's state is re-observed.
 			return ctrl.Result{RequeueAfter: 10 * time.Millisecond}, nil
@@ -199,6 +205,9 @@ func (r *MemberReconciler) reconcilePane(ctx, hctx context.Context, s *memberSco
 			return r.createPane(hctx, s, launch)
 		}
 	}
+	// Taken before the look, so a working status the look misses (a turn
+	// that fell between two looks) still shows as a pickup.
+	s.sawWorking = r.Events.TakeSawWorking(client.ObjectKeyFromObject(m))
 	obs, err := r.observe(hctx, m.Status.PaneID)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -221,7 +230,7 @@ func (r *MemberReconciler) reconcilePane(ctx, hctx context.Context, s *memberSco
 	key := client.ObjectKeyFromObject(m)
 	r.Events.Track(key, m.Status.PaneID)
 	r.Screens.Watch(key, m.Status.PaneID, m.Status.AgentKind)
-	observeAgent(&m.Status, obs.Agent, s.now)
+	observeAgent(&m.Status, obs.Agent, s.sawWorking, s.now)
 	r.observeHooks(ctx, s, obs.Agent)
 	switch {
 	case agentIsReady(obs.Agent):
@@ -443,7 +452,7 @@ func (r *MemberReconciler) recordPane(m *fleetv1alpha1.Member, p herdr.PaneInfo)
 func (r *MemberReconciler) clearPane(m *fleetv1alpha1.Member) {
 	m.Status.PaneID, m.Status.WorkspaceID, m.Status.TabID, m.Status.TerminalID = "", "", "", ""
 	m.Status.AgentSessionID = ""
-	m.Status.StateChangeSeq = 0
+	m.Status.StateChangeSeq, m.Status.WorkingSeq = 0, 0
 }
 
 // createPane opens a workspace for the Member and starts its agent.
@@ -493,7 +502,7 @@ func (r *MemberReconciler) createPane(ctx context.Context, s *memberScope, l Lau
 	}
 	s.condition(fleetv1alpha1.ConditionPaneReady, metav1.ConditionTrue, fleetv1alpha1.ReasonPaneCreated, "pane "+ws.RootPane.PaneID+" in workspace "+ws.Workspace.WorkspaceID)
 	s.condition(fleetv1alpha1.ConditionAgentReady, metav1.ConditionFalse, fleetv1alpha1.ReasonAgentStarting, "the agent was started and has not reported yet")
-	observeAgent(&m.Status, nil, s.now)
+	observeAgent(&m.Status, nil, false, s.now)
 	s.event(corev1.EventTypeNormal, fleetv1alpha1.ReasonPaneCreated, "Started the agent in pane %s", ws.RootPane.PaneID)
 	r.Events.Track(client.ObjectKeyFromObject(m), ws.RootPane.PaneID)
 	return ctrl.Result{RequeueAfter: agentStartTimeout + time.Second}, nil

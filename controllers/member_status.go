@@ -101,12 +101,23 @@ func agentIsReady(a *herdr.AgentInfo) bool {
 	return a.InteractiveReady || agentStatus(a.AgentStatus) != fleetv1alpha1.AgentUnknown
 }
 
-// observeAgent copies an agent's live state into status.
-func observeAgent(st *fleetv1alpha1.MemberStatus, a *herdr.AgentInfo, now metav1.Time) {
+// observeAgent copies an agent's live state into status. sawWorking says
+// whether herdr reported the agent working or blocked since the last look:
+// a turn that began and ended between two looks (or before herdr's event
+// about it arrived) still moves workingSeq, to the last seq before the one
+// seen now, the latest the working status can have had.
+func observeAgent(st *fleetv1alpha1.MemberStatus, a *herdr.AgentInfo, sawWorking bool, now metav1.Time) {
 	status := fleetv1alpha1.AgentUnknown
 	if a != nil {
 		status = agentStatus(a.AgentStatus)
-		st.StateChangeSeq = int64(a.StateChangeSeq)
+		seq := int64(a.StateChangeSeq)
+		switch {
+		case status == fleetv1alpha1.AgentWorking || status == fleetv1alpha1.AgentBlocked:
+			st.WorkingSeq = seq
+		case sawWorking && seq-1 > st.WorkingSeq:
+			st.WorkingSeq = seq - 1
+		}
+		st.StateChangeSeq = seq
 		if a.AgentSession != nil && a.AgentSession.Value != "" {
 			st.AgentSessionID = a.AgentSession.Value
 		}

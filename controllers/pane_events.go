@@ -29,6 +29,10 @@ type PaneEvents struct {
 	ctx     context.Context
 	byPane  map[string]types.NamespacedName
 	tracked map[types.NamespacedName]*paneStream
+	// sawWorking holds the Members herdr reported working or blocked
+	// since their last look (TakeSawWorking), and those whose pane went
+	// unwatched for a while (a stream that (re)subscribed).
+	sawWorking map[types.NamespacedName]bool
 }
 
 type paneStream struct {
@@ -58,10 +62,11 @@ func (s *paneStream) running() bool {
 // manager and hand Source to the controller.
 func NewPaneEvents(panes Panes) *PaneEvents {
 	return &PaneEvents{
-		panes:   panes,
-		events:  make(chan event.TypedGenericEvent[client.Object], 1024),
-		byPane:  map[string]types.NamespacedName{},
-		tracked: map[types.NamespacedName]*paneStream{},
+		panes:      panes,
+		events:     make(chan event.TypedGenericEvent[client.Object], 1024),
+		byPane:     map[string]types.NamespacedName{},
+		tracked:    map[types.NamespacedName]*paneStream{},
+		sawWorking: map[types.NamespacedName]bool{},
 	}
 }
 
@@ -150,6 +155,26 @@ func (p *PaneEvents) Track(key types.NamespacedName, paneID string) {
 	}
 }
 
+// TakeSawWorking says whether herdr reported key's agent working or
+// blocked since the last call: a turn may begin and end between two looks
+// at the agent, and its pickup must still show.
+func (p *PaneEvents) TakeSawWorking(key types.NamespacedName) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	saw := p.sawWorking[key]
+	delete(p.sawWorking, key)
+	return saw
+}
+
+// GiveBackSawWorking marks key's agent as seen working since the last
+// look: herdr said so, or nobody watched, or a look that took the mark
+// could not record what it saw.
+func (p *PaneEvents) GiveBackSawWorking(key types.NamespacedName) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.sawWorking[key] = true
+}
+
 // Forget stops following key's pane.
 func (p *PaneEvents) Forget(key types.NamespacedName) {
 	p.mu.Lock()
@@ -157,6 +182,7 @@ func (p *PaneEvents) Forget(key types.NamespacedName) {
 	if s, ok := p.tracked[key]; ok {
 		p.stopLocked(key, s)
 	}
+	delete(p.sawWorking, key)
 }
 
 func (p *PaneEvents) startLocked(key types.NamespacedName, s *paneStream) {
@@ -165,7 +191,12 @@ func (p *PaneEvents) startLocked(key types.NamespacedName, s *paneStream) {
 	stream := p.panes.Subscribe(ctx, []herdr.Subscription{herdr.PaneAgentStatusChanged(s.paneID)})
 	go func() {
 		defer stream.Close()
-		for range stream.Events() {
+		for ev := range stream.Events() {
+			// A (re)subscription follows a time nobody watched: the
+			// agent may have worked meanwhile.
+			if ev.Kind == herdr.EventResync || ev.Data.AgentStatus == herdr.AgentStatusWorking || ev.Data.AgentStatus == herdr.AgentStatusBlocked {
+				p.GiveBackSawWorking(key)
+			}
 			p.request(ctx, key)
 		}
 		// A stream herdr ended (e.g. its pane is gone) is worth a look; the

@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/fleetd/fleetd/delegation"
 	"github.com/fleetd/fleetd/herdr/detect"
 )
 
@@ -19,8 +20,8 @@ type Config struct {
 	Panes Panes
 	// MCPURL is the gateway's MCP endpoint as panes reach it.
 	MCPURL string
-	// Policy tunes the injector.
-	Policy DeliveryPolicy
+	// Policy tunes the injector (delegation.DefaultPolicy if zero).
+	Policy delegation.Policy
 	// MemberConcurrency and QueueConcurrency bound parallel reconciles of
 	// Members and of member queues (defaults 4 and 16).
 	MemberConcurrency, QueueConcurrency int
@@ -57,6 +58,9 @@ func DefaultAgentDir() string {
 func SetupWithManager(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Policy == (delegation.Policy{}) {
+		cfg.Policy = delegation.DefaultPolicy
 	}
 	if cfg.AgentDir == "" {
 		cfg.AgentDir = DefaultAgentDir()
@@ -95,6 +99,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	}
 	delegations := &DelegationReconciler{
 		Client:                  mgr.GetClient(),
+		Reader:                  mgr.GetAPIReader(),
 		Panes:                   cfg.Panes,
 		Recorder:                mgr.GetEventRecorder("fleetd-delegation"),
 		Clock:                   cfg.Clock,

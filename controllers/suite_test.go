@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/delegation"
 	"github.com/fleetd/fleetd/herdr"
 	"github.com/fleetd/fleetd/herdr/paneserver"
 	"github.com/fleetd/fleetd/internal/testenv"
@@ -118,7 +120,13 @@ func startInjectorOnly(t testing.TB, ns, socket string) *controllerRun {
 }
 
 // startManager runs the controllers; tune adjusts the injector's policy.
-func startManager(t testing.TB, cfg *rest.Config, ns, socket string, members bool, tune ...func(*DeliveryPolicy)) *controllerRun {
+func startManager(t testing.TB, cfg *rest.Config, ns, socket string, members bool, tune ...func(*delegation.Policy)) *controllerRun {
+	t.Helper()
+	return startManagerOn(t, cfg, ns, herdr.NewClient(socket), members, tune...)
+}
+
+// startManagerOn runs the controllers against panes.
+func startManagerOn(t testing.TB, cfg *rest.Config, ns string, panes Panes, members bool, tune ...func(*delegation.Policy)) *controllerRun {
 	t.Helper()
 	memberSecrets, _ := labels.NewRequirement(fleetv1alpha1.LabelMember, selection.Exists, nil)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
@@ -135,10 +143,8 @@ func startManager(t testing.TB, cfg *rest.Config, ns, socket string, members boo
 	if err != nil {
 		t.Fatal(err)
 	}
-	panes := herdr.NewClient(socket)
 	ctx, cancel := context.WithCancel(context.Background())
-	policy := DefaultDeliveryPolicy
-	policy.SettleWindow = time.Second
+	policy := delegation.DefaultPolicy
 	for _, f := range tune {
 		f(&policy)
 	}
@@ -189,5 +195,20 @@ func eventually(t testing.TB, what string, cond func() (bool, string)) {
 // typeInto types text into the pane of a plain-command member the way the
 // injector does: herdr's agent.prompt refuses agents it does not know.
 func typeInto(panes Panes, paneID, text string) error {
-	return typeMessage(context.Background(), panes, MemberView{PaneID: paneID, Command: true}, text)
+	return typeMessage(context.Background(), panes, paneID, true, text)
+}
+
+// refusingPanes is herdr refusing every prompt that contains a marker, the
+// way it answers when it cannot write to the pane (agent_prompt_failed);
+// everything else reaches herdr.
+type refusingPanes struct {
+	Panes
+	marker string
+}
+
+func (p refusingPanes) AgentPrompt(ctx context.Context, params herdr.AgentPromptParams) (*herdr.AgentInfo, error) {
+	if strings.Contains(params.Text, p.marker) {
+		return nil, &herdr.Error{Code: herdr.CodeAgentPromptFailed, Message: "failed to write to the pane"}
+	}
+	return p.Panes.AgentPrompt(ctx, params)
 }

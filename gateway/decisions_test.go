@@ -77,8 +77,8 @@ func TestResolveTarget(t *testing.T) {
 	}
 }
 
-// delegation builds a Delegation with a status.
-func delegation(name string, status fleetv1alpha1.DelegationStatus) *fleetv1alpha1.Delegation {
+// withStatus builds a Delegation with a status.
+func withStatus(name string, status fleetv1alpha1.DelegationStatus) *fleetv1alpha1.Delegation {
 	d := testutil.MakeDelegation(name, "ns", "w1", "do it").Obj()
 	d.Status = status
 	return d
@@ -115,7 +115,7 @@ func TestOutcomeOf(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err, done := outcomeOf(delegation("d", tc.status), tc.answered)
+			got, err, done := outcomeOf(withStatus("d", tc.status), tc.answered)
 			if done != tc.wantDone || codeOf(err) != tc.wantCode {
 				t.Fatalf("done %v, error %v; want %v, %q", done, err, tc.wantDone, tc.wantCode)
 			}
@@ -130,7 +130,7 @@ func TestOutcomeOf(t *testing.T) {
 }
 
 func TestSettledMessage(t *testing.T) {
-	d := delegation("d", fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationFailed, Conditions: []metav1.Condition{
+	d := withStatus("d", fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationFailed, Conditions: []metav1.Condition{
 		{Type: fleetv1alpha1.ConditionDelivered, Status: metav1.ConditionFalse, Reason: fleetv1alpha1.ReasonDeliveryRefused, Message: "herdr: agent_blocked"},
 	}})
 	_, err, _ := outcomeOf(d, nil)
@@ -156,7 +156,7 @@ func TestAnswerOf(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err, done := answerOf(delegation("d", tc.status), tc.turn)
+			got, err, done := answerOf(withStatus("d", tc.status), tc.turn)
 			if done != tc.wantDone || codeOf(err) != tc.wantCode {
 				t.Fatalf("done %v, error %v; want %v, %q", done, err, tc.wantDone, tc.wantCode)
 			}
@@ -168,25 +168,25 @@ func TestAnswerOf(t *testing.T) {
 }
 
 func TestCurrentDelegation(t *testing.T) {
-	working := func(name string, delivered time.Duration) fleetv1alpha1.Delegation {
-		return *delegation(name, fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationWorking, DeliveredAt: mtime(delivered)})
+	working := func(name string, typed time.Duration) fleetv1alpha1.Delegation {
+		return *withStatus(name, fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationWorking, DeliveringAt: mtime(typed)})
 	}
-	queued := *delegation("queued", fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationQueued})
-	replied := *delegation("replied", fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationReplied, DeliveredAt: mtime(time.Hour)})
+	queued := *withStatus("queued", fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationQueued})
+	replied := *withStatus("replied", fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationReplied, DeliveringAt: mtime(time.Hour)})
 	cases := map[string]struct {
-		ds    []fleetv1alpha1.Delegation
-		named string
-		want  string
+		ds   []fleetv1alpha1.Delegation
+		want string
 	}{
-		"none":                            {ds: []fleetv1alpha1.Delegation{queued, replied}},
-		"the one in flight":               {ds: []fleetv1alpha1.Delegation{queued, working("a", 0), replied}, want: "a"},
-		"the latest delivered":            {ds: []fleetv1alpha1.Delegation{working("a", 0), working("b", time.Minute)}, want: "b"},
-		"the one the member status names": {ds: []fleetv1alpha1.Delegation{working("a", 0), working("b", time.Minute)}, named: "a", want: "a"},
+		"none":              {ds: []fleetv1alpha1.Delegation{queued, replied}},
+		"the one in flight": {ds: []fleetv1alpha1.Delegation{queued, working("a", 0), replied}, want: "a"},
+		"the latest typed":  {ds: []fleetv1alpha1.Delegation{working("a", 0), working("b", time.Minute)}, want: "b"},
+		"being typed": {ds: []fleetv1alpha1.Delegation{*withStatus("c", fleetv1alpha1.DelegationStatus{
+			Phase: fleetv1alpha1.DelegationDelivered, DeliveringAt: mtime(0)})}, want: "c"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			got := ""
-			if d := currentDelegation(tc.ds, tc.named); d != nil {
+			if d := currentDelegation(tc.ds); d != nil {
 				got = d.Name
 			}
 			if got != tc.want {
@@ -197,17 +197,17 @@ func TestCurrentDelegation(t *testing.T) {
 }
 
 func TestLateReplyTarget(t *testing.T) {
-	timedOut := func(name string, delivered *metav1.Time, reply *string) fleetv1alpha1.Delegation {
-		return *delegation(name, fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationTimedOut, DeliveredAt: delivered, Reply: reply})
+	timedOut := func(name string, typed *metav1.Time, reply *string) fleetv1alpha1.Delegation {
+		return *withStatus(name, fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationTimedOut, DeliveringAt: typed, Reply: reply})
 	}
 	cases := map[string]struct {
 		ds   []fleetv1alpha1.Delegation
 		want string
 	}{
-		"never delivered":  {ds: []fleetv1alpha1.Delegation{timedOut("a", nil, nil)}},
+		"never typed":      {ds: []fleetv1alpha1.Delegation{timedOut("a", nil, nil)}},
 		"already replied":  {ds: []fleetv1alpha1.Delegation{timedOut("a", mtime(0), ptr.To("x"))}},
 		"the latest one":   {ds: []fleetv1alpha1.Delegation{timedOut("a", mtime(0), nil), timedOut("b", mtime(time.Second), nil)}, want: "b"},
-		"not other phases": {ds: []fleetv1alpha1.Delegation{*delegation("c", fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationTurnDone, DeliveredAt: mtime(0)})}},
+		"not other phases": {ds: []fleetv1alpha1.Delegation{*withStatus("c", fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationTurnDone, DeliveringAt: mtime(0)})}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -250,33 +250,6 @@ func TestHoldTimeout(t *testing.T) {
 			}
 			if got != tc.want || timeoutSeconds(got) != tc.wantSecs {
 				t.Errorf("timeout %v (%ds), want %v (%ds)", got, timeoutSeconds(got), tc.want, tc.wantSecs)
-			}
-		})
-	}
-}
-
-func TestParseTurnID(t *testing.T) {
-	cases := map[string]struct {
-		id     string
-		want   string
-		wantOK bool
-	}{
-		"minted":       {id: turnID("w1-abcde", 3), want: "w1-abcde", wantOK: true},
-		"dotted name":  {id: "a.b.q1", want: "a.b", wantOK: true},
-		"no marker":    {id: "w1-abcde", wantOK: false},
-		"zero":         {id: "d.q0", wantOK: false},
-		"leading zero": {id: "d.q01", wantOK: false},
-		"too many":     {id: "d.q33", wantOK: false},
-		"not a name":   {id: "D_X.q1", wantOK: false},
-		"empty name":   {id: ".q1", wantOK: false},
-		"garbage":      {id: "\x00.q1", wantOK: false},
-		"sign":         {id: "d.q+1", wantOK: false},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			got, ok := parseTurnID(tc.id)
-			if got != tc.want || ok != tc.wantOK {
-				t.Errorf("parseTurnID(%q) = %q, %v; want %q, %v", tc.id, got, ok, tc.want, tc.wantOK)
 			}
 		})
 	}
@@ -567,7 +540,7 @@ func TestRendezvous(t *testing.T) {
 	}
 	// The handler understands tombstones.
 	w := rv.subscribe(a)
-	rv.handler().OnDelete(delegation("a", fleetv1alpha1.DelegationStatus{}))
+	rv.handler().OnDelete(withStatus("a", fleetv1alpha1.DelegationStatus{}))
 	select {
 	case <-w.wake:
 	default:

@@ -8,11 +8,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/delegation"
 )
 
 var (
@@ -121,10 +121,7 @@ func progressToken(req *mcp.CallToolRequest) any {
 // off a silent call. Failures are ignored: the next tick tries again, and a
 // client that is gone ends the hold through its context.
 func (g *Gateway) notifyProgress(ctx context.Context, c *call, token any, started time.Time, d *fleetv1alpha1.Delegation) {
-	phase := d.Status.Phase
-	if phase == "" {
-		phase = fleetv1alpha1.DelegationPending
-	}
+	phase := delegation.Phase(d)
 	_ = c.req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
 		ProgressToken: token,
 		Progress:      time.Since(started).Seconds(),
@@ -147,17 +144,13 @@ func (g *Gateway) detach(ctx context.Context, d *fleetv1alpha1.Delegation, answe
 		return d, false
 	}
 	reached := false
-	now := metav1.NewTime(g.opts.Clock.Now())
+	now := g.opts.Clock.Now()
 	updated, err := g.updateStatus(ctx, d, func(d *fleetv1alpha1.Delegation) (bool, error) {
 		if reached = answered != nil && answered(d); reached {
 			// The waiter gets its outcome after all.
 			return false, nil
 		}
-		if d.Status.DetachedAt != nil {
-			return false, nil
-		}
-		d.Status.DetachedAt = &now
-		return true, nil
+		return delegation.Detach(d, now), nil
 	})
 	if err != nil {
 		g.log.Error(err, "Recording a departed waiter", "delegation", klog.KObj(d))
@@ -168,16 +161,12 @@ func (g *Gateway) detach(ctx context.Context, d *fleetv1alpha1.Delegation, answe
 // acknowledge records that a waiter handed a detached Delegation's outcome
 // to its sender (a re-attached call), so bridge_poll does not show it again.
 func (g *Gateway) acknowledge(ctx context.Context, d *fleetv1alpha1.Delegation) {
-	if d.Status.DetachedAt == nil || d.Status.AcknowledgedAt != nil || !d.Status.Phase.IsTerminal() {
+	if !delegation.Unclaimed(d) {
 		return
 	}
-	now := metav1.NewTime(g.opts.Clock.Now())
+	now := g.opts.Clock.Now()
 	if _, err := g.updateStatus(ctx, d, func(d *fleetv1alpha1.Delegation) (bool, error) {
-		if d.Status.AcknowledgedAt != nil {
-			return false, nil
-		}
-		d.Status.AcknowledgedAt = &now
-		return true, nil
+		return delegation.Acknowledge(d, now)
 	}); err != nil {
 		g.log.Error(err, "Acknowledging a delivered outcome", "delegation", klog.KObj(d))
 	}
@@ -187,15 +176,11 @@ func (g *Gateway) acknowledge(ctx context.Context, d *fleetv1alpha1.Delegation) 
 // (a retried bridge_send with the same idempotency key, or an answer), so a
 // reply goes to the waiter rather than down the detached path.
 func (g *Gateway) reattach(ctx context.Context, d *fleetv1alpha1.Delegation) *fleetv1alpha1.Delegation {
-	if d.Status.DetachedAt == nil || d.Status.Phase.IsTerminal() || !d.Waits() {
+	if !delegation.Reattach(d.DeepCopy()) {
 		return d
 	}
 	updated, err := g.updateStatus(ctx, d, func(d *fleetv1alpha1.Delegation) (bool, error) {
-		if d.Status.DetachedAt == nil || d.Status.Phase.IsTerminal() {
-			return false, nil
-		}
-		d.Status.DetachedAt = nil
-		return true, nil
+		return delegation.Reattach(d), nil
 	})
 	if err != nil {
 		g.log.Error(err, "Re-attaching a waiter", "delegation", klog.KObj(d))

@@ -68,7 +68,6 @@ type tokenReview struct {
 	failure   *authFailure
 }
 
-
 // authenticate resolves a bearer token. Member and static tokens are checked
 // first, from the cache; anything shaped like a JWT goes to a TokenReview,
 // and a service account must then be allowed by RBAC to create Delegations

@@ -37,77 +37,57 @@ const (
 
 // ProcessRunInput is the input of process_run.
 type ProcessRunInput struct {
-	// command: the program and its arguments, run without a shell.
-	Command []string `json:"command" jsonschema:"the program and its arguments, run without a shell"`
-	// workingDir: absolute directory to run in; default: the gateway's.
-	WorkingDir string `json:"workingDir,omitempty" jsonschema:"absolute directory to run in; default: the gateway's"`
+	Command    []string `json:"command" jsonschema:"the program and its arguments, run without a shell"`
+	WorkingDir string   `json:"workingDir,omitempty" jsonschema:"absolute directory to run in; default: the gateway's"`
 }
 
 // ProcessIDInput names one process.
 type ProcessIDInput struct {
-	// processId: the id process_run returned.
 	ProcessID string `json:"processId" jsonschema:"the id process_run returned"`
 }
 
 // ProcessStatusInput is the input of process_status.
 type ProcessStatusInput struct {
-	// processId: one process; default: all of yours.
 	ProcessID string `json:"processId,omitempty" jsonschema:"one process; default: all of yours"`
 }
 
 // ProcessLogsInput is the input of process_logs.
 type ProcessLogsInput struct {
-	// processId: the id process_run returned.
 	ProcessID string `json:"processId" jsonschema:"the id process_run returned"`
-	// tailBytes: how many of the last bytes to return; default: all kept.
-	TailBytes *int `json:"tailBytes,omitempty" jsonschema:"how many of the last bytes to return; default: all kept"`
+	TailBytes *int   `json:"tailBytes,omitempty" jsonschema:"how many of the last bytes to return; default: all kept"`
 }
 
 // ProcessView is a process as the process tools show it.
 type ProcessView struct {
-	// processId: the process id.
-	ProcessID string `json:"processId" jsonschema:"the process id"`
-	// command: the program and its arguments.
-	Command []string `json:"command" jsonschema:"the program and its arguments"`
-	// workingDir: the directory it runs in.
-	WorkingDir string `json:"workingDir,omitempty" jsonschema:"the directory it runs in"`
-	// state: running or exited.
-	State string `json:"state" jsonschema:"running or exited"`
-	// pid: the operating-system process id.
-	PID int `json:"pid,omitempty" jsonschema:"the operating-system process id"`
-	// exitCode: for exited processes; -1 when killed by a signal.
-	ExitCode *int `json:"exitCode,omitempty" jsonschema:"for exited processes; -1 when killed by a signal"`
-	// startedAt: when it started (RFC 3339).
-	StartedAt string `json:"startedAt" jsonschema:"when it started (RFC 3339)"`
-	// endedAt: when it ended (RFC 3339).
-	EndedAt string `json:"endedAt,omitempty" jsonschema:"when it ended (RFC 3339)"`
+	ProcessID  string   `json:"processId" jsonschema:"the process id"`
+	Command    []string `json:"command" jsonschema:"the program and its arguments"`
+	WorkingDir string   `json:"workingDir,omitempty" jsonschema:"the directory it runs in"`
+	State      string   `json:"state" jsonschema:"running or exited"`
+	PID        int      `json:"pid,omitempty" jsonschema:"the operating-system process id"`
+	ExitCode   *int     `json:"exitCode,omitempty" jsonschema:"for exited processes; -1 when killed by a signal"`
+	StartedAt  string   `json:"startedAt" jsonschema:"when it started (RFC 3339)"`
+	EndedAt    string   `json:"endedAt,omitempty" jsonschema:"when it ended (RFC 3339)"`
 }
 
 // ProcessOutput is the result of process_run and process_kill.
 type ProcessOutput struct {
 	failure
-	// process: the process.
 	Process *ProcessView `json:"process,omitempty" jsonschema:"the process"`
 }
 
 // ProcessStatusOutput is the result of process_status.
 type ProcessStatusOutput struct {
 	failure
-	// processes: your processes, oldest first.
 	Processes []ProcessView `json:"processes" jsonschema:"your processes, oldest first"`
 }
 
 // ProcessLogsOutput is the result of process_logs.
 type ProcessLogsOutput struct {
 	failure
-	// processId: the process id.
 	ProcessID string `json:"processId,omitempty" jsonschema:"the process id"`
-	// state: running or exited.
-	State string `json:"state,omitempty" jsonschema:"running or exited"`
-	// output: the kept output, stdout and stderr interleaved.
-	Output string `json:"output" jsonschema:"the kept output, stdout and stderr interleaved"`
-	// truncated: older output was dropped.
-	Truncated bool `json:"truncated,omitempty" jsonschema:"older output was dropped"`
+	State     string `json:"state,omitempty" jsonschema:"running or exited"`
+	Output    string `json:"output" jsonschema:"the kept output, stdout and stderr interleaved"`
+	Truncated bool   `json:"truncated,omitempty" jsonschema:"older output was dropped"`
 }
 
 // processTable holds the processes the gateway runs, by owner. It is the

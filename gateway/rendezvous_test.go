@@ -9,10 +9,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/delegation"
 	"github.com/fleetd/fleetd/internal/testutil"
 )
 
@@ -40,9 +40,7 @@ func TestSendIdempotencyKey(t *testing.T) {
 	wantCode(t, callTool[SendOutput](t, primary, "bridge_send", map[string]any{"content": "something else", "idempotencyKey": "job-42"}), CodeConflict)
 
 	// Waiting on it by key returns its outcome once it has one.
-	settle(t, ns, first.DispatchID, func(s *fleetv1alpha1.DelegationStatus) {
-		s.Phase, s.Outcome, s.Reply = fleetv1alpha1.DelegationReplied, fleetv1alpha1.OutcomeReply, ptr.To("done once")
-	})
+	settle(t, ns, first.DispatchID, typed, replied("done once"))
 	got := wantOK(t, callTool[SendOutput](t, primary, "bridge_send", map[string]any{"content": "once only", "idempotencyKey": "job-42"}))
 	if got.Outcome != "reply" || got.Text != "done once" || got.DispatchID != first.DispatchID {
 		t.Errorf("re-attached send = %+v", got)
@@ -69,7 +67,7 @@ func TestSendCancelled(t *testing.T) {
 		return errIf(getDelegation(t, ns, d.Name).Status.DetachedAt == nil, "detachedAt not set")
 	})
 	eventually(t, func() error { return errIf(h.gw.rv.held() != 0, "%d held calls", h.gw.rv.held()) })
-	if st := getDelegation(t, ns, d.Name).Status; st.Phase.IsTerminal() {
+	if st := getDelegation(t, ns, d.Name).Status; delegation.Settled(st.Phase) {
 		t.Errorf("cancelling the call settled the delegation: %+v", st)
 	}
 }
@@ -216,16 +214,14 @@ func TestSendProgress(t *testing.T) {
 	}()
 	eventually(t, func() error { return errIf(progress.Load() < 2, "%d progress notifications", progress.Load()) })
 	d := waitDelegation(t, ns, "w1", nil)
-	settle(t, ns, d.Name, func(s *fleetv1alpha1.DelegationStatus) {
-		s.Phase, s.Outcome, s.Reply = fleetv1alpha1.DelegationReplied, fleetv1alpha1.OutcomeReply, ptr.To("ok")
-	})
+	settle(t, ns, d.Name, typed, replied("ok"))
 	if err := <-sent; err != nil {
 		t.Fatal(err)
 	}
 }
 
 // TestAskTimeout: an unanswered bridge_ask returns timeout after its own
-// timeout, and the question stays on the Delegation.
+// timeout, and the question is withdrawn.
 func TestAskTimeout(t *testing.T) {
 	ns := env.Namespace(t)
 	h := startGateway(t, ns, Options{})
@@ -242,11 +238,16 @@ func TestAskTimeout(t *testing.T) {
 	if got.Outcome != "timeout" || got.Answer != nil || got.TurnID != d.Name+".q1" {
 		t.Errorf("bridge_ask = %+v, want a timeout", got)
 	}
-	// The open question is the sender's to see.
-	eventually(t, func() error {
-		poll := wantOK(t, callTool[PollOutput](t, primary, "bridge_poll", nil))
-		return errIf(len(poll.Questions) != 1 || poll.Questions[0].TurnID != d.Name+".q1", "poll = %+v", poll)
-	})
+	// The worker went on without the answer: the question is withdrawn, the
+	// message is worked on again, and a late answer is refused.
+	st := getDelegation(t, ns, d.Name).Status
+	if len(st.Questions) != 1 || st.Questions[0].WithdrawnAt == nil || st.Phase != fleetv1alpha1.DelegationWorking {
+		t.Errorf("after the ask timed out: phase %s questions %+v, want Working and the question withdrawn", st.Phase, st.Questions)
+	}
+	if poll := wantOK(t, callTool[PollOutput](t, primary, "bridge_poll", nil)); len(poll.Questions) != 0 {
+		t.Errorf("a withdrawn question is polled: %+v", poll.Questions)
+	}
+	wantCode(t, callTool[SendOutput](t, primary, "bridge_send", map[string]any{"content": "yes", "turnId": d.Name + ".q1"}), CodeConflict)
 }
 
 var _ = metav1.Now

@@ -25,17 +25,13 @@ type Capabilities struct {
 
 // NamespaceCapability says whether a tool namespace is on and what it holds.
 type NamespaceCapability struct {
-	// name: the namespace.
-	Name ToolNamespace `json:"name" jsonschema:"the namespace"`
-	// enabled: whether the namespace is switched on.
-	Enabled bool `json:"enabled" jsonschema:"whether the namespace is switched on"`
-	// tools: the tools of the namespace.
-	Tools []string `json:"tools" jsonschema:"the tools of the namespace"`
+	Name    ToolNamespace `json:"name" jsonschema:"the namespace"`
+	Enabled bool          `json:"enabled" jsonschema:"whether the namespace is switched on"`
+	Tools   []string      `json:"tools" jsonschema:"the tools of the namespace"`
 }
 
 // errorBody is the body of every REST error.
 type errorBody struct {
-	// error: what went wrong.
 	Error *ToolError `json:"error" jsonschema:"what went wrong"`
 }
 
@@ -78,7 +74,8 @@ func (g *Gateway) restSpawn(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, memberView(m, p))
+	// A member just spawned has no queue yet.
+	writeJSON(w, http.StatusCreated, memberView(m, p, queue{}))
 }
 
 // restStop serves DELETE /members/{paneId}.
@@ -104,7 +101,12 @@ func (g *Gateway) restAgents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string][]MemberView{"agents": memberViews(members, p, nil)})
+	views, err := g.memberViews(r.Context(), members, p, nil)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string][]MemberView{"agents": views})
 }
 
 // capabilities says which tool namespaces are on and what they hold.

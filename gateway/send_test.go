@@ -7,10 +7,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/delegation"
 )
 
 // TestSendReply: the primary's bridge_send is held until the worker's
@@ -61,6 +61,29 @@ func TestSendReply(t *testing.T) {
 	}
 	if final.Status.DetachedAt != nil {
 		t.Errorf("a waiter that got its outcome must not detach: %v", final.Status.DetachedAt)
+	}
+}
+
+// TestReplyAfterTheTurnEndedIsRefused: a reply to a message whose turn the
+// controller already settled as turn_done does not overwrite it; the
+// worker learns there is nothing to reply to, and the Delegation keeps its
+// turn_done.
+func TestReplyAfterTheTurnEndedIsRefused(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startGateway(t, ns, Options{})
+	_, workerToken := addMember(t, member("w1", ns).Obj())
+	primary := h.connect(t, staticToken, nil)
+	worker := h.connect(t, workerToken, nil)
+
+	sent := async[SendOutput](t, context.Background(), primary, "bridge_send", map[string]any{"content": "quick one"})
+	d := waitDelegation(t, ns, "w1", nil)
+	settle(t, ns, d.Name, typed, pickedUp, func(d *fleetv1alpha1.Delegation, now time.Time) { delegation.TurnDone(d, now, "$ ") })
+	if got := wantOK(t, receive(t, sent)); got.Outcome != "turn_done" {
+		t.Fatalf("bridge_send = %+v, want turn_done", got)
+	}
+	wantCode(t, callTool[ReplyOutput](t, worker, "bridge_reply", map[string]any{"content": "too late"}), CodeNotFound)
+	if st := getDelegation(t, ns, d.Name).Status; st.Phase != fleetv1alpha1.DelegationTurnDone || st.Reply != nil {
+		t.Errorf("after a reply to an ended turn: phase %s reply %v, want TurnDone and no reply", st.Phase, st.Reply)
 	}
 }
 
@@ -118,28 +141,30 @@ func TestSendOutcomes(t *testing.T) {
 	primary := h.connect(t, staticToken, nil)
 
 	cases := map[string]struct {
-		status   fleetv1alpha1.DelegationStatus
+		settle   []func(*fleetv1alpha1.Delegation, time.Time)
 		want     SendOutput
 		wantCode Code
 	}{
 		"turn done": {
-			status: fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationTurnDone, Outcome: fleetv1alpha1.OutcomeTurnDone, Tail: ptr.To("$ make\nok")},
+			settle: []func(*fleetv1alpha1.Delegation, time.Time){typed, func(d *fleetv1alpha1.Delegation, now time.Time) { delegation.TurnDone(d, now, "$ make\nok") }},
 			want:   SendOutput{Outcome: "turn_done", Text: "$ make\nok", Member: "w1"},
 		},
 		"timed out": {
-			status: fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationTimedOut, Outcome: fleetv1alpha1.OutcomeTimeout},
+			settle: []func(*fleetv1alpha1.Delegation, time.Time){typed, timedOut},
 			want:   SendOutput{Outcome: "timeout", Member: "w1"},
 		},
 		"worker gone": {
-			status:   fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationWorkerGone, Outcome: fleetv1alpha1.OutcomeWorkerGone},
+			settle:   []func(*fleetv1alpha1.Delegation, time.Time){func(d *fleetv1alpha1.Delegation, now time.Time) { delegation.WorkerGone(d, now, "gone") }},
 			wantCode: CodeWorkerGone,
 		},
 		"delivery failed": {
-			status:   fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationFailed, Outcome: fleetv1alpha1.OutcomeDeliveryFailed},
+			settle: []func(*fleetv1alpha1.Delegation, time.Time){typed, func(d *fleetv1alpha1.Delegation, now time.Time) {
+				delegation.Fail(d, now, fleetv1alpha1.ReasonDeliveryRefused, "refused")
+			}},
 			wantCode: CodeDeliveryFailed,
 		},
 		"cancelled": {
-			status:   fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationCancelled, Outcome: fleetv1alpha1.OutcomeCancelled},
+			settle:   []func(*fleetv1alpha1.Delegation, time.Time){func(d *fleetv1alpha1.Delegation, now time.Time) { delegation.Cancel(d, now, "withdrawn") }},
 			wantCode: CodeCancelled,
 		},
 	}
@@ -148,7 +173,7 @@ func TestSendOutcomes(t *testing.T) {
 			content := "task " + name
 			sent := async[SendOutput](t, context.Background(), primary, "bridge_send", map[string]any{"content": content})
 			d := waitDelegation(t, ns, "w1", func(d *fleetv1alpha1.Delegation) bool { return d.Spec.Content == content })
-			settle(t, ns, d.Name, func(s *fleetv1alpha1.DelegationStatus) { *s = tc.status })
+			settle(t, ns, d.Name, tc.settle...)
 			got := receive(t, sent)
 			if tc.wantCode != "" {
 				wantCode(t, got, tc.wantCode)
@@ -181,10 +206,7 @@ func TestSendTimeout(t *testing.T) {
 	}
 
 	// The controller times it out after delivery; the worker replies late.
-	settle(t, ns, d.Name, func(s *fleetv1alpha1.DelegationStatus) {
-		now := metav1.Now()
-		s.Phase, s.Outcome, s.DeliveredAt, s.SettledAt = fleetv1alpha1.DelegationTimedOut, fleetv1alpha1.OutcomeTimeout, &now, &now
-	})
+	settle(t, ns, d.Name, typed, timedOut)
 	eventually(t, func() error {
 		poll := wantOK(t, callTool[PollOutput](t, primary, "bridge_poll", nil))
 		return errIf(len(poll.Outcomes) != 1 || poll.Outcomes[0].Outcome != "timeout", "poll before the late reply = %+v", poll)
@@ -226,10 +248,7 @@ func TestSendDetached(t *testing.T) {
 	}
 	wantCode(t, callTool[AckOutput](t, primary, "bridge_ack", map[string]any{"dispatchId": d.Name}), CodeConflict)
 
-	settle(t, ns, d.Name, func(s *fleetv1alpha1.DelegationStatus) {
-		now := metav1.Now()
-		s.Phase, s.Outcome, s.Reply, s.SettledAt = fleetv1alpha1.DelegationReplied, fleetv1alpha1.OutcomeReply, ptr.To("forgotten? no"), &now
-	})
+	settle(t, ns, d.Name, typed, replied("forgotten? no"))
 	eventually(t, func() error {
 		poll := wantOK(t, callTool[PollOutput](t, primary, "bridge_poll", nil))
 		want := []PolledOutcome{{DispatchID: d.Name, Member: "w1", Outcome: "reply", Text: "forgotten? no", Content: "fire and forget"}}

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/delegation"
 )
 
 // Field indexes the gateway registers on the shared cache. The names are
@@ -18,8 +19,8 @@ import (
 // index values join a state and a member or principal, so that a lookup
 // returns the few Delegations in that state however long the history grows.
 const (
-	// indexDelegationTo indexes Delegations by what their receiver may do
-	// with them: stateActive or stateLate, then spec.to.
+	// indexDelegationTo indexes Delegations by where they are in their
+	// receiver's queue: stateQueued, stateActive or stateLate, then spec.to.
 	indexDelegationTo = "gateway.fleetd.dev/to"
 	// indexDelegationFrom indexes Delegations by what their sender may see:
 	// statePending or statePollable, then principalKey(spec.from).
@@ -30,6 +31,8 @@ const (
 
 // Delegation states in index values.
 const (
+	// stateQueued: waiting in the member's queue.
+	stateQueued = "queued"
 	// stateActive: in flight to the member (a reply or question applies).
 	stateActive = "active"
 	// stateLate: timed out after delivery with no reply yet (a late reply
@@ -59,9 +62,11 @@ func indexDelegationToFunc(o client.Object) []string {
 		return nil
 	}
 	switch {
-	case inFlight(d):
+	case delegation.Queued(d):
+		return []string{indexValue(stateQueued, d.Spec.To)}
+	case delegation.InFlight(d):
 		return []string{indexValue(stateActive, d.Spec.To)}
-	case lateReplyAllowed(d):
+	case delegation.LateReplyAllowed(d):
 		return []string{indexValue(stateLate, d.Spec.To)}
 	}
 	return nil
@@ -75,9 +80,9 @@ func indexDelegationFromFunc(o client.Object) []string {
 	}
 	key := principalKey(d.Spec.From)
 	switch {
-	case !d.Status.Phase.IsTerminal():
+	case !delegation.Settled(d.Status.Phase):
 		return []string{indexValue(statePending, key)}
-	case d.Unclaimed():
+	case delegation.Unclaimed(d):
 		return []string{indexValue(statePollable, key)}
 	}
 	return nil
@@ -116,6 +121,23 @@ func (g *Gateway) delegationsTo(ctx context.Context, namespace, member, state st
 		return nil, fmt.Errorf("listing delegations to %s/%s: %w", namespace, member, err)
 	}
 	return list.Items, nil
+}
+
+// queueOf is what member's queue holds, from the cache.
+func (g *Gateway) queueOf(ctx context.Context, namespace, member string) (queue, error) {
+	queued, err := g.delegationsTo(ctx, namespace, member, stateQueued)
+	if err != nil {
+		return queue{}, err
+	}
+	q := queue{depth: int32(len(queued))}
+	active, err := g.delegationsTo(ctx, namespace, member, stateActive)
+	if err != nil {
+		return queue{}, err
+	}
+	if d := currentDelegation(active); d != nil {
+		q.inFlight = d.Name
+	}
+	return q, nil
 }
 
 // allDelegationsTo lists every Delegation sent to a member, from the API

@@ -27,6 +27,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/delegation"
 	"github.com/fleetd/fleetd/internal/mcpclient"
 	"github.com/fleetd/fleetd/internal/testenv"
 	"github.com/fleetd/fleetd/internal/testutil"
@@ -413,29 +414,46 @@ func getDelegation(t testing.TB, ns, name string) *fleetv1alpha1.Delegation {
 	return &d
 }
 
-// settle plays the Delegation controller: it writes a phase and whatever
-// else mutate sets.
-func settle(t testing.TB, ns, name string, mutate func(*fleetv1alpha1.DelegationStatus)) {
+// settle plays the Delegation controller: it applies transitions to the
+// Delegation and writes it.
+func settle(t testing.TB, ns, name string, transitions ...func(d *fleetv1alpha1.Delegation, now time.Time)) {
 	t.Helper()
 	eventually(t, func() error {
 		var d fleetv1alpha1.Delegation
 		if err := env.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &d); err != nil {
 			return err
 		}
-		mutate(&d.Status)
+		for _, f := range transitions {
+			f(&d, time.Now())
+		}
 		return env.Client.Status().Update(context.Background(), &d)
 	})
 }
 
-// deliver plays the controller delivering a Delegation: phase Working,
-// deliveredAt set. A worker's call right after may reach the gateway before
-// its cache shows the delivery, which the gateway copes with.
+// Transitions for settle, as the controller makes them.
+var (
+	typed = func(d *fleetv1alpha1.Delegation, now time.Time) {
+		delegation.BeginDelivery(d, now, delegation.Target{PaneID: "w1:p1", TerminalID: "term-1"})
+	}
+	pickedUp = func(d *fleetv1alpha1.Delegation, now time.Time) { delegation.Pickup(d, now) }
+	timedOut = func(d *fleetv1alpha1.Delegation, now time.Time) { delegation.TimeOut(d, now) }
+)
+
+// replied is the worker's reply, as the gateway records it.
+func replied(text string) func(d *fleetv1alpha1.Delegation, now time.Time) {
+	return func(d *fleetv1alpha1.Delegation, now time.Time) {
+		if err := delegation.Reply(d, now, text); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// deliver plays the controller delivering a Delegation: typed, then picked
+// up. A worker's call right after may reach the gateway before its cache
+// shows the delivery, which the gateway copes with.
 func deliver(t testing.TB, ns, name string) {
 	t.Helper()
-	settle(t, ns, name, func(s *fleetv1alpha1.DelegationStatus) {
-		now := metav1.Now()
-		s.Phase, s.DeliveredAt, s.PickedUpAt = fleetv1alpha1.DelegationWorking, &now, &now
-	})
+	settle(t, ns, name, typed, pickedUp)
 }
 
 // member is shorthand for a test member in ns.

@@ -21,56 +21,42 @@ type TeamPolicy struct {
 
 // TeamStatusInput is the input of team_status.
 type TeamStatusInput struct {
-	// team: the team; members may omit it (their own team), primaries must pass it.
 	Team string `json:"team,omitempty" jsonschema:"the team; members may omit it (their own team), primaries must pass it"`
 }
 
 // TeamStatusOutput is the result of team_status.
 type TeamStatusOutput struct {
 	failure
-	// team: the team.
-	Team string `json:"team,omitempty" jsonschema:"the team"`
-	// members: members with their live status.
+	Team    string       `json:"team,omitempty" jsonschema:"the team"`
 	Members []MemberView `json:"members" jsonschema:"members with their live status"`
 }
 
 // TeamMessageInput is the input of team_message.
 type TeamMessageInput struct {
-	// recipient: a team member's name (or id), or "broadcast" for every other member.
 	Recipient string `json:"recipient" jsonschema:"a team member's name (or id), or \"broadcast\" for every other member"`
-	// content: the message.
-	Content string `json:"content" jsonschema:"the message"`
-	// team: for primaries: the team.
-	Team string `json:"team,omitempty" jsonschema:"for primaries: the team"`
+	Content   string `json:"content" jsonschema:"the message"`
+	Team      string `json:"team,omitempty" jsonschema:"for primaries: the team"`
 }
 
 // TeamMessageOutput is the result of team_message.
 type TeamMessageOutput struct {
 	failure
-	// dispatchIds: the ids of the messages sent, one per recipient.
 	DispatchIDs []string `json:"dispatchIds" jsonschema:"the ids of the messages sent, one per recipient"`
-	// recipients: the members the messages went to.
-	Recipients []string `json:"recipients" jsonschema:"the members the messages went to"`
+	Recipients  []string `json:"recipients" jsonschema:"the members the messages went to"`
 }
 
 // TeamManageInput is the input of team_manage.
 type TeamManageInput struct {
-	// action: add or remove.
-	Action string `json:"action" jsonschema:"add or remove"`
-	// profile: for add: the profile; default: the namespace's default profile.
+	Action  string `json:"action" jsonschema:"add or remove"`
 	Profile string `json:"profile,omitempty" jsonschema:"for add: the profile; default: the namespace's default profile"`
-	// name: for add: the new member's name (optional); for remove: the member to remove.
-	Name string `json:"name,omitempty" jsonschema:"for add: the new member's name (optional); for remove: the member to remove"`
-	// team: for primaries: the team.
-	Team string `json:"team,omitempty" jsonschema:"for primaries: the team"`
+	Name    string `json:"name,omitempty" jsonschema:"for add: the new member's name (optional); for remove: the member to remove"`
+	Team    string `json:"team,omitempty" jsonschema:"for primaries: the team"`
 }
 
 // TeamManageOutput is the result of team_manage.
 type TeamManageOutput struct {
 	failure
-	// action: add or remove.
-	Action string `json:"action,omitempty" jsonschema:"add or remove"`
-	// member: the member added or removed.
+	Action string      `json:"action,omitempty" jsonschema:"add or remove"`
 	Member *MemberView `json:"member,omitempty" jsonschema:"the member added or removed"`
 }
 
@@ -128,7 +114,11 @@ func (g *Gateway) teamStatus(ctx context.Context, c *call, in TeamStatusInput) (
 	if err != nil {
 		return nil, err
 	}
-	return &TeamStatusOutput{Team: team, Members: memberViews(ms, c.who, nil)}, nil
+	views, err := g.memberViews(ctx, ms, c.who, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &TeamStatusOutput{Team: team, Members: views}, nil
 }
 
 // teamMessage sends detached Delegations to one team member or to all
@@ -196,7 +186,7 @@ func (g *Gateway) teamManage(ctx context.Context, c *call, in TeamManageInput) (
 		if err != nil {
 			return nil, err
 		}
-		v := memberView(m, c.who)
+		v := memberView(m, c.who, queue{})
 		return &TeamManageOutput{Action: in.Action, Member: &v}, nil
 	case "remove":
 		if in.Name == "" {
@@ -222,7 +212,7 @@ func (g *Gateway) teamManage(ctx context.Context, c *call, in TeamManageInput) (
 		if err := g.deleteMember(ctx, m); err != nil {
 			return nil, err
 		}
-		v := memberView(m, c.who)
+		v := memberView(m, c.who, queue{})
 		return &TeamManageOutput{Action: in.Action, Member: &v}, nil
 	}
 	return nil, errorf(CodeInvalidArgument, "action must be add or remove, not %q", in.Action)

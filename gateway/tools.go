@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -52,7 +53,6 @@ type result interface {
 // failure is embedded in every tool output: a failed call returns only
 // {error:{code,message}} with isError set.
 type failure struct {
-	// error: set when the call failed; the other fields are then absent.
 	Error *ToolError `json:"error,omitempty" jsonschema:"set when the call failed; the other fields are then absent"`
 }
 
@@ -278,3 +278,24 @@ Entries stay until you acknowledge them with bridge_ack.`
 
 	descProcessKill = `Stop one of your processes (SIGTERM to its process group, SIGKILL after a short grace). Returns its state.`
 )
+
+// checkContent validates a message, question, answer or reply.
+func checkContent(field, s string) *ToolError {
+	switch {
+	case s == "":
+		return errorf(CodeInvalidArgument, "%s must not be empty", field)
+	case len(s) > fleetv1alpha1.MaxContentBytes:
+		return errorf(CodeInvalidArgument, "%s is %d bytes; at most %d are allowed", field, len(s), fleetv1alpha1.MaxContentBytes)
+	case !utf8.ValidString(s):
+		return errorf(CodeInvalidArgument, "%s is not valid UTF-8", field)
+	}
+	return nil
+}
+
+// requireMember refuses a tool that only workers can use.
+func requireMember(c *call) *ToolError {
+	if c.who.Kind != fleetv1alpha1.PrincipalMember {
+		return errorf(CodeForbidden, "%s is for fleet members answering a message; you are %s %s", c.tool, c.who.Kind, c.who.Name)
+	}
+	return nil
+}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/delegation"
 	"github.com/fleetd/fleetd/internal/testutil"
 )
 
@@ -161,7 +162,7 @@ func TestTeamTools(t *testing.T) {
 	}
 	for _, id := range sent.DispatchIDs {
 		d := getDelegation(t, ns, id)
-		if d.Waits() || d.Labels[fleetv1alpha1.LabelTeam] != "core" || d.Spec.From.Name != "lead" {
+		if delegation.Waits(d) || d.Labels[fleetv1alpha1.LabelTeam] != "core" || d.Spec.From.Name != "lead" {
 			t.Errorf("team message %s: %+v %v", id, d.Spec, d.Labels)
 		}
 	}

@@ -44,7 +44,8 @@ type Principal struct {
 type DelegationPhase string
 
 const (
-	// DelegationPending is created and not yet queued.
+	// DelegationPending is a Delegation with no phase recorded; the API
+	// server shows a new one as Queued.
 	DelegationPending DelegationPhase = "Pending"
 	// DelegationQueued waits in its member's queue.
 	DelegationQueued DelegationPhase = "Queued"
@@ -191,8 +192,9 @@ type Question struct {
 type DelegationStatus struct {
 	// phase is where the Delegation is: Pending, Queued, Delivered, Working,
 	// Asking, or a terminal Replied, TurnDone, TimedOut, Failed, WorkerGone,
-	// Cancelled.
+	// Cancelled. The API server shows a new Delegation as Queued.
 	// +optional
+	// +kubebuilder:default=Queued
 	Phase DelegationPhase `json:"phase,omitempty"`
 
 	// outcome is what a waiting sender gets, once settled.
@@ -313,6 +315,7 @@ type Delegation struct {
 
 	// status is what happened to it.
 	// +optional
+	// +kubebuilder:default={}
 	Status DelegationStatus `json:"status,omitempty"`
 }
 

@@ -170,6 +170,12 @@ type MemberStatus struct {
 	// +optional
 	StateChangeSeq int64 `json:"stateChangeSeq,omitempty"`
 
+	// workingSeq is the stateChangeSeq at which the agent was last seen
+	// working or blocked: a message typed at an earlier seq was picked up.
+	// A status that only flickers (idle, unknown, idle) leaves it alone.
+	// +optional
+	WorkingSeq int64 `json:"workingSeq,omitempty"`
+
 	// restarts counts how often the pane was recreated.
 	// +optional
 	Restarts int32 `json:"restarts,omitempty"`
@@ -193,14 +199,6 @@ type MemberStatus struct {
 	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
 	TokenHash string `json:"tokenHash,omitempty"`
 
-	// queueDepth is how many Delegations wait for this member.
-	// +optional
-	QueueDepth int32 `json:"queueDepth,omitempty"`
-
-	// inFlight names the Delegation delivered to the member and not yet settled.
-	// +optional
-	InFlight string `json:"inFlight,omitempty"`
-
 	// observedGeneration is the generation the status was computed from.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -215,7 +213,6 @@ type MemberStatus struct {
 // +kubebuilder:printcolumn:name="Pane",type=string,JSONPath=`.status.paneID`
 // +kubebuilder:printcolumn:name="Team",type=string,JSONPath=`.spec.team`
 // +kubebuilder:printcolumn:name="Role",type=string,JSONPath=`.spec.role`
-// +kubebuilder:printcolumn:name="Queue",type=integer,JSONPath=`.status.queueDepth`,priority=1
 // +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restarts`,priority=1
 // +kubebuilder:printcolumn:name="Profile",type=string,JSONPath=`.spec.profile`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/internal/devenv"
 	"github.com/fleetd/fleetd/internal/testenv"
 )
 
@@ -65,11 +66,19 @@ func readSamples(t *testing.T) []*unstructured.Unstructured {
 
 func TestSamplesAreAccepted(t *testing.T) {
 	ns := env.Namespace(t)
+	// The sample Delegation leaves its sender out, as a kubectl user does:
+	// fleetd's admission policies fill it in.
+	if err := devenv.InstallPolicies(context.Background(), env.Client, ns); err != nil {
+		t.Fatal(err)
+	}
 	kinds := map[string]int{}
 	for _, u := range readSamples(t) {
 		u.SetNamespace(ns)
 		if err := env.Client.Create(context.Background(), u); err != nil {
 			t.Errorf("sample %s %s refused: %v", u.GetKind(), u.GetName(), err)
+		}
+		if from, _, _ := unstructured.NestedString(u.Object, "spec", "from", "kind"); u.GetKind() == "Delegation" && from != string(fleetv1alpha1.PrincipalUser) {
+			t.Errorf("sample Delegation %s: the API server set its sender's kind to %q, want User", u.GetName(), from)
 		}
 		kinds[u.GetKind()]++
 	}
@@ -197,10 +206,6 @@ func TestBadManifestsAreRefused(t *testing.T) {
 			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Delegation, metadata: {name: d7}, spec: {from: {kind: Static, name: dev}, to: "Worker 1", content: hi}}`,
 			want:     []string{"spec.to", "should match"},
 		},
-		"delegation without from": {
-			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Delegation, metadata: {name: d8}, spec: {to: w, content: hi}}`,
-			want:     []string{"spec.from", "Required value"},
-		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -250,6 +255,15 @@ func TestDefaults(t *testing.T) {
 	}
 	if d.Spec.Wait == nil || !*d.Spec.Wait || d.Spec.TimeoutSeconds != fleetv1alpha1.DefaultTimeoutSeconds {
 		t.Errorf("defaults: wait=%v timeoutSeconds=%d, want true and %d", d.Spec.Wait, d.Spec.TimeoutSeconds, fleetv1alpha1.DefaultTimeoutSeconds)
+	}
+	// A new Delegation shows as Queued without anyone writing its status:
+	// the create itself is the queueing.
+	if d.Status.Phase != fleetv1alpha1.DelegationQueued {
+		t.Errorf("a new delegation's phase = %q, want Queued", d.Status.Phase)
+	}
+	got := &fleetv1alpha1.Delegation{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(d), got); err != nil || got.Status.Phase != fleetv1alpha1.DelegationQueued {
+		t.Errorf("read back: phase = %q (err %v), want Queued", got.Status.Phase, err)
 	}
 	m := &fleetv1alpha1.Member{}
 	m.Name, m.Namespace = "w", ns

@@ -17,6 +17,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fleetd/fleetd/controllers"
+	"github.com/fleetd/fleetd/delegation"
 	"github.com/fleetd/fleetd/gateway"
 	"github.com/fleetd/fleetd/herdr"
 	"github.com/fleetd/fleetd/internal/scheme"
@@ -43,7 +44,6 @@ type options struct {
 	probeAddr      string
 	leaderElect    bool
 	leaderElectNS  string
-	settleWindow   time.Duration
 	maxHops        int
 	retention      time.Duration
 	kubeQPS        float64
@@ -75,9 +75,8 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", "", "Controller health probe address (empty disables).")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader among controller replicas.")
 	fs.StringVar(&o.leaderElectNS, "leader-election-namespace", "", "Namespace of the leader election lease.")
-	fs.DurationVar(&o.settleWindow, "turn-settle-window", controllers.DefaultDeliveryPolicy.SettleWindow, "How long a member stays idle after a pickup before a turn without a reply settles turn_done.")
-	fs.IntVar(&o.maxHops, "max-detached-hops", int(controllers.DefaultDeliveryPolicy.MaxHops), "Detached replies a member may chain without a primary's message in between.")
-	fs.DurationVar(&o.retention, "delegation-retention", controllers.DefaultDeliveryPolicy.Retention, "How long a settled Delegation stays after its last change before it is deleted (0 keeps them all). An outcome its sender has not collected with bridge_poll stays until bridge_ack.")
+	fs.IntVar(&o.maxHops, "max-detached-hops", int(delegation.DefaultPolicy.MaxHops), "Detached replies a member may chain without a primary's message in between.")
+	fs.DurationVar(&o.retention, "delegation-retention", delegation.DefaultPolicy.Retention, "How long a settled Delegation stays after its last change before it is deleted (0 keeps them all). An outcome its sender has not collected with bridge_poll stays until bridge_ack.")
 	fs.Float64Var(&o.kubeQPS, "kube-api-qps", -1, "Client-side limit on requests per second to the API server, per resource type. Negative: no client-side limit, the API server's priority and fairness decides (controller-runtime's default).")
 	fs.IntVar(&o.kubeBurst, "kube-api-burst", 100, "Requests above --kube-api-qps allowed at once, when it is positive.")
 	fs.IntVar(&o.memberParallel, "member-concurrency", 4, "Members reconciled in parallel.")
@@ -179,8 +178,7 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 				return fmt.Errorf("finding herdr's socket: %w", err)
 			}
 		}
-		policy := controllers.DefaultDeliveryPolicy
-		policy.SettleWindow = o.settleWindow
+		policy := delegation.DefaultPolicy
 		policy.MaxHops = int32(o.maxHops)
 		policy.Retention = o.retention
 		if err := controllers.SetupWithManager(ctx, mgr, controllers.Config{

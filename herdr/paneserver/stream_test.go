@@ -49,7 +49,6 @@ func TestSubscribeLifecycle(t *testing.T) {
 
 	// herdr sends each subscription's events in order, but interleaves
 	// subscriptions by their place in the list, not by when events happened.
-	type seen struct{ Kind, ID string }
 	got := map[string][]string{}
 	for n := 0; n < 9; n++ {
 		ev := nextEvent(t, stream)

@@ -205,13 +205,48 @@ func TestTimeoutThenLateReplyIsPolled(t *testing.T) {
 	r := call(t, s, "bridge_send", map[string]any{"sessionId": "e2e-slow", "content": "sleep: 4\nreply: late but here", "timeoutMs": 1500})
 	wantOutcome(t, r, "timeout")
 	id := r.Str("dispatchId")
+	if id == "" {
+		t.Fatalf("a timeout without its dispatchId: %v", r.Fields)
+	}
 	eventually(t, "the late reply in bridge_poll", func() (bool, string) {
 		p := call(t, s, "bridge_poll", nil)
-		if id != "" {
-			return pollHas(p, id, "", ""), fmt.Sprint(p.Fields)
-		}
-		return strings.Contains(fmt.Sprint(p.Fields), "late but here"), fmt.Sprint(p.Fields)
+		return pollHas(p, id, "reply", "late but here"), fmt.Sprint(p.Fields)
 	})
+}
+
+// TestQueuedPastItsDeadlineIsDeliveredLater follows the contract: a message
+// still queued behind a busy worker when its deadline passes stays queued;
+// it is delivered once the worker is free, and its reply reaches the sender
+// through bridge_poll.
+func TestQueuedPastItsDeadlineIsDeliveredLater(t *testing.T) {
+	dumpOnFailure(t)
+	member(t, "e2e-busy")
+	s := session(t, w.token)
+	busy := call(t, s, "bridge_send", map[string]any{"sessionId": "e2e-busy", "content": "sleep: 5\nreply: busy done", "wait": false})
+	if busy.IsError {
+		t.Fatalf("dispatch: %v", busy.Fields)
+	}
+	eventually(t, "the worker busy", func() (bool, string) {
+		m, err := getMember("e2e-busy")
+		if err != nil {
+			return false, err.Error()
+		}
+		return m.Status.AgentStatus == fleetv1alpha1.AgentWorking, string(m.Status.AgentStatus)
+	})
+	r := call(t, s, "bridge_send", map[string]any{"sessionId": "e2e-busy", "content": "reply: done after all", "timeoutMs": 1500})
+	wantOutcome(t, r, "timeout")
+	id := r.Str("dispatchId")
+	if id == "" {
+		t.Fatalf("a timeout without its dispatchId: %v", r.Fields)
+	}
+	eventually(t, "the late reply in bridge_poll", func() (bool, string) {
+		p := call(t, s, "bridge_poll", nil)
+		return pollHas(p, id, "reply", "done after all"), fmt.Sprint(p.Fields)
+	})
+	d := delegation(t, id)
+	if deadline := d.CreationTimestamp.Add(time.Duration(d.Spec.TimeoutSeconds) * time.Second); d.Status.DeliveringAt == nil || !d.Status.DeliveringAt.After(deadline) {
+		t.Errorf("typed at %v, deadline %v: want it typed after its deadline, behind the busy one", d.Status.DeliveringAt, deadline)
+	}
 }
 
 func TestWorkerGone(t *testing.T) {
@@ -381,13 +416,18 @@ func TestFleetdKilledMidBurstLosesNothing(t *testing.T) {
 			return false, err.Error()
 		}
 		settled := 0
+		var phases []string
 		for _, d := range list.Items {
 			switch d.Status.Phase {
 			case fleetv1alpha1.DelegationTurnDone, fleetv1alpha1.DelegationFailed:
 				settled++
+			default:
+				phases = append(phases, fmt.Sprintf("%s %s (typed at seq %d)", d.Spec.Content, d.Status.Phase, d.Status.DeliveringSeq))
 			}
 		}
-		return settled == n, fmt.Sprintf("%d of %d settled", settled, n)
+		m, _ := getMember("e2e-burst")
+		return settled == n, fmt.Sprintf("%d of %d settled; member %s seq %d workingSeq %d; unsettled: %s",
+			settled, n, m.Status.AgentStatus, m.Status.StateChangeSeq, m.Status.WorkingSeq, strings.Join(phases, ", "))
 	})
 	counts := map[string]int{}
 	for _, p := range received(t, log) {

@@ -99,7 +99,6 @@ func startLocal() (_ *world, _ func(), err error) {
 		"--static-tokens=" + ns + "/" + devenv.StaticTokenSecret,
 		"--static-namespace=" + ns,
 		"--progress-interval=1s",
-		"--turn-settle-window=1s",
 		"--agent-state-dir=" + filepath.Join(dir, "agents"),
 		"--zap-log-level=info",
 	}

@@ -63,6 +63,7 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: status
       type:
         namedType: com.github.fleetd.fleetd.api.v1alpha1.DelegationStatus
+      default: {}
 - name: com.github.fleetd.fleetd.api.v1alpha1.DelegationPhase
   scalar: string
 - name: com.github.fleetd.fleetd.api.v1alpha1.DelegationSpec
@@ -135,6 +136,7 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: phase
       type:
         namedType: com.github.fleetd.fleetd.api.v1alpha1.DelegationPhase
+      default: Queued
     - name: pickedUpAt
       type:
         namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
@@ -272,9 +274,6 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - type
-    - name: inFlight
-      type:
-        scalar: string
     - name: lastRestartReason
       type:
         scalar: string
@@ -290,9 +289,6 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: phase
       type:
         namedType: com.github.fleetd.fleetd.api.v1alpha1.MemberPhase
-    - name: queueDepth
-      type:
-        scalar: numeric
     - name: restarts
       type:
         scalar: numeric
@@ -311,6 +307,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: tokenSecretName
       type:
         scalar: string
+    - name: workingSeq
+      type:
+        scalar: numeric
     - name: workspaceID
       type:
         scalar: string

@@ -31,7 +31,7 @@ import (
 type DelegationStatusApplyConfiguration struct {
 	// phase is where the Delegation is: Pending, Queued, Delivered, Working,
 	// Asking, or a terminal Replied, TurnDone, TimedOut, Failed, WorkerGone,
-	// Cancelled.
+	// Cancelled. The API server shows a new Delegation as Queued.
 	Phase *apiv1alpha1.DelegationPhase `json:"phase,omitempty"`
 	// outcome is what a waiting sender gets, once settled.
 	Outcome *apiv1alpha1.Outcome `json:"outcome,omitempty"`

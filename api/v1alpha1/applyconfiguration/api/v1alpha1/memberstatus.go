@@ -58,6 +58,10 @@ type MemberStatusApplyConfiguration struct {
 	// stateChangeSeq is herdr's state_change_seq for the pane's agent: it
 	// advances on every status change, so a pickup between two samples shows.
 	StateChangeSeq *int64 `json:"stateChangeSeq,omitempty"`
+	// workingSeq is the stateChangeSeq at which the agent was last seen
+	// working or blocked: a message typed at an earlier seq was picked up.
+	// A status that only flickers (idle, unknown, idle) leaves it alone.
+	WorkingSeq *int64 `json:"workingSeq,omitempty"`
 	// restarts counts how often the pane was recreated.
 	Restarts *int32 `json:"restarts,omitempty"`
 	// lastRestartReason says why the pane was last recreated.
@@ -70,10 +74,6 @@ type MemberStatusApplyConfiguration struct {
 	// gateway knows a member by it: only fleetd writes a Member's status, so
 	// a Secret made by anyone else never authenticates anyone.
 	TokenHash *string `json:"tokenHash,omitempty"`
-	// queueDepth is how many Delegations wait for this member.
-	QueueDepth *int32 `json:"queueDepth,omitempty"`
-	// inFlight names the Delegation delivered to the member and not yet settled.
-	InFlight *string `json:"inFlight,omitempty"`
 	// observedGeneration is the generation the status was computed from.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
 }
@@ -185,6 +185,14 @@ func (b *MemberStatusApplyConfiguration) WithStateChangeSeq(value int64) *Member
 	return b
 }
 
+// WithWorkingSeq sets the WorkingSeq field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the WorkingSeq field is set to the value of the last call.
+func (b *MemberStatusApplyConfiguration) WithWorkingSeq(value int64) *MemberStatusApplyConfiguration {
+	b.WorkingSeq = &value
+	return b
+}
+
 // WithRestarts sets the Restarts field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the Restarts field is set to the value of the last call.
@@ -222,22 +230,6 @@ func (b *MemberStatusApplyConfiguration) WithTokenSecretName(value string) *Memb
 // If called multiple times, the TokenHash field is set to the value of the last call.
 func (b *MemberStatusApplyConfiguration) WithTokenHash(value string) *MemberStatusApplyConfiguration {
 	b.TokenHash = &value
-	return b
-}
-
-// WithQueueDepth sets the QueueDepth field in the declarative configuration to the given value
-// and returns the receiver, so that objects can be built by chaining "With" function invocations.
-// If called multiple times, the QueueDepth field is set to the value of the last call.
-func (b *MemberStatusApplyConfiguration) WithQueueDepth(value int32) *MemberStatusApplyConfiguration {
-	b.QueueDepth = &value
-	return b
-}
-
-// WithInFlight sets the InFlight field in the declarative configuration to the given value
-// and returns the receiver, so that objects can be built by chaining "With" function invocations.
-// If called multiple times, the InFlight field is set to the value of the last call.
-func (b *MemberStatusApplyConfiguration) WithInFlight(value string) *MemberStatusApplyConfiguration {
-	b.InFlight = &value
 	return b
 }
 

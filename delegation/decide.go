@@ -1,0 +1,288 @@
+package delegation
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	v1 "github.com/fleetd/fleetd/api/v1alpha1"
+)
+
+// Policy tunes Decide.
+type Policy struct {
+	// ConfirmWindow is how long a delivery whose typing nobody saw succeed
+	// (the controller stopped in between) waits for a pickup to prove it;
+	// and how long a settled message that was never seen picked up holds
+	// back the next one.
+	ConfirmWindow time.Duration
+	// MaxHops bounds detached replies chained without a primary's message.
+	MaxHops int32
+	// Retention is how long a settled Delegation stays after its last change
+	// before it is deleted; 0 keeps every Delegation. Outcomes their sender
+	// has not collected stay until acknowledged.
+	Retention time.Duration
+}
+
+// DefaultPolicy is the policy fleetd runs with.
+var DefaultPolicy = Policy{ConfirmWindow: 10 * time.Second, MaxHops: 20, Retention: 24 * time.Hour}
+
+// Member is what Decide knows of the member a queue belongs to.
+type Member struct {
+	// Gone is true when the member was deleted or is being deleted.
+	Gone bool
+	// Ready is the member's Ready condition.
+	Ready bool
+	// PaneID is the member's current pane, and TerminalID the terminal
+	// behind it.
+	PaneID, TerminalID string
+	// Status is the agent's status.
+	Status v1.AgentStatus
+	// Seq is herdr's state_change_seq for the agent now, and WorkingSeq the
+	// seq at which it was last seen working or blocked: a later WorkingSeq
+	// than a message's typing proves its pickup.
+	Seq, WorkingSeq int64
+	// HeldAtSeq, when set, is the seq at which herdr refused a delivery for
+	// a dialog the status did not show: nothing is typed until the seq
+	// moves past it.
+	HeldAtSeq *int64
+}
+
+// idle says whether the agent waits for input; done is idle, unseen.
+func (m Member) idle() bool { return m.Status == v1.AgentIdle || m.Status == v1.AgentDone }
+
+// canTakeInput says whether typing now would reach an idle prompt.
+func (m Member) canTakeInput() bool {
+	if m.HeldAtSeq != nil && m.Seq <= *m.HeldAtSeq {
+		return false
+	}
+	return !m.Gone && m.Ready && m.PaneID != "" && m.idle()
+}
+
+// StepKind is one thing the injector does to a Delegation.
+type StepKind string
+
+// Steps.
+const (
+	// StepDeliver records the intent to type the Delegation, then types it.
+	StepDeliver StepKind = "Deliver"
+	// StepPickup records that the member picked the Delegation up.
+	StepPickup StepKind = "Pickup"
+	// StepTurnDone settles TurnDone with the terminal's tail, after a live
+	// look shows no reply came first.
+	StepTurnDone StepKind = "TurnDone"
+	// StepTimeOut settles TimedOut.
+	StepTimeOut StepKind = "TimeOut"
+	// StepWorkerGone settles WorkerGone with Message.
+	StepWorkerGone StepKind = "WorkerGone"
+	// StepFail settles Failed with Reason and Message.
+	StepFail StepKind = "Fail"
+	// StepCancel settles Cancelled.
+	StepCancel StepKind = "Cancel"
+	// StepCarryReply carries a reply nobody waits for into its member
+	// sender's pane.
+	StepCarryReply StepKind = "CarryReply"
+	// StepExpire deletes a settled Delegation past its retention.
+	StepExpire StepKind = "Expire"
+)
+
+// Step is one decision about one Delegation.
+type Step struct {
+	Kind StepKind
+	Name string
+	// Reason and Message explain a StepFail, StepWorkerGone or StepCancel.
+	Reason, Message string
+}
+
+// Decision is what to do for one member's queue now.
+type Decision struct {
+	Steps []Step
+	// RequeueAfter is when to look again (0: only on the next event).
+	RequeueAfter time.Duration
+}
+
+// SortQueue orders Delegations by creation: timestamp, then the gateway's
+// nanosecond sequence, then name.
+func SortQueue(ds []v1.Delegation) {
+	sort.SliceStable(ds, func(i, j int) bool {
+		a, b := &ds[i], &ds[j]
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		sa, sb := a.Annotations[v1.AnnotationSequence], b.Annotations[v1.AnnotationSequence]
+		if sa != sb {
+			ta, ea := time.Parse(time.RFC3339Nano, sa)
+			tb, eb := time.Parse(time.RFC3339Nano, sb)
+			if ea == nil && eb == nil {
+				return ta.Before(tb)
+			}
+			return sa < sb
+		}
+		return a.Name < b.Name
+	})
+}
+
+// Decide is the injector: given a member, every Delegation addressed to it
+// and the time, it says what settles, what is picked up, what to deliver and
+// when to look again. typed names the Delegations this controller saw typed
+// (it forgets them when it restarts); goneSenders names the Members that
+// sent some of ds and no longer exist.
+//
+// The rules, per member:
+//   - FIFO by creation; the head is typed only while the member is ready and
+//     idle (or done), never while it is blocked (typing would answer the
+//     dialog) or its status is unknown.
+//   - One message per turn: nothing is typed while the last one typed into
+//     the member's current terminal waits for its pickup.
+//   - A pickup is the member seen working (or blocked) after the typing;
+//     idle again after it ends the turn: a message the worker did not reply
+//     to settles TurnDone.
+//   - A message typed past its deadline settles TimedOut; a queued one stays
+//     queued (bridge_cancel withdraws it).
+//   - A message whose typing a controller restart left unproven is never
+//     typed again: any status change since the typing confirms it (what
+//     happened while nobody watched is unknown), else it fails.
+func Decide(m Member, ds []v1.Delegation, now time.Time, policy Policy, typed sets.Set[string], goneSenders sets.Set[string]) Decision {
+	ds = append([]v1.Delegation(nil), ds...)
+	SortQueue(ds)
+	var dec Decision
+	later := func(at time.Time) {
+		if d := at.Sub(now); d > 0 && (dec.RequeueAfter == 0 || d < dec.RequeueAfter) {
+			dec.RequeueAfter = d
+		}
+	}
+	step := func(kind StepKind, d *v1.Delegation, reason, format string, args ...any) {
+		dec.Steps = append(dec.Steps, Step{Kind: kind, Name: d.Name, Reason: reason, Message: fmt.Sprintf(format, args...)})
+	}
+
+	var (
+		flying   *v1.Delegation // typed, not settled
+		lastType *v1.Delegation // most recently typed, any phase
+		queue    []*v1.Delegation
+	)
+	for i := range ds {
+		d := &ds[i]
+		if Typed(d) && (lastType == nil || !d.Status.DeliveringAt.Before(lastType.Status.DeliveringAt)) {
+			lastType = d
+		}
+		if Settled(d.Status.Phase) {
+			if NeedsCarrying(d) {
+				step(StepCarryReply, d, "", "")
+			}
+			continue
+		}
+		deadline := Deadline(d)
+		switch {
+		case m.Gone:
+			step(StepWorkerGone, d, v1.ReasonWorkerGone, "member %s is gone", d.Spec.To)
+		case Typed(d) && d.Status.PaneID != "" && m.PaneID != "" && !typedInto(d, m):
+			step(StepWorkerGone, d, v1.ReasonWorkerGone, "pane %s was lost while the message was in it", d.Status.PaneID)
+		case Typed(d) && !now.Before(deadline):
+			step(StepTimeOut, d, v1.ReasonTimedOut, "")
+		case !Typed(d) && d.Annotations[v1.AnnotationCancel] == "true":
+			step(StepCancel, d, v1.ReasonCancelled, "withdrawn before delivery")
+		case !Typed(d) && d.Spec.Hops > policy.MaxHops:
+			step(StepFail, d, v1.ReasonLoopGuard, "refused: %d detached replies in a row without a primary's message (limit %d)", d.Spec.Hops, policy.MaxHops)
+		case Typed(d):
+			flying = d
+			picked := PickedUp(d, m.WorkingSeq)
+			if !picked && !typed.Has(d.Name) && d.Status.DeliveredAt == nil {
+				// The intent was recorded and this controller did not see
+				// the typing end: it restarted in between, and nobody
+				// watched the agent meanwhile. Any status change since the
+				// typing proves it reached the agent; without one it is
+				// never typed again.
+				switch waitUntil := d.Status.DeliveringAt.Add(policy.ConfirmWindow); {
+				case m.Seq > d.Status.DeliveringSeq:
+					picked = true
+				case now.Before(waitUntil):
+					later(waitUntil)
+					continue
+				default:
+					step(StepFail, d, v1.ReasonDeliveryUnconfirmed, "delivery was interrupted and no pickup proves it was typed; it is not typed again")
+					flying = nil
+					continue
+				}
+			}
+			switch {
+			case picked && d.Status.Phase != v1.DelegationAsking && m.idle() && m.Seq > m.WorkingSeq:
+				step(StepTurnDone, d, v1.ReasonTurnDone, "")
+				flying = nil
+			case picked && d.Status.Phase == v1.DelegationDelivered:
+				step(StepPickup, d, "", "")
+			}
+			if flying != nil {
+				later(deadline)
+			}
+		default:
+			// Queued, even past its deadline: the sender's call timed out,
+			// the message may still be delivered.
+			queue = append(queue, d)
+		}
+	}
+
+	for i := range ds {
+		d := &ds[i]
+		if d == lastType && !m.Gone && gates(d, m, now, policy) {
+			// It still holds back the next delivery until its pickup shows.
+			if Settled(d.Status.Phase) {
+				later(LastChange(d).Add(policy.ConfirmWindow))
+			}
+			continue
+		}
+		senderGone := (d.Spec.From.Kind == v1.PrincipalMember && goneSenders.Has(d.Spec.From.Name)) ||
+			// A Kubernetes user reads outcomes with kubectl: none is owed
+			// to it through the gateway.
+			d.Spec.From.Kind == v1.PrincipalUser
+		if at, keep := Expiry(d, policy.Retention, senderGone); !keep {
+			if now.Before(at) {
+				later(at)
+			} else {
+				step(StepExpire, d, "", "")
+			}
+		}
+	}
+
+	if flying != nil || len(queue) == 0 || !m.canTakeInput() {
+		return dec
+	}
+	// One delivery per turn: the last message typed must have been picked
+	// up before the next is typed.
+	if lastType != nil && gates(lastType, m, now, policy) {
+		if !InFlight(lastType) {
+			later(LastChange(lastType).Add(policy.ConfirmWindow))
+		}
+		return dec
+	}
+	step(StepDeliver, queue[0], "", "")
+	return dec
+}
+
+// gates says whether d, the last message typed, holds back the next one: it
+// was typed into the member's current terminal and no pickup of it has
+// shown. A message that never reached the agent (refused, unconfirmed, its
+// pane lost, withdrawn) gates nothing, and neither does one typed into an
+// earlier terminal (that agent is gone; the new one's seq starts afresh). A
+// settled one never seen picked up (a reply faster than a status sample)
+// gates for the confirm window at most.
+func gates(d *v1.Delegation, m Member, now time.Time, policy Policy) bool {
+	if !typedInto(d, m) || PickedUp(d, m.WorkingSeq) {
+		return false
+	}
+	switch d.Status.Phase {
+	case v1.DelegationFailed, v1.DelegationWorkerGone, v1.DelegationCancelled, v1.DelegationTurnDone:
+		return false
+	}
+	return InFlight(d) || now.Before(LastChange(d).Add(policy.ConfirmWindow))
+}
+
+// typedInto says whether d was typed into the member's current terminal.
+// herdr reuses pane ids after a restart, so the terminal id decides where
+// both are known.
+func typedInto(d *v1.Delegation, m Member) bool {
+	if d.Status.PaneID != m.PaneID {
+		return false
+	}
+	return d.Status.TerminalID == "" || m.TerminalID == "" || d.Status.TerminalID == m.TerminalID
+}

@@ -1,0 +1,491 @@
+package delegation
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v1 "github.com/fleetd/fleetd/api/v1alpha1"
+)
+
+// conds is a Delegation's conditions as status:reason, by type.
+func conds(d *v1.Delegation) map[string]string {
+	out := map[string]string{}
+	for _, c := range d.Status.Conditions {
+		out[c.Type] = string(c.Status) + ":" + c.Reason
+	}
+	return out
+}
+
+func condsOf(delivered, settled, ready string) map[string]string {
+	return map[string]string{v1.ConditionDelivered: delivered, v1.ConditionSettled: settled, v1.ConditionReady: ready}
+}
+
+const inProgress = "False:" + v1.ReasonInProgress
+
+// TestTransitions drives each transition from a state and checks the
+// phase, outcome, conditions and error it leaves: phase and conditions are
+// always set together.
+func TestTransitions(t *testing.T) {
+	typed := func() *dlg { return mk("a", 0).queued().typed(1) }
+	asked := func() *dlg {
+		return typed().then(func(d *v1.Delegation) {
+			if _, err := Ask(d, t0, "which?"); err != nil {
+				panic(err)
+			}
+		})
+	}
+	cases := map[string]struct {
+		from      *dlg
+		do        func(d *v1.Delegation) error
+		wantErr   error
+		wantPhase v1.DelegationPhase
+		wantOut   v1.Outcome
+		wantConds map[string]string
+		check     func(t *testing.T, d *v1.Delegation)
+	}{
+		"begin delivery": {
+			from: mk("a", 0).queued(),
+			do: func(d *v1.Delegation) error {
+				BeginDelivery(d, at(1).Time, Target{PaneID: "w1:p1", TerminalID: "t", Seq: 7})
+				return nil
+			},
+			wantPhase: v1.DelegationDelivered,
+			wantConds: condsOf("True:"+v1.ReasonDelivered, inProgress, inProgress),
+			check: func(t *testing.T, d *v1.Delegation) {
+				s := d.Status
+				if s.DeliveringSeq != 7 || s.PaneID != "w1:p1" || s.TerminalID != "t" || !s.DeliveringAt.Equal(at(1)) || s.DeliveredAt != nil {
+					t.Errorf("delivery record: %+v", s)
+				}
+				if !s.Deadline.Time.Equal(t0.Add(60e9)) || !s.QueuedAt.Time.Equal(t0) {
+					t.Errorf("deadline %v queuedAt %v", s.Deadline, s.QueuedAt)
+				}
+				if !InFlight(d) || Queued(d) {
+					t.Error("a message being typed is in flight")
+				}
+			},
+		},
+		"delivery postponed": {
+			from:      typed(),
+			do:        func(d *v1.Delegation) error { DeliveryPostponed(d, "a dialog is on screen"); return nil },
+			wantPhase: v1.DelegationQueued,
+			wantConds: condsOf("False:"+v1.ReasonQueued, inProgress, inProgress),
+			check: func(t *testing.T, d *v1.Delegation) {
+				if !Queued(d) || d.Status.DeliveringAt != nil || d.Status.PaneID != "" {
+					t.Errorf("not back in the queue: %+v", d.Status)
+				}
+			},
+		},
+		"pickup": {
+			from:      typed(),
+			do:        func(d *v1.Delegation) error { Pickup(d, at(2).Time); return nil },
+			wantPhase: v1.DelegationWorking,
+			wantConds: condsOf("True:"+v1.ReasonDelivered, inProgress, inProgress),
+			check: func(t *testing.T, d *v1.Delegation) {
+				if !d.Status.PickedUpAt.Equal(at(2)) || !d.Status.DeliveredAt.Equal(d.Status.DeliveringAt) {
+					t.Errorf("pickedUpAt %v deliveredAt %v", d.Status.PickedUpAt, d.Status.DeliveredAt)
+				}
+			},
+		},
+		"a pickup leaves a question open": {
+			from:      asked(),
+			do:        func(d *v1.Delegation) error { Pickup(d, at(2).Time); return nil },
+			wantPhase: v1.DelegationAsking,
+			wantConds: condsOf("True:"+v1.ReasonDelivered, inProgress, inProgress),
+		},
+		"turn done": {
+			from:      typed(),
+			do:        func(d *v1.Delegation) error { TurnDone(d, at(3).Time, "$ tail"); return nil },
+			wantPhase: v1.DelegationTurnDone, wantOut: v1.OutcomeTurnDone,
+			wantConds: condsOf("True:"+v1.ReasonDelivered, "True:"+v1.ReasonTurnDone, "True:"+v1.ReasonTurnDone),
+			check: func(t *testing.T, d *v1.Delegation) {
+				if ptr.Deref(d.Status.Tail, "") != "$ tail" || d.Status.PickedUpAt == nil || !d.Status.SettledAt.Equal(at(3)) {
+					t.Errorf("tail %v pickedUpAt %v settledAt %v", d.Status.Tail, d.Status.PickedUpAt, d.Status.SettledAt)
+				}
+			},
+		},
+		"time out": {
+			from:      typed(),
+			do:        func(d *v1.Delegation) error { TimeOut(d, at(60).Time); return nil },
+			wantPhase: v1.DelegationTimedOut, wantOut: v1.OutcomeTimeout,
+			wantConds: condsOf("True:"+v1.ReasonDelivered, "True:"+v1.ReasonTimedOut, "False:"+v1.ReasonTimedOut),
+		},
+		"worker gone before delivery": {
+			from:      mk("a", 0).queued(),
+			do:        func(d *v1.Delegation) error { WorkerGone(d, at(3).Time, "member w is gone"); return nil },
+			wantPhase: v1.DelegationWorkerGone, wantOut: v1.OutcomeWorkerGone,
+			wantConds: condsOf("False:"+v1.ReasonWorkerGone, "True:"+v1.ReasonWorkerGone, "False:"+v1.ReasonWorkerGone),
+		},
+		"refused by herdr": {
+			from: typed(),
+			do: func(d *v1.Delegation) error {
+				Fail(d, at(1).Time, v1.ReasonDeliveryRefused, "agent_prompt_failed")
+				return nil
+			},
+			wantPhase: v1.DelegationFailed, wantOut: v1.OutcomeDeliveryFailed,
+			wantConds: condsOf("False:"+v1.ReasonDeliveryRefused, "True:"+v1.ReasonDeliveryRefused, "False:"+v1.ReasonDeliveryRefused),
+			check: func(t *testing.T, d *v1.Delegation) {
+				if got := SettledMessage(d, ""); got != "agent_prompt_failed" {
+					t.Errorf("SettledMessage = %q", got)
+				}
+			},
+		},
+		"stopped by the loop guard": {
+			from:      mk("a", 0).queued(),
+			do:        func(d *v1.Delegation) error { Fail(d, at(1).Time, v1.ReasonLoopGuard, "refused"); return nil },
+			wantPhase: v1.DelegationFailed, wantOut: v1.OutcomeDeliveryFailed,
+			wantConds: condsOf("False:"+v1.ReasonLoopGuard, "True:"+v1.ReasonLoopGuard, "False:"+v1.ReasonLoopGuard),
+		},
+		"cancel": {
+			from:      mk("a", 0).queued(),
+			do:        func(d *v1.Delegation) error { Cancel(d, at(1).Time, "withdrawn"); return nil },
+			wantPhase: v1.DelegationCancelled, wantOut: v1.OutcomeCancelled,
+			wantConds: condsOf("False:"+v1.ReasonCancelled, "True:"+v1.ReasonCancelled, "False:"+v1.ReasonCancelled),
+		},
+		"reply": {
+			from:      typed(),
+			do:        func(d *v1.Delegation) error { return Reply(d, at(4).Time, "done") },
+			wantPhase: v1.DelegationReplied, wantOut: v1.OutcomeReply,
+			wantConds: condsOf("True:"+v1.ReasonDelivered, "True:"+v1.ReasonReplied, "True:"+v1.ReasonReplied),
+			check: func(t *testing.T, d *v1.Delegation) {
+				if ptr.Deref(d.Status.Reply, "") != "done" || !d.Status.RepliedAt.Equal(at(4)) || d.Status.PickedUpAt == nil {
+					t.Errorf("reply record: %+v", d.Status)
+				}
+			},
+		},
+		"a reply answers an open question too": {
+			from:      asked(),
+			do:        func(d *v1.Delegation) error { return Reply(d, at(4).Time, "done") },
+			wantPhase: v1.DelegationReplied, wantOut: v1.OutcomeReply,
+			wantConds: condsOf("True:"+v1.ReasonDelivered, "True:"+v1.ReasonReplied, "True:"+v1.ReasonReplied),
+		},
+		"a reply to a message not typed yet is refused": {
+			from:      mk("a", 0).queued(),
+			do:        func(d *v1.Delegation) error { return Reply(d, at(4).Time, "done") },
+			wantErr:   ErrNotInFlight,
+			wantPhase: v1.DelegationQueued,
+		},
+		"a reply after the turn ended is refused: exactly one settles it": {
+			from:      typed().then(func(d *v1.Delegation) { TurnDone(d, at(3).Time, "") }),
+			do:        func(d *v1.Delegation) error { return Reply(d, at(4).Time, "done") },
+			wantErr:   ErrNotInFlight,
+			wantPhase: v1.DelegationTurnDone, wantOut: v1.OutcomeTurnDone,
+			wantConds: condsOf("True:"+v1.ReasonDelivered, "True:"+v1.ReasonTurnDone, "True:"+v1.ReasonTurnDone),
+		},
+		"late reply": {
+			from: typed().then(func(d *v1.Delegation) {
+				TimeOut(d, at(60).Time)
+				if _, err := Acknowledge(d, at(61).Time); err != nil {
+					panic(err)
+				}
+			}),
+			do:        func(d *v1.Delegation) error { return LateReply(d, at(70).Time, "late") },
+			wantPhase: v1.DelegationTimedOut, wantOut: v1.OutcomeTimeout,
+			wantConds: condsOf("True:"+v1.ReasonDelivered, "True:"+v1.ReasonTimedOut, "False:"+v1.ReasonTimedOut),
+			check: func(t *testing.T, d *v1.Delegation) {
+				if ptr.Deref(d.Status.Reply, "") != "late" || d.Status.AcknowledgedAt != nil || !Unclaimed(d) {
+					t.Errorf("a late reply is owed to its sender again: %+v", d.Status)
+				}
+			},
+		},
+		"a second late reply is refused": {
+			from: typed().then(func(d *v1.Delegation) {
+				TimeOut(d, at(60).Time)
+				_ = LateReply(d, at(70).Time, "late")
+			}),
+			do:        func(d *v1.Delegation) error { return LateReply(d, at(71).Time, "again") },
+			wantErr:   ErrNotInFlight,
+			wantPhase: v1.DelegationTimedOut, wantOut: v1.OutcomeTimeout,
+			wantConds: condsOf("True:"+v1.ReasonDelivered, "True:"+v1.ReasonTimedOut, "False:"+v1.ReasonTimedOut),
+		},
+		"ask": {
+			from:      typed(),
+			do:        func(d *v1.Delegation) error { _, err := Ask(d, at(2).Time, "which?"); return err },
+			wantPhase: v1.DelegationAsking,
+			wantConds: condsOf("True:"+v1.ReasonDelivered, inProgress, inProgress),
+			check: func(t *testing.T, d *v1.Delegation) {
+				if q := OpenQuestion(d); q == nil || q.TurnID != "a.q1" || q.Text != "which?" {
+					t.Errorf("open question %+v", q)
+				}
+			},
+		},
+		"ask on a settled message is refused": {
+			from:      typed().then(replyAt(3, "done")),
+			do:        func(d *v1.Delegation) error { _, err := Ask(d, at(4).Time, "which?"); return err },
+			wantErr:   ErrNotInFlight,
+			wantPhase: v1.DelegationReplied, wantOut: v1.OutcomeReply,
+			wantConds: condsOf("True:"+v1.ReasonDelivered, "True:"+v1.ReasonReplied, "True:"+v1.ReasonReplied),
+		},
+		"ask past the most questions is refused": {
+			from: typed().then(func(d *v1.Delegation) {
+				for range v1.MaxQuestions {
+					d.Status.Questions = append(d.Status.Questions, v1.Question{Answer: ptr.To("x")})
+				}
+			}),
+			do:        func(d *v1.Delegation) error { _, err := Ask(d, at(4).Time, "which?"); return err },
+			wantErr:   ErrTooManyQuestions,
+			wantPhase: v1.DelegationDelivered,
+			wantConds: condsOf("True:"+v1.ReasonDelivered, inProgress, inProgress),
+		},
+		"answer": {
+			from:      asked(),
+			do:        func(d *v1.Delegation) error { return answer(d, "a.q1", "the blue one", true) },
+			wantPhase: v1.DelegationWorking,
+			wantConds: condsOf("True:"+v1.ReasonDelivered, inProgress, inProgress),
+		},
+		"the same answer again changes nothing": {
+			from:      asked().then(func(d *v1.Delegation) { _ = answer(d, "a.q1", "blue", true) }),
+			do:        func(d *v1.Delegation) error { return answer(d, "a.q1", "blue", false) },
+			wantPhase: v1.DelegationWorking,
+			wantConds: condsOf("True:"+v1.ReasonDelivered, inProgress, inProgress),
+		},
+		"another answer is refused": {
+			from:      asked().then(func(d *v1.Delegation) { _ = answer(d, "a.q1", "blue", true) }),
+			do:        func(d *v1.Delegation) error { return answer(d, "a.q1", "red", false) },
+			wantErr:   ErrAnsweredDifferently,
+			wantPhase: v1.DelegationWorking,
+			wantConds: condsOf("True:"+v1.ReasonDelivered, inProgress, inProgress),
+		},
+		"an answer to no such question": {
+			from:      asked(),
+			do:        func(d *v1.Delegation) error { return answer(d, "a.q2", "blue", false) },
+			wantErr:   ErrNoQuestion,
+			wantPhase: v1.DelegationAsking,
+			wantConds: condsOf("True:"+v1.ReasonDelivered, inProgress, inProgress),
+		},
+		"an answer after the worker stopped waiting is refused": {
+			from:      asked().then(func(d *v1.Delegation) { WithdrawQuestion(d, at(5).Time, "a.q1") }),
+			do:        func(d *v1.Delegation) error { return answer(d, "a.q1", "blue", false) },
+			wantErr:   ErrWithdrawn,
+			wantPhase: v1.DelegationWorking,
+			wantConds: condsOf("True:"+v1.ReasonDelivered, inProgress, inProgress),
+		},
+		"an answer to a message that settled meanwhile changes nothing": {
+			from:      asked().then(replyAt(5, "done")),
+			do:        func(d *v1.Delegation) error { return answer(d, "a.q1", "blue", false) },
+			wantPhase: v1.DelegationReplied, wantOut: v1.OutcomeReply,
+			wantConds: condsOf("True:"+v1.ReasonDelivered, "True:"+v1.ReasonReplied, "True:"+v1.ReasonReplied),
+		},
+		"withdraw a question": {
+			from: asked(),
+			do: func(d *v1.Delegation) error {
+				if !WithdrawQuestion(d, at(5).Time, "a.q1") {
+					return errors.New("nothing withdrawn")
+				}
+				return nil
+			},
+			wantPhase: v1.DelegationWorking,
+			wantConds: condsOf("True:"+v1.ReasonDelivered, inProgress, inProgress),
+			check: func(t *testing.T, d *v1.Delegation) {
+				if OpenQuestion(d) != nil || !d.Status.Questions[0].WithdrawnAt.Equal(at(5)) {
+					t.Errorf("questions %+v", d.Status.Questions)
+				}
+			},
+		},
+		"detach, then reattach": {
+			from: typed(),
+			do: func(d *v1.Delegation) error {
+				if !Detach(d, at(5).Time) || Detach(d, at(6).Time) || !d.Status.DetachedAt.Equal(at(5)) {
+					return errors.New("detach")
+				}
+				if !Reattach(d) || d.Status.DetachedAt != nil || Reattach(d) {
+					return errors.New("reattach")
+				}
+				return nil
+			},
+			wantPhase: v1.DelegationDelivered,
+			wantConds: condsOf("True:"+v1.ReasonDelivered, inProgress, inProgress),
+		},
+		"a settled message cannot be reattached": {
+			from: typed().then(func(d *v1.Delegation) { Detach(d, at(5).Time) }).then(replyAt(6, "done")),
+			do: func(d *v1.Delegation) error {
+				if Reattach(d) {
+					return errors.New("reattached")
+				}
+				return nil
+			},
+			wantPhase: v1.DelegationReplied, wantOut: v1.OutcomeReply,
+			wantConds: condsOf("True:"+v1.ReasonDelivered, "True:"+v1.ReasonReplied, "True:"+v1.ReasonReplied),
+			check: func(t *testing.T, d *v1.Delegation) {
+				if !Unclaimed(d) {
+					t.Error("a reply after the waiter left is owed to the sender")
+				}
+			},
+		},
+		"acknowledge": {
+			from: typed().then(replyAt(6, "done")).then(func(d *v1.Delegation) { Detach(d, at(5).Time) }),
+			do: func(d *v1.Delegation) error {
+				if changed, err := Acknowledge(d, at(7).Time); !changed || err != nil {
+					return errors.New("not acknowledged")
+				}
+				if changed, err := Acknowledge(d, at(8).Time); changed || err != nil {
+					return errors.New("acknowledged twice")
+				}
+				return nil
+			},
+			wantPhase: v1.DelegationReplied, wantOut: v1.OutcomeReply,
+			wantConds: condsOf("True:"+v1.ReasonDelivered, "True:"+v1.ReasonReplied, "True:"+v1.ReasonReplied),
+			check: func(t *testing.T, d *v1.Delegation) {
+				if Unclaimed(d) || !d.Status.AcknowledgedAt.Equal(at(7)) {
+					t.Errorf("acknowledgedAt %v", d.Status.AcknowledgedAt)
+				}
+			},
+		},
+		"acknowledging a message in flight is refused": {
+			from: typed(),
+			do: func(d *v1.Delegation) error {
+				_, err := Acknowledge(d, at(7).Time)
+				return err
+			},
+			wantErr:   ErrNotInFlight,
+			wantPhase: v1.DelegationDelivered,
+			wantConds: condsOf("True:"+v1.ReasonDelivered, inProgress, inProgress),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			d := tc.from.Delegation.DeepCopy()
+			if err := tc.do(d); !errors.Is(err, tc.wantErr) {
+				t.Fatalf("error = %v, want %v", err, tc.wantErr)
+			}
+			if got := Phase(d); got != tc.wantPhase {
+				t.Errorf("phase = %s, want %s", got, tc.wantPhase)
+			}
+			if d.Status.Outcome != tc.wantOut || Outcome(d) != tc.wantOut {
+				t.Errorf("outcome = %q, want %q", d.Status.Outcome, tc.wantOut)
+			}
+			if tc.wantConds != nil {
+				if diff := cmp.Diff(tc.wantConds, conds(d)); diff != "" {
+					t.Errorf("conditions (-want +got):\n%s", diff)
+				}
+			}
+			if Settled(d.Status.Phase) != meta.IsStatusConditionTrue(d.Status.Conditions, v1.ConditionSettled) && d.Status.Conditions != nil {
+				t.Error("the Settled condition disagrees with the phase")
+			}
+			if tc.check != nil {
+				tc.check(t, d)
+			}
+		})
+	}
+}
+
+// answer answers turn and checks whether it changed anything.
+func answer(d *v1.Delegation, turn, text string, wantChanged bool) error {
+	changed, err := Answer(d, at(5).Time, turn, text)
+	if err == nil && changed != wantChanged {
+		return errors.New("answer changed the wrong thing")
+	}
+	return err
+}
+
+func TestOutcomeOfAPhaseSettledWithoutOne(t *testing.T) {
+	for phase, want := range map[v1.DelegationPhase]v1.Outcome{
+		v1.DelegationReplied: v1.OutcomeReply, v1.DelegationTurnDone: v1.OutcomeTurnDone,
+		v1.DelegationTimedOut: v1.OutcomeTimeout, v1.DelegationFailed: v1.OutcomeDeliveryFailed,
+		v1.DelegationWorkerGone: v1.OutcomeWorkerGone, v1.DelegationCancelled: v1.OutcomeCancelled,
+		v1.DelegationWorking: "", v1.DelegationQueued: "",
+	} {
+		d := &v1.Delegation{Status: v1.DelegationStatus{Phase: phase}}
+		if got := Outcome(d); got != want {
+			t.Errorf("Outcome(%s) = %q, want %q", phase, got, want)
+		}
+		if Settled(phase) != (want != "") {
+			t.Errorf("Settled(%s) = %v", phase, Settled(phase))
+		}
+	}
+}
+
+func TestUnclaimed(t *testing.T) {
+	replied := func() *dlg { return mk("a", 0).typed(1).then(replyAt(2, "done")) }
+	cases := map[string]struct {
+		d    *dlg
+		want bool
+	}{
+		"detached, settled":     {d: replied().detached(), want: true},
+		"detached, in flight":   {d: mk("a", 0).detached().typed(1)},
+		"the waiter got it":     {d: replied()},
+		"the waiter left":       {d: replied().then(func(d *v1.Delegation) { Detach(d, t0) }), want: true},
+		"acknowledged":          {d: replied().detached().then(func(d *v1.Delegation) { _, _ = Acknowledge(d, t0) })},
+		"timed out, waiter got": {d: mk("a", 0).typed(1).then(func(d *v1.Delegation) { TimeOut(d, t0) })},
+		"a late reply after the waiter got timeout": {d: mk("a", 0).typed(1).then(func(d *v1.Delegation) {
+			TimeOut(d, t0)
+			_ = LateReply(d, t0, "late")
+		}), want: true},
+		"a reply on its way to the sender's pane": {d: replied().detached().then(func(d *v1.Delegation) { ReplyCarried(d, "a-reply") }), want: true},
+		"a carrier of a reply": {d: mk("a", 0).detached().then(func(d *v1.Delegation) {
+			d.Spec.InReplyTo = "b"
+			Fail(d, t0, v1.ReasonLoopGuard, "")
+		})},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := Unclaimed(&tc.d.Delegation); got != tc.want {
+				t.Errorf("Unclaimed() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestLastChange(t *testing.T) {
+	cases := map[string]struct {
+		status v1.DelegationStatus
+		want   *metav1.Time
+	}{
+		"not settled":              {status: v1.DelegationStatus{Phase: v1.DelegationWorking}, want: &metav1.Time{}},
+		"settled":                  {status: v1.DelegationStatus{SettledAt: at(5), RepliedAt: at(5)}, want: at(5)},
+		"a reply after the settle": {status: v1.DelegationStatus{SettledAt: at(5), RepliedAt: at(9)}, want: at(9)},
+		"acknowledged last":        {status: v1.DelegationStatus{SettledAt: at(5), AcknowledgedAt: at(60)}, want: at(60)},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			d := &v1.Delegation{Status: tc.status}
+			if got := LastChange(d); !got.Equal(tc.want.Time) {
+				t.Errorf("LastChange() = %v, want %v", got, tc.want.Time)
+			}
+		})
+	}
+}
+
+func TestNeedsCarrying(t *testing.T) {
+	lead := func() *dlg { return mk("a", 0).from(v1.PrincipalMember, "lead").typed(1) }
+	cases := map[string]struct {
+		d    *dlg
+		want bool
+	}{
+		"a detached reply to a member":        {d: lead().detached().then(replyAt(2, "done")), want: true},
+		"a reply the member waits for":        {d: lead().then(replyAt(2, "done"))},
+		"a reply after the member stopped":    {d: lead().then(func(d *v1.Delegation) { Detach(d, t0) }).then(replyAt(2, "done")), want: true},
+		"carried already":                     {d: lead().detached().then(replyAt(2, "done")).then(func(d *v1.Delegation) { ReplyCarried(d, "x") })},
+		"a detached reply to a primary":       {d: mk("a", 0).detached().typed(1).then(replyAt(2, "done"))},
+		"no reply":                            {d: lead().detached().then(func(d *v1.Delegation) { TurnDone(d, t0, "") })},
+		"a late reply the member did not see": {d: lead().then(func(d *v1.Delegation) { TimeOut(d, t0); _ = LateReply(d, t0, "late") }), want: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := NeedsCarrying(&tc.d.Delegation); got != tc.want {
+				t.Errorf("NeedsCarrying() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestTurnIDs(t *testing.T) {
+	for _, n := range []int{1, 2, v1.MaxQuestions} {
+		id := TurnID("d-1.x", n)
+		if name, ok := ParseTurnID(id); !ok || name != "d-1.x" {
+			t.Errorf("ParseTurnID(%q) = %q, %v", id, name, ok)
+		}
+	}
+	if name, ok := ParseTurnID("a.b.q1"); !ok || name != "a.b" {
+		t.Errorf("ParseTurnID(a.b.q1) = %q, %v", name, ok)
+	}
+	for _, bad := range []string{"", ".q1", "d.q0", "d.q01", "d.q", "d", "D.q1", "D_X.q1", "d.q999", "d.q33", "d.qx", "d.q+1", "\x00.q1"} {
+		if name, ok := ParseTurnID(bad); ok {
+			t.Errorf("ParseTurnID(%q) = %q, want refused", bad, name)
+		}
+	}
+}

@@ -1,0 +1,149 @@
+package gateway
+
+// The bridge tools' inputs and outputs. Their jsonschema tags are the
+// descriptions a client sees in tools/list.
+
+// SendInput is the input of bridge_send.
+type SendInput struct {
+	Content        string `json:"content" jsonschema:"the message for the worker, or your answer when turnId is set"`
+	SessionID      string `json:"sessionId,omitempty" jsonschema:"the member to send to: its name, agent session id, terminal id or pane id; omit when there is one other member (or none: one is spawned)"`
+	TimeoutMs      *int64 `json:"timeoutMs,omitempty" jsonschema:"how long to wait in milliseconds; default 600000, capped by the gateway"`
+	Wait           *bool  `json:"wait,omitempty" jsonschema:"false returns at once with dispatchId; default true"`
+	TurnID         string `json:"turnId,omitempty" jsonschema:"answer the question with this turnId instead of sending a new message"`
+	IdempotencyKey string `json:"idempotencyKey,omitempty" jsonschema:"makes retries safe: the same key never sends twice and re-attaches to the first message"`
+}
+
+// SendOutput is the outcome of bridge_send.
+type SendOutput struct {
+	failure
+	Outcome    string `json:"outcome,omitempty" jsonschema:"reply, question, turn_done, timeout or dispatched"`
+	Text       string `json:"text,omitempty" jsonschema:"the reply, the question, or the terminal tail for turn_done"`
+	TurnID     string `json:"turnId,omitempty" jsonschema:"for a question: pass it back with your answer"`
+	DispatchID string `json:"dispatchId,omitempty" jsonschema:"the message's id, for bridge_poll and bridge_ack"`
+	Member     string `json:"member,omitempty" jsonschema:"the member the message went to"`
+}
+
+func (o *SendOutput) metricOutcome() string { return o.Outcome }
+
+// ReplyInput is the input of bridge_reply.
+type ReplyInput struct {
+	Content string `json:"content" jsonschema:"your complete reply to the sender"`
+}
+
+// ReplyOutput is the result of bridge_reply.
+type ReplyOutput struct {
+	failure
+	DispatchID string `json:"dispatchId,omitempty" jsonschema:"the message you replied to"`
+	Late       bool   `json:"late,omitempty" jsonschema:"the sender's deadline had passed; the reply reaches it later"`
+}
+
+// AskInput is the input of bridge_ask.
+type AskInput struct {
+	Content   string `json:"content" jsonschema:"your question for the sender"`
+	TimeoutMs *int64 `json:"timeoutMs,omitempty" jsonschema:"how long to wait for the answer in milliseconds; default 600000"`
+}
+
+// AskOutput is the result of bridge_ask.
+type AskOutput struct {
+	failure
+	Answer  *string `json:"answer,omitempty" jsonschema:"the sender's answer"`
+	Outcome string  `json:"outcome,omitempty" jsonschema:"timeout when no answer came in time"`
+	TurnID  string  `json:"turnId,omitempty" jsonschema:"the question this answers"`
+}
+
+func (o *AskOutput) metricOutcome() string {
+	if o.Answer != nil {
+		return "answer"
+	}
+	return o.Outcome
+}
+
+// PollInput is the input of bridge_poll.
+type PollInput struct{}
+
+// PollOutput is the result of bridge_poll.
+type PollOutput struct {
+	failure
+	Outcomes  []PolledOutcome `json:"outcomes" jsonschema:"settled messages nobody waited for, oldest first"`
+	Questions []OpenQuestion  `json:"questions" jsonschema:"open questions workers asked you"`
+}
+
+// AckInput is the input of bridge_ack.
+type AckInput struct {
+	DispatchID string   `json:"dispatchId,omitempty" jsonschema:"one message to acknowledge"`
+	IDs        []string `json:"ids,omitempty" jsonschema:"several messages to acknowledge"`
+}
+
+// AckOutput is the result of bridge_ack.
+type AckOutput struct {
+	failure
+	Acknowledged []string `json:"acknowledged" jsonschema:"the ids acknowledged by this call"`
+}
+
+// StatusInput is the input of bridge_status.
+type StatusInput struct {
+	SessionID string `json:"sessionId,omitempty" jsonschema:"one member: name, agent session id, terminal id or pane id"`
+}
+
+// StatusOutput is the result of bridge_status.
+type StatusOutput struct {
+	failure
+	Members []MemberView     `json:"members" jsonschema:"members with their live status"`
+	Pending []DelegationView `json:"pending" jsonschema:"your messages still in progress"`
+}
+
+// SpawnInput is the input of bridge_spawn.
+type SpawnInput struct {
+	Profile string `json:"profile,omitempty" jsonschema:"the profile to start from; default: the namespace's default profile"`
+}
+
+// SpawnOutput is the result of bridge_spawn.
+type SpawnOutput struct {
+	failure
+	Member *MemberView `json:"member,omitempty" jsonschema:"the new member"`
+}
+
+// ListInput is the input of bridge_list.
+type ListInput struct{}
+
+// ListOutput is the result of bridge_list.
+type ListOutput struct {
+	failure
+	Members []MemberView `json:"members" jsonschema:"members with their live status"`
+}
+
+// StopInput is the input of bridge_stop.
+type StopInput struct {
+	PaneID string `json:"paneId" jsonschema:"the member to stop: pane id, name, terminal id or agent session id"`
+}
+
+// StopOutput is the result of bridge_stop.
+type StopOutput struct {
+	failure
+	Stopped string `json:"stopped,omitempty" jsonschema:"the stopped member's name"`
+}
+
+// ProfilesInput is the input of bridge_profiles.
+type ProfilesInput struct{}
+
+// ProfilesOutput is the result of bridge_profiles.
+type ProfilesOutput struct {
+	failure
+	Profiles []ProfileView `json:"profiles" jsonschema:"profiles in your namespace"`
+}
+
+// WhoamiInput is the input of bridge_whoami.
+type WhoamiInput struct{}
+
+// WhoamiOutput is the result of bridge_whoami.
+type WhoamiOutput struct {
+	failure
+	Kind       string          `json:"kind,omitempty" jsonschema:"Member, ServiceAccount or Static"`
+	Name       string          `json:"name,omitempty" jsonschema:"your principal name"`
+	Namespace  string          `json:"namespace,omitempty" jsonschema:"the Kubernetes namespace you act in"`
+	Primary    bool            `json:"primary,omitempty" jsonschema:"true for callers that are not fleet members"`
+	Team       string          `json:"team,omitempty" jsonschema:"your team, for members"`
+	Role       string          `json:"role,omitempty" jsonschema:"your role in the team: lead or member"`
+	Member     *MemberView     `json:"member,omitempty" jsonschema:"you, as a member"`
+	Namespaces map[string]bool `json:"namespaces,omitempty" jsonschema:"tool namespaces and whether they are on"`
+}

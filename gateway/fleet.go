@@ -1,0 +1,151 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/delegation"
+)
+
+// The fleet tools: who is there (bridge_status, bridge_list,
+// bridge_profiles, bridge_whoami), and starting and stopping members
+// (bridge_spawn, bridge_stop).
+
+// bridgeStatus shows members' live state and the caller's messages in
+// progress.
+func (g *Gateway) bridgeStatus(ctx context.Context, c *call, in StatusInput) (*StatusOutput, error) {
+	if err := g.allow(ctx, c.who, GetMembers); err != nil {
+		return nil, err
+	}
+	members, err := g.members(ctx, c.who.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	out := &StatusOutput{Pending: []DelegationView{}}
+	if in.SessionID != "" {
+		m, terr := findMember(members, in.SessionID)
+		if terr != nil {
+			return nil, terr
+		}
+		v, err := g.memberView(ctx, m, c.who)
+		if err != nil {
+			return nil, err
+		}
+		out.Members = []MemberView{v}
+	} else if out.Members, err = g.memberViews(ctx, members, c.who, nil); err != nil {
+		return nil, err
+	}
+	ds, err := g.delegationsFrom(ctx, c.who, statePending)
+	if err != nil {
+		return nil, err
+	}
+	var pending []*fleetv1alpha1.Delegation
+	for i := range ds {
+		pending = append(pending, &ds[i])
+	}
+	sortForPoll(pending)
+	for _, d := range pending {
+		v := DelegationView{
+			DispatchID: d.Name, Member: d.Spec.To, Phase: string(delegation.Phase(d)),
+			Created: d.CreationTimestamp.UTC().Format(time.RFC3339), Deadline: delegation.Deadline(d).UTC().Format(time.RFC3339),
+		}
+		if delegation.OpenQuestion(d) != nil {
+			q := openQuestionView(d)
+			v.Question = &q
+		}
+		out.Pending = append(out.Pending, v)
+	}
+	return out, nil
+}
+
+// bridgeSpawn starts a member from a Profile.
+func (g *Gateway) bridgeSpawn(ctx context.Context, c *call, in SpawnInput) (*SpawnOutput, error) {
+	m, err := g.spawn(ctx, c.who, spawnRequest{profile: in.Profile})
+	if err != nil {
+		return nil, err
+	}
+	v, err := g.memberView(ctx, m, c.who)
+	if err != nil {
+		return nil, err
+	}
+	return &SpawnOutput{Member: &v}, nil
+}
+
+// bridgeList lists the members of the caller's namespace.
+func (g *Gateway) bridgeList(ctx context.Context, c *call, _ ListInput) (*ListOutput, error) {
+	if err := g.allow(ctx, c.who, GetMembers); err != nil {
+		return nil, err
+	}
+	members, err := g.members(ctx, c.who.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	views, err := g.memberViews(ctx, members, c.who, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &ListOutput{Members: views}, nil
+}
+
+// bridgeStop deletes a member the caller may stop.
+func (g *Gateway) bridgeStop(ctx context.Context, c *call, in StopInput) (*StopOutput, error) {
+	name, err := g.stop(ctx, c.who, in.PaneID)
+	if err != nil {
+		return nil, err
+	}
+	return &StopOutput{Stopped: name}, nil
+}
+
+// bridgeProfiles lists the Profiles of the caller's namespace.
+func (g *Gateway) bridgeProfiles(ctx context.Context, c *call, _ ProfilesInput) (*ProfilesOutput, error) {
+	ps, err := g.profiles(ctx, c.who.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	def := defaultProfile(ps)
+	out := &ProfilesOutput{Profiles: make([]ProfileView, 0, len(ps))}
+	for i := range ps {
+		p := &ps[i]
+		out.Profiles = append(out.Profiles, ProfileView{
+			Name: p.Name, Description: p.Spec.Description, Agent: string(p.Spec.Agent), Command: p.Spec.Command,
+			Model: p.Spec.Model, Effort: string(p.Spec.Effort), Billing: string(billingOf(p)), Default: def != nil && def.Name == p.Name,
+		})
+	}
+	slices.SortFunc(out.Profiles, func(a, b ProfileView) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// bridgeWhoami reports the caller's identity as the gateway resolved it.
+func (g *Gateway) bridgeWhoami(ctx context.Context, c *call, _ WhoamiInput) (*WhoamiOutput, error) {
+	p := c.who
+	out := &WhoamiOutput{Kind: string(p.Kind), Name: p.Name, Namespace: p.Namespace, Primary: p.isPrimary(), Namespaces: map[string]bool{}}
+	for _, ns := range []ToolNamespace{ToolNamespaceBridge, ToolNamespaceTeam, ToolNamespaceProcess} {
+		out.Namespaces[string(ns)] = g.enabled(ns)
+	}
+	if p.Member != nil {
+		// The member as it is now, not as it was when the token was checked.
+		var m fleetv1alpha1.Member
+		if err := g.cache.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, &m); err != nil {
+			return nil, fmt.Errorf("reading member %s: %w", p.Name, err)
+		}
+		v, err := g.memberView(ctx, &m, p)
+		if err != nil {
+			return nil, err
+		}
+		out.Member, out.Team, out.Role = &v, v.Team, v.Role
+	}
+	return out, nil
+}

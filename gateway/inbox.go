@@ -1,0 +1,156 @@
+package gateway
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/delegation"
+)
+
+// bridgePoll lists the caller's outcomes that nobody waited for, and the
+// open questions addressed to it.
+func (g *Gateway) bridgePoll(ctx context.Context, c *call, _ PollInput) (*PollOutput, error) {
+	done, err := g.delegationsFrom(ctx, c.who, statePollable)
+	if err != nil {
+		return nil, err
+	}
+	pending, err := g.delegationsFrom(ctx, c.who, statePending)
+	if err != nil {
+		return nil, err
+	}
+	out := &PollOutput{Outcomes: []PolledOutcome{}, Questions: []OpenQuestion{}}
+	var ready, asking []*fleetv1alpha1.Delegation
+	for i := range done {
+		ready = append(ready, &done[i])
+	}
+	for i := range pending {
+		if delegation.OpenQuestion(&pending[i]) != nil {
+			asking = append(asking, &pending[i])
+		}
+	}
+	sortForPoll(ready)
+	sortForPoll(asking)
+	for _, d := range ready {
+		out.Outcomes = append(out.Outcomes, polledOutcome(d))
+	}
+	for _, d := range asking {
+		out.Questions = append(out.Questions, openQuestionView(d))
+	}
+	return out, nil
+}
+
+// polledOutcome shows a settled Delegation to its sender.
+func polledOutcome(d *fleetv1alpha1.Delegation) PolledOutcome {
+	po := PolledOutcome{DispatchID: d.Name, Member: d.Spec.To, Content: excerpt(d.Spec.Content, 200), SettledAt: timeString(d.Status.SettledAt)}
+	out, terr, _ := outcomeOf(d, nil)
+	switch {
+	case terr != nil:
+		po.Outcome, po.Error = string(terr.Code), terr
+	case out != nil:
+		po.Outcome, po.Text = out.Outcome, out.Text
+	}
+	return po
+}
+
+// openQuestionView shows a Delegation's open question to its sender.
+func openQuestionView(d *fleetv1alpha1.Delegation) OpenQuestion {
+	q := delegation.OpenQuestion(d)
+	return OpenQuestion{DispatchID: d.Name, TurnID: q.TurnID, Member: d.Spec.To, Text: q.Text, AskedAt: q.AskedAt.UTC().Format(time.RFC3339)}
+}
+
+// bridgeAck acknowledges settled outcomes of the caller's Delegations. All
+// ids are checked before any is written, so a refused id changes nothing.
+func (g *Gateway) bridgeAck(ctx context.Context, c *call, in AckInput) (*AckOutput, error) {
+	ids := slices.Clone(in.IDs)
+	if in.DispatchID != "" {
+		ids = append(ids, in.DispatchID)
+	}
+	var targets []*fleetv1alpha1.Delegation
+	if len(ids) == 0 {
+		ds, err := g.delegationsFrom(ctx, c.who, statePollable)
+		if err != nil {
+			return nil, err
+		}
+		for i := range ds {
+			targets = append(targets, &ds[i])
+		}
+	} else {
+		if len(ids) > 1000 {
+			return nil, errorf(CodeInvalidArgument, "at most 1000 ids per call, got %d", len(ids))
+		}
+		seen := sets.New[string]()
+		for _, id := range ids {
+			if seen.Has(id) {
+				continue
+			}
+			seen.Insert(id)
+			if id == "" {
+				return nil, errorf(CodeInvalidArgument, "ids must not be empty")
+			}
+			d, err := g.getDelegation(ctx, types.NamespacedName{Namespace: c.who.Namespace, Name: id})
+			if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
+				return nil, errorf(CodeNotFound, "no message %s", id)
+			}
+			if err != nil {
+				return nil, err
+			}
+			if principalKey(d.Spec.From) != c.who.key() {
+				return nil, errorf(CodeForbidden, "message %s was not sent by you", id)
+			}
+			if !delegation.Settled(d.Status.Phase) {
+				return nil, errorf(CodeConflict, "message %s has no outcome yet (phase %s); acknowledge it once bridge_poll shows it", id, delegation.Phase(d))
+			}
+			targets = append(targets, d)
+		}
+	}
+	now := g.opts.Clock.Now()
+	out := &AckOutput{Acknowledged: []string{}}
+	for _, d := range targets {
+		if _, err := g.updateStatus(ctx, d, func(d *fleetv1alpha1.Delegation) (bool, error) {
+			return delegation.Acknowledge(d, now)
+		}); err != nil {
+			return nil, err
+		}
+		out.Acknowledged = append(out.Acknowledged, d.Name)
+	}
+	// A bridge_poll right after the ack reads the cache: wait until it shows
+	// the acks, so the caller never sees an acknowledged outcome again.
+	for _, d := range targets {
+		g.awaitCache(ctx, client.ObjectKeyFromObject(d), func(d *fleetv1alpha1.Delegation) bool { return d.Status.AcknowledgedAt != nil })
+	}
+	slices.Sort(out.Acknowledged)
+	return out, nil
+}
+
+// cacheCatchUp bounds how long a call waits for the cache to show its own
+// write.
+const cacheCatchUp = 2 * time.Second
+
+// awaitCache waits, at most cacheCatchUp, until the cached Delegation at key
+// satisfies shows.
+func (g *Gateway) awaitCache(ctx context.Context, key types.NamespacedName, shows func(*fleetv1alpha1.Delegation) bool) {
+	w := g.rv.subscribe(key)
+	defer g.rv.unsubscribe(key, w)
+	limit := time.NewTimer(cacheCatchUp)
+	defer limit.Stop()
+	for {
+		var d fleetv1alpha1.Delegation
+		if err := g.cache.Get(ctx, key, &d); err != nil || shows(&d) {
+			return
+		}
+		select {
+		case <-w.wake:
+		case <-limit.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}

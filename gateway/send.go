@@ -1,0 +1,236 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/delegation"
+)
+
+// maxIdempotencyKey bounds an idempotency key, as the API does.
+const maxIdempotencyKey = 128
+
+// bridgeSend creates a Delegation, or finds the one an idempotency key or
+// turn id names, and holds the call until its outcome.
+func (g *Gateway) bridgeSend(ctx context.Context, c *call, in SendInput) (*SendOutput, error) {
+	if err := checkContent("content", in.Content); err != nil {
+		return nil, err
+	}
+	timeout, terr := holdTimeout(in.TimeoutMs, g.opts.MaxTimeout)
+	if terr != nil {
+		return nil, terr
+	}
+	wait := in.Wait == nil || *in.Wait
+	if in.TurnID != "" {
+		return g.answer(ctx, c, in, wait)
+	}
+	if len(in.IdempotencyKey) > maxIdempotencyKey {
+		return nil, errorf(CodeInvalidArgument, "idempotencyKey is %d bytes; at most %d are allowed", len(in.IdempotencyKey), maxIdempotencyKey)
+	}
+	p := c.who
+	var name string
+	if in.IdempotencyKey != "" {
+		name = idempotentName(p.Namespace, p.api(), in.IdempotencyKey)
+		d, err := g.getDelegation(ctx, types.NamespacedName{Namespace: p.Namespace, Name: name})
+		switch {
+		case err == nil:
+			return g.attach(ctx, c, d, in, wait)
+		case !apierrors.IsNotFound(err):
+			return nil, fmt.Errorf("looking up delegation %s: %w", name, err)
+		}
+	}
+
+	member, err := g.sendTarget(ctx, p, in.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	d := g.newDelegation(p, member, in.Content, wait, timeoutSeconds(timeout))
+	if name != "" {
+		d.GenerateName, d.Name, d.Spec.IdempotencyKey = "", name, in.IdempotencyKey
+	}
+	if err := g.client.Create(ctx, d); err != nil {
+		if apierrors.IsAlreadyExists(err) && name != "" {
+			// Another call with the same key won the race.
+			existing := &fleetv1alpha1.Delegation{}
+			if err := g.live.Get(ctx, client.ObjectKeyFromObject(d), existing); err != nil {
+				return nil, fmt.Errorf("reading delegation %s: %w", name, err)
+			}
+			return g.attach(ctx, c, existing, in, wait)
+		}
+		return nil, fmt.Errorf("creating a delegation to %s: %w", member.Name, err)
+	}
+	if !wait {
+		return &SendOutput{Outcome: outcomeDispatched, DispatchID: d.Name, Member: d.Spec.To}, nil
+	}
+	return g.await(ctx, c, d, timeout, nil)
+}
+
+// newDelegation builds a message from p to member, with the labels and the
+// sequence annotation the controller and bridge_poll select by.
+func (g *Gateway) newDelegation(p *Principal, member *fleetv1alpha1.Member, content string, wait bool, timeoutSeconds int32) *fleetv1alpha1.Delegation {
+	d := &fleetv1alpha1.Delegation{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:    p.Namespace,
+			GenerateName: delegationGenerateName(member.Name),
+			Labels: map[string]string{
+				fleetv1alpha1.LabelMember: member.Name,
+				fleetv1alpha1.LabelSender: senderLabel(p.api()),
+			},
+			Annotations: map[string]string{
+				// Creation timestamps have whole seconds; the queue needs the
+				// order of messages sent within one.
+				fleetv1alpha1.AnnotationSequence: g.opts.Clock.Now().UTC().Format(time.RFC3339Nano),
+			},
+		},
+		Spec: fleetv1alpha1.DelegationSpec{
+			From:           p.api(),
+			To:             member.Name,
+			Content:        content,
+			Wait:           ptr.To(wait),
+			TimeoutSeconds: timeoutSeconds,
+		},
+	}
+	if member.Spec.Team != "" {
+		d.Labels[fleetv1alpha1.LabelTeam] = member.Spec.Team
+	}
+	return d
+}
+
+// sendTarget resolves the member a bridge_send goes to, spawning one from
+// the default Profile when the namespace has none.
+func (g *Gateway) sendTarget(ctx context.Context, p *Principal, sessionID string) (*fleetv1alpha1.Member, error) {
+	members, err := g.members(ctx, p.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	t, terr := resolveTarget(members, sessionID, p)
+	if terr != nil {
+		return nil, terr
+	}
+	if t.spawn {
+		m, err := g.spawn(ctx, p, spawnRequest{})
+		if err != nil {
+			var te *ToolError
+			if errors.As(err, &te) && te.Code == CodeNotFound {
+				return nil, errorf(CodeNotFound, "there is no member to send to and no default profile to spawn one from: create a Profile with spec.default: true, or spawn a member with bridge_spawn")
+			}
+			return nil, err
+		}
+		return m, nil
+	}
+	i := slices.IndexFunc(members, func(m fleetv1alpha1.Member) bool { return m.Name == t.member })
+	return &members[i], nil
+}
+
+// attach returns the outcome of an existing Delegation that an idempotency
+// key named, waiting on it again when it has none yet.
+func (g *Gateway) attach(ctx context.Context, c *call, d *fleetv1alpha1.Delegation, in SendInput, wait bool) (*SendOutput, error) {
+	if principalKey(d.Spec.From) != c.who.key() || d.Spec.Content != in.Content {
+		return nil, errorf(CodeConflict, "idempotencyKey %q was already used for a different message (%s); use a new key for a new message", in.IdempotencyKey, d.Name)
+	}
+	if !wait {
+		return &SendOutput{Outcome: outcomeDispatched, DispatchID: d.Name, Member: d.Spec.To}, nil
+	}
+	return g.awaitExisting(ctx, c, d, in.TimeoutMs, nil)
+}
+
+// awaitExisting waits on a Delegation created by an earlier call: no longer
+// than its deadline, and no longer than timeoutMs when given.
+func (g *Gateway) awaitExisting(ctx context.Context, c *call, d *fleetv1alpha1.Delegation, timeoutMs *int64, answered sets.Set[string]) (*SendOutput, error) {
+	remaining := delegation.Deadline(d).Sub(g.opts.Clock.Now())
+	if timeoutMs != nil && *timeoutMs > 0 {
+		own, _ := holdTimeout(timeoutMs, g.opts.MaxTimeout)
+		remaining = min(remaining, own)
+	}
+	d = g.reattach(ctx, d)
+	return g.await(ctx, c, d, max(remaining, 0), answered)
+}
+
+// await holds a bridge_send until its Delegation has an outcome for the
+// sender. A waiter that leaves without one records detachedAt, so the
+// outcome is kept for bridge_poll (or typed into a member sender's pane).
+func (g *Gateway) await(ctx context.Context, c *call, d *fleetv1alpha1.Delegation, timeout time.Duration, answered sets.Set[string]) (*SendOutput, error) {
+	var out *SendOutput
+	var terr *ToolError
+	decide := func(d *fleetv1alpha1.Delegation) bool {
+		var done bool
+		out, terr, done = outcomeOf(d, answered)
+		return done
+	}
+	last, err := g.hold(ctx, c, d, timeout, decide)
+	switch {
+	case err == nil:
+		g.acknowledge(ctx, last)
+	case errors.Is(err, errDelegationDeleted):
+		return nil, errorf(CodeCancelled, "delegation %s was deleted", d.Name)
+	case errors.Is(err, errHoldTimeout):
+		if _, reached := g.detach(ctx, last, decide); reached {
+			break
+		}
+		return &SendOutput{Outcome: outcomeTimeout, DispatchID: d.Name, Member: d.Spec.To}, nil
+	default:
+		// The caller is gone (or the gateway is stopping); the Delegation
+		// carries on, and its outcome waits for bridge_poll or a re-attach.
+		g.detach(ctx, last, nil)
+		return nil, err
+	}
+	if terr != nil {
+		return nil, terr
+	}
+	return out, nil
+}
+
+// answer records the sender's answer to a worker's question and waits on
+// the same Delegation again.
+func (g *Gateway) answer(ctx context.Context, c *call, in SendInput, wait bool) (*SendOutput, error) {
+	name, ok := delegation.ParseTurnID(in.TurnID)
+	if !ok {
+		return nil, errorf(CodeInvalidArgument, "turnId %q is not a turn id from a question (they look like <dispatchId>.q1)", in.TurnID)
+	}
+	d, err := g.getDelegation(ctx, types.NamespacedName{Namespace: c.who.Namespace, Name: name})
+	if apierrors.IsNotFound(err) {
+		return nil, errorf(CodeNotFound, "no question %s: message %s does not exist", in.TurnID, name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if principalKey(d.Spec.From) != c.who.key() {
+		return nil, errorf(CodeForbidden, "question %s was asked about a message you did not send", in.TurnID)
+	}
+	if delegation.FindQuestion(d, in.TurnID) == nil {
+		return nil, errorf(CodeNotFound, "message %s has no question %s", name, in.TurnID)
+	}
+	now := g.opts.Clock.Now()
+	d, err = g.updateStatus(ctx, d, func(d *fleetv1alpha1.Delegation) (bool, error) {
+		changed, err := delegation.Answer(d, now, in.TurnID, in.Content)
+		switch {
+		case errors.Is(err, delegation.ErrNoQuestion):
+			return false, errorf(CodeNotFound, "message %s has no question %s", name, in.TurnID)
+		case errors.Is(err, delegation.ErrAnsweredDifferently):
+			return false, errorf(CodeConflict, "question %s was already answered differently", in.TurnID)
+		case errors.Is(err, delegation.ErrWithdrawn):
+			return false, errorf(CodeConflict, "question %s was withdrawn: the worker stopped waiting for the answer and went on; send it a new message instead", in.TurnID)
+		}
+		// A settled message or a retried answer changes nothing; the
+		// waiter below returns the outcome.
+		return changed, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !wait {
+		return &SendOutput{Outcome: outcomeDispatched, DispatchID: d.Name, Member: d.Spec.To}, nil
+	}
+	return g.awaitExisting(ctx, c, d, in.TimeoutMs, sets.New(in.TurnID))
+}

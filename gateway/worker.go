@@ -1,0 +1,238 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/delegation"
+)
+
+// cacheGrace is how long a worker's reply or question waits for the cache to
+// show its delivery before the API server is asked.
+const cacheGrace = 250 * time.Millisecond
+
+// changeAttempts bounds how often a worker's reply or question looks for
+// its message again after the message changed underneath.
+const changeAttempts = 3
+
+// errNothingInFlight: the worker has no message a reply or question applies
+// to.
+var errNothingInFlight = errors.New("nothing in flight")
+
+// bridgeReply settles the caller's current Delegation with its reply, or
+// records a late reply on the one that timed out.
+func (g *Gateway) bridgeReply(ctx context.Context, c *call, in ReplyInput) (*ReplyOutput, error) {
+	if err := requireMember(c); err != nil {
+		return nil, err
+	}
+	if err := checkContent("content", in.Content); err != nil {
+		return nil, err
+	}
+	now := g.opts.Clock.Now()
+	d, late, err := g.onCurrent(ctx, c.who, true, func(d *fleetv1alpha1.Delegation, late bool) error {
+		if late {
+			return delegation.LateReply(d, now, in.Content)
+		}
+		return delegation.Reply(d, now, in.Content)
+	})
+	if errors.Is(err, errNothingInFlight) {
+		return nil, errorf(CodeNotFound, "no message is in flight to you, so there is nothing to reply to (a reply settles a message delivered to you that has not settled yet: ended turn, withdrawn or gone)")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &ReplyOutput{DispatchID: d.Name, Late: late}, nil
+}
+
+// bridgeAsk records a question on the caller's current Delegation and holds
+// the call until the sender answers it.
+func (g *Gateway) bridgeAsk(ctx context.Context, c *call, in AskInput) (*AskOutput, error) {
+	if err := requireMember(c); err != nil {
+		return nil, err
+	}
+	if err := checkContent("content", in.Content); err != nil {
+		return nil, err
+	}
+	timeout, terr := holdTimeout(in.TimeoutMs, g.opts.MaxTimeout)
+	if terr != nil {
+		return nil, terr
+	}
+	now := g.opts.Clock.Now()
+	var turn string
+	d, _, err := g.onCurrent(ctx, c.who, false, func(d *fleetv1alpha1.Delegation, _ bool) error {
+		var err error
+		turn, err = delegation.Ask(d, now, in.Content)
+		return err
+	})
+	switch {
+	case errors.Is(err, errNothingInFlight):
+		return nil, errorf(CodeNotFound, "no message is in flight to you, so there is nobody to ask")
+	case errors.Is(err, delegation.ErrTooManyQuestions):
+		return nil, errorf(CodeConflict, "message %s already has %d questions, the most one message can carry; decide and reply", d.Name, fleetv1alpha1.MaxQuestions)
+	case err != nil:
+		return nil, err
+	}
+
+	var out *AskOutput
+	var aerr *ToolError
+	_, err = g.hold(ctx, c, d, timeout, func(d *fleetv1alpha1.Delegation) bool {
+		var done bool
+		out, aerr, done = answerOf(d, turn)
+		return done
+	})
+	if err != nil && !errors.Is(err, errDelegationDeleted) {
+		// The worker goes on without the answer (it timed out, or its call
+		// is gone): an open question would hold the message, and its
+		// member's queue, until the deadline.
+		g.withdrawQuestion(ctx, d, turn)
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, errHoldTimeout):
+		return &AskOutput{Outcome: outcomeTimeout, TurnID: turn}, nil
+	case errors.Is(err, errDelegationDeleted):
+		return nil, errorf(CodeCancelled, "message %s was deleted before your question was answered", d.Name)
+	default:
+		return nil, err
+	}
+	if aerr != nil {
+		return nil, aerr
+	}
+	return out, nil
+}
+
+// onCurrent applies change, a transition, to the caller's current
+// Delegation and writes it: the one in flight to the caller or, when
+// allowLate is set and none is, the one that timed out after delivery
+// without a reply (late). A transition that no longer applies (the
+// Delegation settled or moved on meanwhile) looks again, from the API
+// server; errNothingInFlight says there is nothing to apply it to. It
+// returns the Delegation as written, or as last seen with an error.
+func (g *Gateway) onCurrent(ctx context.Context, p *Principal, allowLate bool, change func(d *fleetv1alpha1.Delegation, late bool) error) (*fleetv1alpha1.Delegation, bool, error) {
+	for attempt := range changeAttempts {
+		current, late, err := g.replyTarget(ctx, p, attempt > 0)
+		if err != nil {
+			return nil, false, err
+		}
+		if current == nil || late && !allowLate {
+			return nil, false, errNothingInFlight
+		}
+		d, err := g.updateStatus(ctx, current, func(d *fleetv1alpha1.Delegation) (bool, error) {
+			if d.Spec.To != p.Name {
+				return false, errStale
+			}
+			if err := change(d, late); errors.Is(err, delegation.ErrNotInFlight) {
+				return false, errStale
+			} else if err != nil {
+				return false, err
+			}
+			return true, nil
+		})
+		if errors.Is(err, errStale) {
+			continue
+		}
+		return d, late, err
+	}
+	return nil, false, errorf(CodeConflict, "the message in flight to you kept changing; try again")
+}
+
+// replyTarget finds the Delegation a reply settles: in flight to the caller,
+// else timed out after delivery without a reply (late). The cache answers
+// first; when it shows nothing, or live is set, the API server decides,
+// since a worker may reply a moment after its delivery was written.
+func (g *Gateway) replyTarget(ctx context.Context, p *Principal, live bool) (*fleetv1alpha1.Delegation, bool, error) {
+	if !live {
+		// A worker often replies a moment after its delivery was written,
+		// before the cache shows it: wait briefly for the cache to catch up
+		// before asking the API server.
+		key := receiverKey(p.Namespace, p.Name)
+		w := g.rv.subscribe(key)
+		defer g.rv.unsubscribe(key, w)
+		grace := time.NewTimer(cacheGrace)
+		defer grace.Stop()
+	wait:
+		for {
+			ds, err := g.delegationsTo(ctx, p.Namespace, p.Name, stateActive)
+			if err != nil {
+				return nil, false, err
+			}
+			if d := currentDelegation(ds); d != nil {
+				return d, false, nil
+			}
+			select {
+			case <-w.wake:
+			case <-grace.C:
+				break wait
+			case <-ctx.Done():
+				return nil, false, ctx.Err()
+			}
+		}
+	}
+	ds, err := g.allDelegationsTo(ctx, p.Namespace, p.Name)
+	if err != nil {
+		return nil, false, err
+	}
+	if d := currentDelegation(ds); d != nil {
+		return d, false, nil
+	}
+	if d := lateReplyTarget(ds); d != nil {
+		return d, true, nil
+	}
+	return nil, false, nil
+}
+
+// withdrawQuestion records that the worker stopped waiting for the answer
+// to turn, unless it was answered meanwhile: the message is worked on again,
+// so the turn's own end settles it. It writes under a context of its own,
+// since the call's may have ended.
+func (g *Gateway) withdrawQuestion(ctx context.Context, d *fleetv1alpha1.Delegation, turn string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), detachTimeout)
+	defer cancel()
+	now := g.opts.Clock.Now()
+	if _, err := g.updateStatus(ctx, d, func(d *fleetv1alpha1.Delegation) (bool, error) {
+		return delegation.WithdrawQuestion(d, now, turn), nil
+	}); err != nil {
+		g.log.Error(err, "Withdrawing an abandoned question", "delegation", klog.KObj(d), "turn", turn)
+	}
+}
+
+// currentDelegation is the Delegation a worker is handling, the one its
+// bridge_reply and bridge_ask refer to: the one in flight to it that was
+// typed last. One member has one in flight; after a lost pane, the older
+// one is settled as worker_gone once the controller sees it.
+func currentDelegation(ds []fleetv1alpha1.Delegation) *fleetv1alpha1.Delegation {
+	return latestTyped(ds, delegation.InFlight)
+}
+
+// lateReplyTarget is the Delegation a worker's reply settles when none is in
+// flight: the last one typed that timed out without a reply.
+func lateReplyTarget(ds []fleetv1alpha1.Delegation) *fleetv1alpha1.Delegation {
+	return latestTyped(ds, delegation.LateReplyAllowed)
+}
+
+// latestTyped is the one of ds that keep passes that was typed last, by
+// typing, then creation, then name, so that every replica picks the same.
+func latestTyped(ds []fleetv1alpha1.Delegation, keep func(*fleetv1alpha1.Delegation) bool) *fleetv1alpha1.Delegation {
+	var best *fleetv1alpha1.Delegation
+	for i := range ds {
+		d := &ds[i]
+		if keep(d) && (best == nil || typedAfter(d, best)) {
+			best = d
+		}
+	}
+	return best
+}
+
+func typedAfter(a, b *fleetv1alpha1.Delegation) bool {
+	if c := a.Status.DeliveringAt.Compare(b.Status.DeliveringAt.Time); c != 0 {
+		return c > 0
+	}
+	if c := a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time); c != 0 {
+		return c > 0
+	}
+	return a.Name > b.Name
+}
