@@ -78,6 +78,10 @@ fuzz: ## Run each fuzz target briefly (FUZZTIME inputs each, default 20000x).
 bench: controlplane ## Run the benchmarks.
 	go test -run '^$$' -bench . -benchmem $(PKGS)
 
+.PHONY: bench-compare
+bench-compare: controlplane ## Run BENCH (default BenchmarkThousandDelegations) on BASE (default HEAD) and on the working tree, in one run.
+	hack/bench-compare.sh $(or $(BASE),HEAD) $(or $(BENCH),BenchmarkThousandDelegations) $(or $(BENCH_PKG),./controllers/)
+
 ##@ Build
 
 .PHONY: controlplane

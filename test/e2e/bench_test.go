@@ -18,22 +18,22 @@ import (
 
 var benchRuns int
 
-// BenchmarkRendezvousOverhead compares, in one run, a bridge_send answered by
-// an instantly replying worker with a turn driven straight through herdr:
-// agent.prompt, then the agent's status back to idle (a turn that prints
-// its answer instead of calling bridge_reply, which would find no message).
-// Both include herdr's 300 ms submit delay; the difference is the
-// Delegation, the injector, the worker's bridge_reply and the rendezvous.
-//
-// gap is the pause between turns: back to back, the injector also waits for
-// the member's idle status from the previous turn to be mirrored.
+// BenchmarkRendezvousOverhead compares, in one run and on one member, the
+// same work delivered two ways: typed straight through herdr (agent.prompt)
+// and sent with bridge_send. Both turns are timed to the same event, the
+// agent's status back to idle after working, as herdr reports it; the
+// bridge_send turn's own return (its outcome) is reported too. work=silent
+// ends without a reply, so bridge_send returns turn_done: its ratio is what
+// settling a turn on observation costs over herdr's own prompt → idle.
+// work=reply calls bridge_reply (which, typed straight through herdr, finds
+// no message and fails, as quickly).
 func BenchmarkRendezvousOverhead(b *testing.B) {
-	for _, gap := range []time.Duration{200 * time.Millisecond, time.Second} {
-		b.Run("gap="+gap.String(), func(b *testing.B) { benchmarkRendezvous(b, gap) })
+	for _, work := range []string{"silent", "reply"} {
+		b.Run("work="+work, func(b *testing.B) { benchmarkRendezvous(b, work) })
 	}
 }
 
-func benchmarkRendezvous(b *testing.B, gap time.Duration) {
+func benchmarkRendezvous(b *testing.B, work string) {
 	l, ok := w.mode.(*local)
 	if !ok {
 		b.Skip("needs the local pane server's socket")
@@ -74,59 +74,82 @@ func benchmarkRendezvous(b *testing.B, gap time.Duration) {
 	stream := hc.Subscribe(ctx, []herdr.Subscription{herdr.PaneAgentStatusChanged(m.Status.PaneID)})
 	defer stream.Close()
 
-	// rawTurn prompts the agent through herdr and waits for its turn to end.
-	rawTurn := func() time.Duration {
-		// Forget the status changes of earlier turns, or they would end
-		// this one early.
-		for drained := false; !drained; {
+	// quiet drains the previous turn's status changes: it returns once
+	// none came for a while, so they cannot end the next turn early.
+	quiet := func() {
+		for {
 			select {
 			case <-stream.Events():
-			default:
-				drained = true
+			case <-time.After(300 * time.Millisecond):
+				return
 			}
 		}
+	}
+	// idleAfterWork waits for the agent's status to go working, then idle.
+	idleAfterWork := func() {
+		working := false
+		timeout := time.After(30 * time.Second)
+		for {
+			select {
+			case ev, ok := <-stream.Events():
+				switch {
+				case !ok:
+					b.Fatalf("the stream ended: %v", stream.Err())
+				case ev.Kind != herdr.EventPaneAgentStatusChanged:
+				case ev.Data.AgentStatus == herdr.AgentStatusWorking:
+					working = true
+				case working && ev.Data.AgentStatus == herdr.AgentStatusIdle:
+					return
+				}
+			case <-timeout:
+				b.Fatal("the agent did not end its turn")
+			}
+		}
+	}
+	content, want := "silent: the work", "turn_done"
+	if work == "reply" {
+		content, want = "reply: the work", "reply"
+	}
+	rawTurn := func() time.Duration {
+		quiet()
 		start := time.Now()
-		if _, err := hc.AgentPrompt(ctx, herdr.AgentPromptParams{Target: m.Status.PaneID, Text: "silent: raw"}); err != nil {
+		if _, err := hc.AgentPrompt(ctx, herdr.AgentPromptParams{Target: m.Status.PaneID, Text: content}); err != nil {
 			b.Fatal(err)
 		}
-		working := false
-		for ev := range stream.Events() {
-			switch {
-			case ev.Kind != herdr.EventPaneAgentStatusChanged:
-			case ev.Data.AgentStatus == herdr.AgentStatusWorking:
-				working = true
-			case working && ev.Data.AgentStatus == herdr.AgentStatusIdle:
-				return time.Since(start)
-			}
-		}
-		b.Fatalf("the stream ended: %v", stream.Err())
-		return 0
-	}
-	sendTurn := func() time.Duration {
-		start := time.Now()
-		r, err := mcpclient.Call(ctx, s, "bridge_send", map[string]any{"sessionId": name, "content": "reply: rendezvous", "timeoutMs": 30000})
-		if err != nil || r.Str("outcome") != "reply" {
-			out, _ := w.kubectl("get", "member,delegations", "-n", ns, "-o", "yaml")
-			b.Fatalf("bridge_send: %v %v\n%s", err, r.Fields, out)
-		}
+		idleAfterWork()
 		return time.Since(start)
 	}
-	settle := func() { time.Sleep(gap) }
+	sendTurn := func() (toOutcome, toIdle time.Duration) {
+		quiet()
+		start := time.Now()
+		outcome := make(chan time.Duration, 1)
+		go func() {
+			r, err := mcpclient.Call(ctx, s, "bridge_send", map[string]any{"sessionId": name, "content": content, "timeoutMs": 30000})
+			if err != nil || r.Str("outcome") != want {
+				out, _ := w.kubectl("get", "member,delegations", "-n", ns, "-o", "yaml")
+				b.Errorf("bridge_send: %v %v\n%s", err, r.Fields, out)
+			}
+			outcome <- time.Since(start)
+		}()
+		idleAfterWork()
+		toIdle = time.Since(start)
+		return <-outcome, toIdle
+	}
 	for range stream.Events() {
 		break // the resync
 	}
 
-	var raw, send time.Duration
+	var raw, send, sendIdle time.Duration
 	b.ResetTimer()
 	for range b.N {
 		raw += rawTurn()
-		settle()
-		send += sendTurn()
-		settle()
+		o, i := sendTurn()
+		send, sendIdle = send+o, sendIdle+i
 	}
 	b.StopTimer()
 	n := float64(b.N)
 	b.ReportMetric(float64(raw.Milliseconds())/n, "herdr-ms/turn")
 	b.ReportMetric(float64(send.Milliseconds())/n, "bridge_send-ms/turn")
+	b.ReportMetric(float64(sendIdle.Milliseconds())/n, "bridge_send-idle-ms/turn")
 	b.ReportMetric(float64(send)/float64(raw), "bridge_send/herdr")
 }
