@@ -19,8 +19,8 @@ import (
 var benchRuns int
 
 // BenchmarkRendezvousOverhead compares, in one run and on one member, the
-// same work delivered two ways: typed straight through herdr (agent.prompt)
-// and sent with bridge_send. Both turns are timed to the same event, the
+// same work delivered two ways: typed straight through herdr (as fleetd
+// types into a plain command) and sent with bridge_send. Both turns are timed to the same event, the
 // agent's status back to idle after working, as herdr reports it; the
 // bridge_send turn's own return (its outcome) is reported too. work=silent
 // ends without a reply, so bridge_send returns turn_done: its ratio is what
@@ -113,7 +113,9 @@ func benchmarkRendezvous(b *testing.B, work string) {
 	rawTurn := func() time.Duration {
 		quiet()
 		start := time.Now()
-		if _, err := hc.AgentPrompt(ctx, herdr.AgentPromptParams{Target: m.Status.PaneID, Text: content}); err != nil {
+		// The scripted agent is a plain command, which herdr's agent.prompt
+		// refuses: type it as fleetd does, text and Enter in one call.
+		if err := hc.PaneSendInput(ctx, herdr.PaneSendInputParams{PaneID: m.Status.PaneID, Text: content, Keys: []string{"enter"}}); err != nil {
 			b.Fatal(err)
 		}
 		idleAfterWork()

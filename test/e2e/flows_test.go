@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -203,6 +204,13 @@ func TestTimeoutThenLateReplyIsPolled(t *testing.T) {
 	member(t, "e2e-slow")
 	s := session(t, w.token)
 	r := call(t, s, "bridge_send", map[string]any{"sessionId": "e2e-slow", "content": "sleep: 4\nreply: late but here", "timeoutMs": 1500})
+	timeoutThenPolled(t, s, r, "late but here")
+}
+
+// timeoutThenPolled checks that r timed out and that the reply text comes
+// to bridge_poll later, and returns the message's dispatchId.
+func timeoutThenPolled(t *testing.T, s *mcp.ClientSession, r mcpclient.Result, text string) string {
+	t.Helper()
 	wantOutcome(t, r, "timeout")
 	id := r.Str("dispatchId")
 	if id == "" {
@@ -210,8 +218,9 @@ func TestTimeoutThenLateReplyIsPolled(t *testing.T) {
 	}
 	eventually(t, "the late reply in bridge_poll", func() (bool, string) {
 		p := call(t, s, "bridge_poll", nil)
-		return pollHas(p, id, "reply", "late but here"), fmt.Sprint(p.Fields)
+		return pollHas(p, id, "reply", text), fmt.Sprint(p.Fields)
 	})
+	return id
 }
 
 // TestQueuedPastItsDeadlineIsDeliveredLater follows the contract: a message
@@ -234,16 +243,7 @@ func TestQueuedPastItsDeadlineIsDeliveredLater(t *testing.T) {
 		return m.Status.AgentStatus == fleetv1alpha1.AgentWorking, string(m.Status.AgentStatus)
 	})
 	r := call(t, s, "bridge_send", map[string]any{"sessionId": "e2e-busy", "content": "reply: done after all", "timeoutMs": 1500})
-	wantOutcome(t, r, "timeout")
-	id := r.Str("dispatchId")
-	if id == "" {
-		t.Fatalf("a timeout without its dispatchId: %v", r.Fields)
-	}
-	eventually(t, "the late reply in bridge_poll", func() (bool, string) {
-		p := call(t, s, "bridge_poll", nil)
-		return pollHas(p, id, "reply", "done after all"), fmt.Sprint(p.Fields)
-	})
-	d := delegation(t, id)
+	d := delegation(t, timeoutThenPolled(t, s, r, "done after all"))
 	if deadline := d.CreationTimestamp.Add(time.Duration(d.Spec.TimeoutSeconds) * time.Second); d.Status.DeliveringAt == nil || !d.Status.DeliveringAt.After(deadline) {
 		t.Errorf("typed at %v, deadline %v: want it typed after its deadline, behind the busy one", d.Status.DeliveringAt, deadline)
 	}
