@@ -92,7 +92,7 @@ func Configure(s Spec) (Config, error) {
 	case fleetv1alpha1.AgentClaude:
 		return claude(s)
 	case fleetv1alpha1.AgentCodex:
-		return codex(s), nil
+		return codex(s)
 	}
 	return Config{Args: s.Args}, nil
 }
@@ -100,7 +100,7 @@ func Configure(s Spec) (Config, error) {
 // Hooked reports whether fleetd configures hooks for an agent kind: its
 // status then comes from fleetd's reports.
 func Hooked(kind fleetv1alpha1.AgentKind) bool {
-	return kind == fleetv1alpha1.AgentClaude
+	return kind == fleetv1alpha1.AgentClaude || kind == fleetv1alpha1.AgentCodex
 }
 
 // ShellJoin quotes words for a POSIX shell.

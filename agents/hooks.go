@@ -14,8 +14,8 @@ import (
 	"github.com/fleetd/fleetd/herdr"
 )
 
-// HookInput is what a Claude Code hook reads on stdin: the fields fleetd
-// uses of every event's payload.
+// HookInput is what an agent's hook reads on stdin: the fields fleetd uses
+// of every event's payload. Claude Code and Codex name them alike.
 type HookInput struct {
 	Event            string `json:"hook_event_name"`
 	SessionID        string `json:"session_id"`
@@ -24,8 +24,12 @@ type HookInput struct {
 	NotificationType string `json:"notification_type"`
 	Message          string `json:"message"`
 	ToolName         string `json:"tool_name"`
-	Source           string `json:"source"`
-	Reason           string `json:"reason"`
+	ToolInput        struct {
+		Command     string `json:"command"`
+		Description string `json:"description"`
+	} `json:"tool_input"`
+	Source string `json:"source"`
+	Reason string `json:"reason"`
 }
 
 // HookAction is what a hook event asks of herdr.
@@ -79,6 +83,43 @@ func ClaudeHook(in HookInput) HookResult {
 		return HookResult{Action: HookRelease}
 	}
 	return HookResult{Action: HookIgnore}
+}
+
+// CodexHook decides what a Codex hook event reports: a prompt or a tool
+// means working, an approval prompt means blocked (with what it asks), and
+// the end of a turn is idle. The session's start comes with its first
+// prompt, so it reports nothing: the prompt's own event follows. Codex
+// sends nothing when a turn is interrupted, or when the session ends (its
+// process exiting ends herdr's report).
+func CodexHook(in HookInput) HookResult {
+	switch in.Event {
+	case "Stop":
+		return HookResult{Action: HookReport, State: herdr.AgentStateIdle}
+	case "UserPromptSubmit", "PreToolUse", "PostToolUse":
+		return HookResult{Action: HookReport, State: herdr.AgentStateWorking}
+	case "PermissionRequest":
+		msg := "Codex asks for approval"
+		switch {
+		case in.ToolInput.Command != "":
+			msg += " to run: " + in.ToolInput.Command
+		case in.ToolName != "":
+			msg += " to use " + in.ToolName
+		}
+		return HookResult{Action: HookReport, State: herdr.AgentStateBlocked, Message: msg}
+	}
+	return HookResult{Action: HookIgnore}
+}
+
+// Hook decides what a hook event of an agent kind reports; ok is false for
+// a kind fleetd does not hook.
+func Hook(kind fleetv1alpha1.AgentKind, in HookInput) (HookResult, bool) {
+	switch kind {
+	case fleetv1alpha1.AgentClaude:
+		return ClaudeHook(in), true
+	case fleetv1alpha1.AgentCodex:
+		return CodexHook(in), true
+	}
+	return HookResult{}, false
 }
 
 // HookStatus is the record `fleetd hook` keeps in the member's agent

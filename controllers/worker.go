@@ -21,7 +21,19 @@ const (
 
 // credentialEnv are variables that carry API billing or credentials. They
 // may come only from a Profile billed through an API, never from elsewhere.
-var credentialEnv = []string{"ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"}
+var credentialEnv = []string{
+	"ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN",
+	agents.CodexBaseURLEnv, agents.CodexAPIKeyEnv, "CODEX_API_KEY",
+}
+
+// baseURLEnv names the variable of an API-billed Profile that says where
+// its agent's model is.
+func baseURLEnv(kind fleetv1alpha1.AgentKind) string {
+	if kind == fleetv1alpha1.AgentCodex {
+		return agents.CodexBaseURLEnv
+	}
+	return "ANTHROPIC_BASE_URL"
+}
 
 // Worker is how to run a Member, resolved from its Profile or inline spec.
 type Worker struct {
@@ -172,8 +184,8 @@ func checkBoundary(w Worker, env map[string]string) error {
 		}
 	}
 	if w.Billing == fleetv1alpha1.BillingAPI {
-		if env["ANTHROPIC_BASE_URL"] == "" {
-			return &boundaryError{"billing: api needs a non-empty ANTHROPIC_BASE_URL in the Profile's env"}
+		if name := baseURLEnv(w.Agent); env[name] == "" {
+			return &boundaryError{"billing: api needs a non-empty " + name + " in the Profile's env"}
 		}
 		return nil
 	}

@@ -38,10 +38,25 @@ func TestPlanLaunch(t *testing.T) {
 			wantKind: "claude",
 			wantArgs: append([]string{"--model", "sonnet"}, claudeArgs("--verbose")...),
 		},
-		"codex reads the bearer token from the environment": {
-			worker:   Worker{Agent: fleetv1alpha1.AgentCodex, Effort: "high", Billing: fleetv1alpha1.BillingSubscription},
+		"codex is configured in its own CODEX_HOME, not on its command line": {
+			worker:   Worker{Agent: fleetv1alpha1.AgentCodex, Effort: "high", Args: []string{"--search"}, Billing: fleetv1alpha1.BillingSubscription},
 			wantKind: "codex",
-			wantArgs: []string{"-c", `model_reasoning_effort="high"`, "-c", `mcp_servers.fleetd.url="http://gw:8080/mcp"`, "-c", `mcp_servers.fleetd.bearer_token_env_var="FLEETD_TOKEN"`},
+			wantArgs: []string{"--search"},
+		},
+		"codex billed by api with its endpoint": {
+			worker:   Worker{Agent: fleetv1alpha1.AgentCodex, Billing: fleetv1alpha1.BillingAPI},
+			env:      map[string]string{"OPENAI_BASE_URL": "http://llm:4000/v1", "OPENAI_API_KEY": "sk"},
+			wantKind: "codex",
+		},
+		"codex billed by api with only an Anthropic endpoint": {
+			worker:       Worker{Agent: fleetv1alpha1.AgentCodex, Billing: fleetv1alpha1.BillingAPI},
+			env:          map[string]string{"ANTHROPIC_BASE_URL": "http://llm:4000"},
+			wantBoundary: true,
+		},
+		"codex on a subscription with an OpenAI key": {
+			worker:       Worker{Agent: fleetv1alpha1.AgentCodex, Billing: fleetv1alpha1.BillingSubscription},
+			env:          map[string]string{"OPENAI_API_KEY": "sk"},
+			wantBoundary: true,
 		},
 		"api billing with its endpoint": {
 			worker:   Worker{Agent: fleetv1alpha1.AgentClaude, Billing: fleetv1alpha1.BillingAPI},

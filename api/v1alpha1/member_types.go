@@ -91,7 +91,7 @@ type MemberSpec struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:XValidation:rule="self.all(e, has(e.value) != has(e.valueFrom))",message="each env entry sets exactly one of value or valueFrom"
 	// +kubebuilder:validation:XValidation:rule="self.all(e, !e.name.startsWith('FLEETD_') && !e.name.startsWith('HERDR_'))",message="env names starting with FLEETD_ or HERDR_ are reserved for fleetd and herdr"
-	// +kubebuilder:validation:XValidation:rule="!self.exists(e, e.name in ['ANTHROPIC_BASE_URL', 'ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN'])",message="ANTHROPIC_BASE_URL and API keys belong in a Profile with billing: api"
+	// +kubebuilder:validation:XValidation:rule="!self.exists(e, e.name in ['ANTHROPIC_BASE_URL', 'ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN', 'OPENAI_BASE_URL', 'OPENAI_API_KEY', 'CODEX_API_KEY'])",message="API endpoints (ANTHROPIC_BASE_URL, OPENAI_BASE_URL) and API keys belong in a Profile with billing: api"
 	Env []EnvVar `json:"env,omitempty"`
 
 	// workingDir is the inline worker's starting directory.

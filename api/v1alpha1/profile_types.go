@@ -10,10 +10,10 @@ type Billing string
 
 const (
 	// BillingSubscription runs the agent on its own logged-in subscription.
-	// Such a worker must never see ANTHROPIC_BASE_URL or an API key.
+	// Such a worker must never see an API endpoint or key.
 	BillingSubscription Billing = "subscription"
-	// BillingAPI runs the agent against an API endpoint named by
-	// ANTHROPIC_BASE_URL in the Profile's env.
+	// BillingAPI runs the agent against an API endpoint named in the
+	// Profile's env: ANTHROPIC_BASE_URL, or OPENAI_BASE_URL for codex.
 	BillingAPI Billing = "api"
 )
 
@@ -22,10 +22,10 @@ const (
 type Effort string
 
 // ProfileSpec is a named way to run a worker.
-// +kubebuilder:validation:XValidation:rule="!has(self.permissionMode) || (has(self.agent) && self.agent == 'claude')",message="permissionMode applies to agent: claude"
+// +kubebuilder:validation:XValidation:rule="!has(self.permissionMode) || (has(self.agent) && ((self.agent == 'claude' && self.permissionMode in ['dontAsk', 'default', 'acceptEdits', 'plan', 'auto', 'bypassPermissions']) || (self.agent == 'codex' && self.permissionMode in ['never', 'on-request'])))",message="permissionMode is one of dontAsk, default, acceptEdits, plan, auto, bypassPermissions for agent: claude, and never or on-request for agent: codex"
 // +kubebuilder:validation:XValidation:rule="!has(self.allowedTools) || (has(self.agent) && self.agent == 'claude')",message="allowedTools applies to agent: claude"
-// +kubebuilder:validation:XValidation:rule="self.billing != 'api' || (has(self.env) && self.env.exists(e, e.name == 'ANTHROPIC_BASE_URL'))",message="billing: api requires ANTHROPIC_BASE_URL in env"
-// +kubebuilder:validation:XValidation:rule="self.billing != 'subscription' || !has(self.env) || !self.env.exists(e, e.name in ['ANTHROPIC_BASE_URL', 'ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN'])",message="billing: subscription must not set ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN in env"
+// +kubebuilder:validation:XValidation:rule="self.billing != 'api' || (has(self.env) && self.env.exists(e, e.name == (has(self.agent) && self.agent == 'codex' ? 'OPENAI_BASE_URL' : 'ANTHROPIC_BASE_URL')))",message="billing: api requires ANTHROPIC_BASE_URL in env (OPENAI_BASE_URL for agent: codex)"
+// +kubebuilder:validation:XValidation:rule="self.billing != 'subscription' || !has(self.env) || !self.env.exists(e, e.name in ['ANTHROPIC_BASE_URL', 'ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN', 'OPENAI_BASE_URL', 'OPENAI_API_KEY', 'CODEX_API_KEY'])",message="billing: subscription must not set ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, OPENAI_BASE_URL, OPENAI_API_KEY or CODEX_API_KEY in env"
 type ProfileSpec struct {
 	WorkerSpec `json:",inline"`
 
@@ -57,9 +57,12 @@ type ProfileSpec struct {
 	// (file edits run too), plan (nothing is changed), auto (a classifier
 	// request to the model decides each call) or bypassPermissions
 	// (everything runs; Claude Code refuses it as root unless env sets
-	// IS_SANDBOX=1). fleetd's own tools never ask in any mode.
+	// IS_SANDBOX=1). For codex, its approval policy: never (the default: a
+	// command that needs more than the sandbox allows is refused without
+	// asking) or on-request (a dialog asks, and the worker shows blocked).
+	// fleetd's own tools never ask in any mode.
 	// +optional
-	// +kubebuilder:validation:Enum=dontAsk;default;acceptEdits;plan;auto;bypassPermissions
+	// +kubebuilder:validation:Enum=dontAsk;default;acceptEdits;plan;auto;bypassPermissions;never;on-request
 	PermissionMode string `json:"permissionMode,omitempty"`
 
 	// allowedTools are tools the agent may run without asking, beyond

@@ -158,6 +158,26 @@ func TestBadManifestsAreRefused(t *testing.T) {
 			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Profile, metadata: {name: p2}, spec: {agent: claude, env: [{name: ANTHROPIC_BASE_URL, value: "http://x"}]}}`,
 			want:     []string{"spec", "billing: subscription must not set ANTHROPIC_BASE_URL"},
 		},
+		"codex profile billing api without OPENAI_BASE_URL": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Profile, metadata: {name: p8}, spec: {agent: codex, billing: api, env: [{name: ANTHROPIC_BASE_URL, value: "http://x"}]}}`,
+			want:     []string{"spec", "OPENAI_BASE_URL for agent: codex"},
+		},
+		"codex profile subscription with OPENAI_API_KEY": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Profile, metadata: {name: p9}, spec: {agent: codex, env: [{name: OPENAI_API_KEY, value: "sk"}]}}`,
+			want:     []string{"spec", "billing: subscription must not set", "OPENAI_API_KEY"},
+		},
+		"codex profile with a claude permission mode": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Profile, metadata: {name: p10}, spec: {agent: codex, permissionMode: dontAsk}}`,
+			want:     []string{"spec", "never or on-request for agent: codex"},
+		},
+		"claude profile with a codex permission mode": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Profile, metadata: {name: p11}, spec: {agent: claude, permissionMode: on-request}}`,
+			want:     []string{"spec", "dontAsk, default, acceptEdits, plan, auto, bypassPermissions for agent: claude"},
+		},
+		"member with an OpenAI key inline": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Member, metadata: {name: m12}, spec: {agent: codex, env: [{name: OPENAI_API_KEY, value: "sk"}]}}`,
+			want:     []string{"spec.env", "belong in a Profile with billing: api"},
+		},
 		"profile billing not in enum": {
 			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Profile, metadata: {name: p3}, spec: {agent: claude, billing: free}}`,
 			want:     []string{"spec.billing", `"subscription", "api"`},

@@ -20,7 +20,7 @@ const maxHookInput = 1 << 20
 // hookTimeout bounds the report to herdr.
 const hookTimeout = 2 * time.Second
 
-// hook is `fleetd hook <agent>`, the command an agent's hooks run. It reads
+// hook is `fleetd hook claude|codex`, the command an agent's hooks run. It reads
 // the hook event's JSON on stdin, reports the agent's state to herdr under
 // fleetd's source (pane.report_agent, or pane.release_agent when the
 // session ends), and keeps the event in the member's agent directory, with
@@ -38,8 +38,8 @@ func hook(args []string) int {
 }
 
 func runHook(args []string, stdin io.Reader, now time.Time, seq uint64) error {
-	if len(args) != 1 || args[0] != string(fleetv1alpha1.AgentClaude) {
-		return fmt.Errorf("usage: fleetd hook claude (got %q)", args)
+	if len(args) != 1 || !agents.Hooked(fleetv1alpha1.AgentKind(args[0])) {
+		return fmt.Errorf("usage: fleetd hook claude|codex (got %q)", args)
 	}
 	kind := fleetv1alpha1.AgentKind(args[0])
 	raw, err := io.ReadAll(io.LimitReader(stdin, maxHookInput))
@@ -50,7 +50,7 @@ func runHook(args []string, stdin io.Reader, now time.Time, seq uint64) error {
 	if err := json.Unmarshal(raw, &in); err != nil {
 		return fmt.Errorf("decoding the hook's input: %w", err)
 	}
-	res := agents.ClaudeHook(in)
+	res, _ := agents.Hook(kind, in)
 
 	var errs []error
 	if dir := os.Getenv(agents.EnvAgentDir); dir != "" {

@@ -1,6 +1,7 @@
 // Command stubmodel serves the scripted stand-in for a model's HTTP API
 // (internal/stubmodel), so the real agent CLIs run with no network: point
-// ANTHROPIC_BASE_URL at it.
+// ANTHROPIC_BASE_URL at it (Claude Code), or OPENAI_BASE_URL at it with /v1
+// (Codex).
 //
 //	stubmodel --listen 127.0.0.1:18080 --log requests.jsonl
 package main

@@ -173,3 +173,55 @@ func TestRustRegexSyntax(t *testing.T) {
 		})
 	}
 }
+
+// TestCodexScreens runs fleetd's Codex rules over screens captured with the
+// pinned CLI, with the titles it set at the time.
+func TestCodexScreens(t *testing.T) {
+	d := builtinDetector(t, "codex")
+	const spinner, idleTitle = "⠙ Stub title | w4-git", "Stub title | w4-git"
+	cases := map[string]struct {
+		title    string
+		want     State
+		wantRule string
+		wantText string
+	}{
+		"idle-final-seed-git":            {title: "w-git", want: StateIdle, wantRule: "composer"},
+		"idle-final-seed-nogit":          {title: "w-nogit", want: StateIdle, wantRule: "composer"},
+		"idle-nogit-first-start":         {title: "wG-nogit", want: StateIdle, wantRule: "composer"},
+		"after-esc-interrupt-nodaemon":   {title: idleTitle, want: StateIdle, wantRule: "composer"},
+		"after-ctrlc-interrupt-nodaemon": {title: idleTitle, want: StateIdle, wantRule: "composer"},
+		"approval-declined-esc":          {title: idleTitle, want: StateIdle, wantRule: "composer"},
+		"retry-500-final":                {title: idleTitle, want: StateIdle, wantRule: "composer"},
+		"working-turn-waiting":           {title: spinner, want: StateWorking, wantRule: "turn_in_progress"},
+		"idle-after-first-answer":        {title: "say hello please | w-nogit", want: StateIdle, wantRule: "composer"},
+		"retry-500-t5s":                  {title: spinner, want: StateWorking, wantRule: "turn_in_progress"},
+		// While text streams no status line shows: only the title tells.
+		"working-turn":                  {title: spinner, want: StateWorking, wantRule: "title_spinner"},
+		"approval-final-seed":           {title: "[ ! ] Action Required | Stub title | w4-git", want: StateBlocked, wantRule: "approval_prompt", wantText: "$ touch /home/devuser/codex/final-escalated.txt && echo final-ok"},
+		"approval-shell-gpt52":          {want: StateBlocked, wantRule: "approval_prompt", wantText: "Would you like to run the following command?"},
+		"approval-mcp-tool":             {title: "[ . ] Action Required | RIDGE probe | w-nogit", want: StateBlocked, wantRule: "tool_approval", wantText: `Allow the fleetd MCP server to run tool "bridge_reply"?`},
+		"approval-mcp-tool-prompt-mode": {want: StateBlocked, wantRule: "tool_approval", wantText: "bridge_reply"},
+		"trust-screen-git":              {want: StateBlocked, wantRule: "start_screen", wantText: "Trust this folder?"},
+		"hooks-need-review":             {want: StateBlocked, wantRule: "start_screen", wantText: "Hooks need review"},
+		"login-screen":                  {want: StateBlocked, wantRule: "start_screen", wantText: "Sign in with ChatGPT"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			screen, err := os.ReadFile(filepath.Join("testdata", "codex", name+".txt"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := d.Detect(Screen{Text: string(screen), Title: tc.title})
+			if v.State != tc.want || v.Rule != tc.wantRule || !v.Visible {
+				t.Errorf("Detect() = %s by %q (visible %v), want %s by %q, visible", v.State, v.Rule, v.Visible, tc.want, tc.wantRule)
+			}
+			if !strings.Contains(v.Text, tc.wantText) {
+				t.Errorf("Detect() text = %q, want it to hold %q", v.Text, tc.wantText)
+			}
+		})
+	}
+	// The title alone: an approval whose dialog scrolled out of view.
+	if v := d.Detect(Screen{Text: "• Running it\n", Title: "[ ! ] Action Required | x"}); v.State != StateBlocked || v.Rule != "title_action_required" {
+		t.Errorf("Detect() = %+v, want blocked by the title", v)
+	}
+}

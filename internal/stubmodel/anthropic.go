@@ -230,15 +230,8 @@ func sideAnswer(outputConfig json.RawMessage) string {
 			} `json:"schema"`
 		} `json:"format"`
 	}
-	if json.Unmarshal(outputConfig, &oc) == nil && oc.Format.Type == "json_schema" {
-		obj := map[string]string{}
-		for k := range oc.Format.Schema.Properties {
-			obj[k] = "Scripted session"
-		}
-		b, _ := json.Marshal(obj)
-		return string(b)
-	}
-	return "OK."
+	_ = json.Unmarshal(outputConfig, &oc)
+	return jsonAnswer(oc.Format.Type, oc.Format.Schema.Properties)
 }
 
 // streamMessage writes a message as the Messages API's server-sent events.

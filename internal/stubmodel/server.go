@@ -1,7 +1,8 @@
 // Package stubmodel is a stand-in for a model's HTTP API, for running the
 // real agent CLIs (Claude Code, Codex) with no network: the agent stays
 // real, only the model is scripted. It speaks the Anthropic Messages API
-// (streaming and not, count_tokens) as Claude Code uses it.
+// (streaming and not, count_tokens) as Claude Code uses it, and the OpenAI
+// Responses API as Codex uses it.
 //
 // The model follows directives in the prompt, one per line:
 //
@@ -92,6 +93,7 @@ func New(logPath string) (*Server, error) {
 	}
 	s.mux.HandleFunc("POST /v1/messages", s.messages)
 	s.mux.HandleFunc("POST /v1/messages/count_tokens", s.countTokens)
+	s.mux.HandleFunc("POST /v1/responses", s.responses)
 	s.mux.HandleFunc("/", s.other)
 	return s, nil
 }

@@ -131,3 +131,98 @@ func TestMessagesStream(t *testing.T) {
 		t.Errorf("Turns() = %v", got)
 	}
 }
+
+// TestResponsesTurnOf reads turns the way Codex sends them: the environment
+// as a user message of its own, an earlier turn before, and code-mode
+// results with Codex's script header.
+func TestResponsesTurnOf(t *testing.T) {
+	var items []inputItem
+	raw := `[
+	 {"type":"additional_tools","role":"developer","tools":[{"type":"namespace","name":"functions","tools":[{"type":"custom","name":"exec"}]}]},
+	 {"type":"message","role":"user","content":[{"type":"input_text","text":"<environment_context>\n  <cwd>/w</cwd>\n</environment_context>"}]},
+	 {"type":"message","role":"user","content":[{"type":"input_text","text":"silent: earlier"}]},
+	 {"type":"message","role":"assistant","content":[{"type":"output_text","text":"earlier"}]},
+	 {"type":"message","role":"user","content":[{"type":"input_text","text":"ask: Which?\nreply: on {answer}"}]},
+	 {"type":"custom_tool_call","call_id":"c1","name":"exec","input":"..."},
+	 {"type":"custom_tool_call_output","call_id":"c1","output":[{"type":"input_text","text":"Script completed\nWall time 0.1 seconds\nOutput:\n"},{"type":"input_text","text":"{\"answer\":\"main\",\"turnId\":\"d.q1\"}"}]}
+	]`
+	if err := json.Unmarshal([]byte(raw), &items); err != nil {
+		t.Fatal(err)
+	}
+	prompt, results := responsesTurnOf(items)
+	if prompt != "ask: Which?\nreply: on {answer}" || len(results) != 1 || answerOf(results[0]) != "main" {
+		t.Errorf("responsesTurnOf() = %q, %q; want the second prompt and its question's answer", prompt, results)
+	}
+}
+
+// TestResponsesStream asks the server as Codex does, in both of its tool
+// modes and for a session title, and reads the answer back from the events.
+func TestResponsesStream(t *testing.T) {
+	s, err := New("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	prompt := `{"type":"message","role":"user","content":[{"type":"input_text","text":"reply: hi"}]}`
+	cases := map[string]struct {
+		body string
+		want map[string]any
+	}{
+		"code mode calls fleetd from a script": {
+			body: `{"model":"m","stream":true,"input":[{"type":"additional_tools","tools":[{"type":"namespace","name":"functions","tools":[{"type":"custom","name":"exec"}]}]},` + prompt + `]}`,
+			want: map[string]any{"type": "custom_tool_call", "name": "exec",
+				"input": "const r = await tools.mcp__fleetd__bridge_reply({\"content\":\"hi\"});\ntext(JSON.stringify(r.structuredContent ?? r));"},
+		},
+		"function mode calls fleetd's namespace": {
+			body: `{"model":"m","stream":true,"tools":[{"type":"function","name":"exec_command"},{"type":"namespace","name":"mcp__fleetd","tools":[{"type":"function","name":"bridge_reply"}]}],"input":[` + prompt + `]}`,
+			want: map[string]any{"type": "function_call", "name": "bridge_reply", "namespace": "mcp__fleetd", "arguments": `{"content":"hi"}`},
+		},
+		"a title is the JSON asked for": {
+			body: `{"model":"m","stream":true,"text":{"format":{"type":"json_schema","schema":{"properties":{"title":{}}}}},"input":[{"type":"additional_tools","tools":[{"type":"custom","name":"exec"}]},` + prompt + `]}`,
+			want: map[string]any{"type": "message", "text": `{"title":"Scripted session"}`},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			resp, err := http.Post(srv.URL+"/v1/responses", "application/json", strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var events []string
+			var item map[string]any
+			sc := bufio.NewScanner(resp.Body)
+			sc.Buffer(nil, 1<<20)
+			for sc.Scan() {
+				if e, ok := strings.CutPrefix(sc.Text(), "event: "); ok {
+					events = append(events, e)
+				}
+				if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok && strings.Contains(d, `"response.output_item.done"`) {
+					var ev struct{ Item map[string]any }
+					_ = json.Unmarshal([]byte(d), &ev)
+					item = ev.Item
+				}
+			}
+			want := []string{"response.created", "response.output_item.added", "response.output_item.done", "response.completed"}
+			if diff := cmp.Diff(want, events); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+			got := map[string]any{}
+			for k := range tc.want {
+				got[k] = item[k]
+			}
+			if _, ok := tc.want["text"]; ok {
+				if content, _ := item["content"].([]any); len(content) == 1 {
+					got["text"] = content[0].(map[string]any)["text"]
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("item (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if got := s.Turns(); got["reply: hi"] != 2 {
+		t.Errorf("Turns() = %v, want the two turns (the title is no turn)", got)
+	}
+}

@@ -62,7 +62,7 @@ func agentProfile(t *testing.T, name string, kind fleetv1alpha1.AgentKind, model
 	t.Helper()
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name + "-key", Namespace: ns},
-		StringData: map[string]string{"key": "sk-ant-e2e-0123456789abcdefghijklmnop"},
+		StringData: map[string]string{"key": "sk-e2e-0123456789abcdefghijklmnop"},
 	}
 	if err := w.client.Create(context.Background(), secret); err != nil {
 		t.Fatal(err)
@@ -72,6 +72,10 @@ func agentProfile(t *testing.T, name string, kind fleetv1alpha1.AgentKind, model
 	if permissionMode != "" {
 		mode = "\n  permissionMode: " + permissionMode
 	}
+	baseURL, key := "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"
+	if kind == fleetv1alpha1.AgentCodex {
+		baseURL, key, modelURL = agents.CodexBaseURLEnv, agents.CodexAPIKeyEnv, modelURL+"/v1"
+	}
 	apply(t, fmt.Sprintf(`apiVersion: fleet.fleetd.dev/v1alpha1
 kind: Profile
 metadata: {name: %s, namespace: %s}
@@ -79,10 +83,10 @@ spec:
   agent: %s
   billing: api%s
   env:
-  - {name: ANTHROPIC_BASE_URL, value: %q}
-  - name: ANTHROPIC_API_KEY
+  - {name: %s, value: %q}
+  - name: %s
     valueFrom: {secretKeyRef: {name: %s-key, key: key}}
-`, name, ns, kind, mode, modelURL, name))
+`, name, ns, kind, mode, baseURL, modelURL, key, name))
 	t.Cleanup(func() { _, _ = w.kubectl("delete", "profile", "-n", ns, name, "--wait=false") })
 }
 
@@ -187,39 +191,72 @@ func timed(t *testing.T, flow string, f func() any) {
 	t.Logf("flow %q: bridge_send to outcome %s", flow, time.Since(start).Round(time.Millisecond))
 }
 
+// realAgent is one agent CLI as the end-to-end flows drive it.
+type realAgent struct {
+	kind fleetv1alpha1.AgentKind
+	// prompt is the TUI's prompt marker, which a turn_done tail shows.
+	prompt string
+	// configEnv is the variable of the agent's own config directory that
+	// fleetd sets in its pane; comms are the agent's process names.
+	configEnv string
+	comms     []string
+	// dialog is what the agent's approval prompt says.
+	dialog string
+	// asksMode is the Profile's permissionMode in which it asks.
+	asksMode string
+}
+
+var (
+	claudeCode = realAgent{
+		kind: fleetv1alpha1.AgentClaude, prompt: "❯", configEnv: "CLAUDE_CONFIG_DIR", comms: []string{"claude"},
+		dialog: "Do you want to proceed?", asksMode: agents.ClaudeDefault,
+	}
+	codexCLI = realAgent{
+		// npm's codex is a node script that runs the native binary.
+		kind: fleetv1alpha1.AgentCodex, prompt: "›", configEnv: "CODEX_HOME", comms: []string{"codex", "node"},
+		dialog: "Would you like to run the following command?", asksMode: agents.CodexOnRequest,
+	}
+)
+
 // TestClaudeCode runs every flow with the real Claude Code CLI as a Member:
 // started unattended by fleetd, its status from its own hooks, its tools
 // called against the scripted model.
-func TestClaudeCode(t *testing.T) {
+func TestClaudeCode(t *testing.T) { testRealAgent(t, claudeCode, "cc-worker") }
+
+// TestCodex runs every flow with the real Codex CLI as a Member, the same
+// way.
+func TestCodex(t *testing.T) { testRealAgent(t, codexCLI, "cx-worker") }
+
+func testRealAgent(t *testing.T, a realAgent, name string) {
 	requireRealAgents(t)
 	dumpOnFailure(t)
 	model, url := startModel(t)
-	agentProfile(t, "claude-e2e", fleetv1alpha1.AgentClaude, url, "")
+	agentProfile(t, name+"-e2e", a.kind, url, "")
 	statuses := watchStatuses(t)
-	m := agentMember(t, "cc-worker", "claude-e2e")
+	m := agentMember(t, name, name+"-e2e")
 	s := session(t, w.token)
 	send := func(args map[string]any) mcpclient.Result {
-		args["sessionId"] = "cc-worker"
+		args["sessionId"] = name
 		return call(t, s, "bridge_send", args)
 	}
-
-	if cond := condition(m, fleetv1alpha1.ConditionAgentHooks); cond == nil || cond.Status != metav1.ConditionTrue {
-		t.Errorf("AgentHooks = %+v, want fleetd's hooks reporting", cond)
-	}
-	if m.Status.AgentSessionID == "" {
-		t.Errorf("no agent session id recorded from the hooks: %+v", m.Status)
-	}
-
 	t.Run("reply", func(t *testing.T) {
 		timed(t, "reply", func() any {
-			r := send(map[string]any{"content": "reply: hello from claude"})
+			r := send(map[string]any{"content": "reply: hello from " + string(a.kind)})
 			wantOutcome(t, r, "reply")
-			if r.Str("text") != "hello from claude" {
+			if r.Str("text") != "hello from "+string(a.kind) {
 				t.Errorf("reply %q", r.Str("text"))
 			}
 			return nil
 		})
 	})
+	// Claude Code reports from its start; Codex from its first prompt.
+	now, _ := getMember(name)
+	if cond := condition(now, fleetv1alpha1.ConditionAgentHooks); cond == nil || cond.Status != metav1.ConditionTrue {
+		t.Errorf("AgentHooks = %+v, want fleetd's hooks reporting", cond)
+	}
+	if now.Status.AgentSessionID == "" {
+		t.Errorf("no agent session id recorded from the hooks: %+v", now.Status)
+	}
 	t.Run("question and answer in one turn", func(t *testing.T) {
 		timed(t, "question and answer", func() any {
 			r := send(map[string]any{"content": "ask: Which branch?\nreply: working on {answer}"})
@@ -243,7 +280,7 @@ func TestClaudeCode(t *testing.T) {
 			r := send(map[string]any{"content": "silent: nothing to report here"})
 			wantOutcome(t, r, "turn_done")
 			tail := r.Str("text")
-			if !strings.Contains(tail, "nothing to report here") || !strings.Contains(tail, "❯") {
+			if !strings.Contains(tail, "nothing to report here") || !strings.Contains(tail, a.prompt) {
 				t.Errorf("tail %q: want the real TUI's last lines", tail)
 			}
 			return nil
@@ -318,13 +355,13 @@ func TestClaudeCode(t *testing.T) {
 			r := send(map[string]any{"content": "sleep: 60\nreply: never sent", "wait": false})
 			id := r.Str("dispatchId")
 			waitDelegationPhase(t, id, fleetv1alpha1.DelegationWorking)
-			now, _ := getMember("cc-worker")
+			now, _ := getMember(name)
 			if err := w.paneKeys(now.Status.PaneID, "esc"); err != nil {
 				t.Fatal(err)
 			}
 			waitDelegationPhase(t, id, fleetv1alpha1.DelegationTurnDone)
 			eventually(t, "the member idle again", func() (bool, string) {
-				now, err := getMember("cc-worker")
+				now, err := getMember(name)
 				if err != nil {
 					return false, err.Error()
 				}
@@ -339,11 +376,11 @@ func TestClaudeCode(t *testing.T) {
 			r := send(map[string]any{"content": "sleep: 60\nreply: never", "wait": false})
 			id := r.Str("dispatchId")
 			waitDelegationPhase(t, id, fleetv1alpha1.DelegationWorking)
-			before, _ := getMember("cc-worker")
-			killAgent(t, before)
+			before, _ := getMember(name)
+			killAgent(t, a, before)
 			waitDelegationPhase(t, id, fleetv1alpha1.DelegationWorkerGone)
 			eventually(t, "the member restarted and Ready", func() (bool, string) {
-				now, err := getMember("cc-worker")
+				now, err := getMember(name)
 				if err != nil {
 					return false, err.Error()
 				}
@@ -370,47 +407,48 @@ func TestClaudeCode(t *testing.T) {
 // TestClaudeCodePermissionDialog runs Claude Code in the mode that asks
 // before a tool runs: the dialog makes the Member blocked with the dialog's
 // text, no message is typed into it, and once it goes the queue moves on.
-func TestClaudeCodePermissionDialog(t *testing.T) {
+func TestClaudeCodePermissionDialog(t *testing.T) { testPermissionDialog(t, claudeCode, "cc-asks") }
+
+// TestCodexApprovalPrompt is the same with Codex asking for approval to
+// run a command outside its sandbox.
+func TestCodexApprovalPrompt(t *testing.T) { testPermissionDialog(t, codexCLI, "cx-asks") }
+
+func testPermissionDialog(t *testing.T, a realAgent, name string) {
 	requireRealAgents(t)
 	dumpOnFailure(t)
 	model, url := startModel(t)
-	agentProfile(t, "claude-asks", fleetv1alpha1.AgentClaude, url, "default")
-	agentMember(t, "cc-asks", "claude-asks")
+	agentProfile(t, name+"-e2e", a.kind, url, a.asksMode)
+	agentMember(t, name, name+"-e2e")
 	s := session(t, w.token)
 
-	r := call(t, s, "bridge_send", map[string]any{"sessionId": "cc-asks", "content": "bash: curl -s http://127.0.0.1:9/permission-probe", "wait": false})
+	r := call(t, s, "bridge_send", map[string]any{"sessionId": name, "content": "bash: curl -s http://127.0.0.1:9/permission-probe", "wait": false})
 	wantOutcome(t, r, "dispatched")
 	var m *fleetv1alpha1.Member
 	eventually(t, "the member blocked with the dialog's text", func() (bool, string) {
 		var err error
-		if m, err = getMember("cc-asks"); err != nil {
+		if m, err = getMember(name); err != nil {
 			return false, err.Error()
 		}
-		return m.Status.AgentStatus == fleetv1alpha1.AgentBlocked && strings.Contains(m.Status.AgentMessage, "Do you want to proceed?") &&
+		return m.Status.AgentStatus == fleetv1alpha1.AgentBlocked && strings.Contains(m.Status.AgentMessage, a.dialog) &&
 			strings.Contains(m.Status.AgentMessage, "curl -s http://127.0.0.1:9/permission-probe"), fmt.Sprintf("%s: %q", m.Status.AgentStatus, m.Status.AgentMessage)
 	})
-	out, _ := w.kubectl("get", "member", "-n", ns, "cc-asks", "-o", "jsonpath={.status.agentMessage}")
-	if !strings.Contains(out, "Do you want to proceed?") {
+	out, _ := w.kubectl("get", "member", "-n", ns, name, "-o", "jsonpath={.status.agentMessage}")
+	if !strings.Contains(out, a.dialog) {
 		t.Errorf("kubectl shows no dialog: %q", out)
 	}
 	list := call(t, s, "bridge_list", nil)
-	if !strings.Contains(fmt.Sprint(list.Fields), "Do you want to proceed?") {
+	if !strings.Contains(fmt.Sprint(list.Fields), a.dialog) {
 		t.Errorf("bridge_list shows no dialog: %v", list.Fields)
 	}
 
-	// A second message waits: typing now would answer the dialog.
-	queued := call(t, s, "bridge_send", map[string]any{"sessionId": "cc-asks", "content": "reply: after the dialog", "wait": false})
+	// A second message waits: typing now would answer the dialog. Someone
+	// dismisses the dialog: the worker is idle again, the queue moves on,
+	// and the second message was typed after that, once.
+	queued := call(t, s, "bridge_send", map[string]any{"sessionId": name, "content": "reply: after the dialog", "wait": false})
 	queuedID := queued.Str("dispatchId")
-	time.Sleep(3 * time.Second) // a window for a wrong delivery to happen in
-	if turns := model.Turns()["reply: after the dialog"]; turns != 0 {
-		t.Fatalf("a message was typed into the dialog (%d turns)", turns)
-	}
-	if d := delegation(t, queuedID); d.Status.DeliveringAt != nil {
-		t.Fatalf("the queued message was delivered into a dialog: %+v", d.Status)
-	}
-
-	// Someone dismisses the dialog: the worker is idle again, the queue
-	// moves on.
+	waitDelegationPhase(t, queuedID, fleetv1alpha1.DelegationQueued)
+	// The API keeps whole seconds.
+	dismissed := time.Now().Truncate(time.Second)
 	if err := w.paneKeys(m.Status.PaneID, "esc"); err != nil {
 		t.Fatal(err)
 	}
@@ -418,6 +456,20 @@ func TestClaudeCodePermissionDialog(t *testing.T) {
 		p := call(t, s, "bridge_poll", nil)
 		return pollHas(p, queuedID, "reply", "after the dialog"), fmt.Sprint(p.Fields)
 	})
+	if d := delegation(t, queuedID); d.Status.DeliveringAt == nil || d.Status.DeliveringAt.Time.Before(dismissed) {
+		t.Errorf("the queued message was typed at %v, before the dialog went at %v", d.Status.DeliveringAt, dismissed)
+	}
+	// Claude Code sends a prompt typed after an interrupted tool call with
+	// that call's interruption notice: count the turns that hold it.
+	turns := 0
+	for prompt, n := range model.Turns() {
+		if strings.Contains(prompt, "reply: after the dialog") {
+			turns += n
+		}
+	}
+	if turns != 1 {
+		t.Errorf("the queued message started %d turns, want 1: %v", turns, model.Turns())
+	}
 }
 
 func condition(m *fleetv1alpha1.Member, typ string) *metav1.Condition {
@@ -446,9 +498,10 @@ func waitDelegationPhase(t *testing.T, name string, phase fleetv1alpha1.Delegati
 	})
 }
 
-// killAgent sends SIGKILL to the agent process of m's pane: the process
-// whose environment names m's pane.
-func killAgent(t *testing.T, m *fleetv1alpha1.Member) {
+// killAgent sends SIGKILL to the agent processes of m's pane: the
+// processes of the agent's names whose environment names m and its config
+// directory.
+func killAgent(t *testing.T, a realAgent, m *fleetv1alpha1.Member) {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -456,12 +509,13 @@ func killAgent(t *testing.T, m *fleetv1alpha1.Member) {
 	}
 	killed := 0
 	for _, e := range entries {
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err != nil || !strings.Contains(string(env), "\x00CLAUDE_CONFIG_DIR=") || !strings.Contains(string(env), "\x00FLEETD_MEMBER="+m.Name+"\x00") {
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		env := "\x00" + string(raw)
+		if err != nil || !strings.Contains(env, "\x00"+a.configEnv+"=") || !strings.Contains(env, "\x00FLEETD_MEMBER="+m.Name+"\x00") {
 			continue
 		}
 		comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		if strings.TrimSpace(string(comm)) != "claude" {
+		if !slices.Contains(a.comms, strings.TrimSpace(string(comm))) {
 			continue
 		}
 		var pid int
@@ -470,6 +524,26 @@ func killAgent(t *testing.T, m *fleetv1alpha1.Member) {
 		}
 	}
 	if killed == 0 {
-		t.Fatalf("no claude process of member %s to kill", m.Name)
+		t.Fatalf("no %s process of member %s to kill", a.kind, m.Name)
 	}
+}
+
+// TestCodexWithoutALoginShowsItsSignIn: a subscription Member with no
+// ChatGPT login stops at Codex's sign-in screen, and says so.
+func TestCodexWithoutALoginShowsItsSignIn(t *testing.T) {
+	requireRealAgents(t)
+	dumpOnFailure(t)
+	apply(t, fmt.Sprintf("apiVersion: fleet.fleetd.dev/v1alpha1\nkind: Profile\nmetadata: {name: codex-nologin, namespace: %s}\nspec: {agent: codex, billing: subscription}\n", ns))
+	t.Cleanup(func() { _, _ = w.kubectl("delete", "profile", "-n", ns, "codex-nologin", "--wait=false") })
+	apply(t, fmt.Sprintf("apiVersion: fleet.fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: cx-nologin, namespace: %s}\nspec: {profile: codex-nologin}\n", ns))
+	t.Cleanup(func() { _, _ = w.kubectl("delete", "member", "-n", ns, "cx-nologin", "--wait=false") })
+	eventually(t, "the member blocked on the sign-in screen", func() (bool, string) {
+		m, err := getMember("cx-nologin")
+		if err != nil {
+			return false, err.Error()
+		}
+		ready := condition(m, fleetv1alpha1.ConditionReady)
+		return m.Status.AgentStatus == fleetv1alpha1.AgentBlocked && strings.Contains(m.Status.AgentMessage, "Sign in with ChatGPT"),
+			fmt.Sprintf("%s %q ready=%+v", m.Status.AgentStatus, m.Status.AgentMessage, ready)
+	})
 }

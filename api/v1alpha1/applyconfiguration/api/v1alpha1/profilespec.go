@@ -44,7 +44,10 @@ type ProfileSpecApplyConfiguration struct {
 	// (file edits run too), plan (nothing is changed), auto (a classifier
 	// request to the model decides each call) or bypassPermissions
 	// (everything runs; Claude Code refuses it as root unless env sets
-	// IS_SANDBOX=1). fleetd's own tools never ask in any mode.
+	// IS_SANDBOX=1). For codex, its approval policy: never (the default: a
+	// command that needs more than the sandbox allows is refused without
+	// asking) or on-request (a dialog asks, and the worker shows blocked).
+	// fleetd's own tools never ask in any mode.
 	PermissionMode *string `json:"permissionMode,omitempty"`
 	// allowedTools are tools the agent may run without asking, beyond
 	// fleetd's own, in the agent's rule syntax (Claude Code:
