@@ -85,7 +85,7 @@ bench-compare: controlplane ## Run BENCH (default BenchmarkThousandDelegations) 
 ##@ Build
 
 .PHONY: controlplane
-controlplane: ## Build kube-apiserver, kube-controller-manager and etcd from pinned modules into bin/controlplane.
+controlplane: ## Build kube-apiserver, kube-controller-manager, etcd and kubectl from pinned modules into bin/controlplane.
 	CONTROLPLANE_BIN=$(CONTROLPLANE_BIN) hack/controlplane.sh
 
 .PHONY: build

@@ -165,7 +165,7 @@ func containerStatus(p *corev1.Pod, name string) *corev1.ContainerStatus {
 // exec runs a shell script in a container of pod and returns its stdout.
 func (c *cluster) exec(pod, container, script string, args ...string) ([]byte, error) {
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command("kubectl", append([]string{"--kubeconfig=" + c.kubeconfig, "exec", "-n", fleetdNamespace, pod, "-c", container, "--", "sh", "-c", script, "sh"}, args...)...)
+	cmd := exec.Command(kubectlBinary(), append([]string{"--kubeconfig=" + c.kubeconfig, "exec", "-n", fleetdNamespace, pod, "-c", container, "--", "sh", "-c", script, "sh"}, args...)...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("kubectl exec %s -c %s: %w: %s", pod, container, err, strings.TrimSpace(stderr.String()))

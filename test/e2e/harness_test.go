@@ -121,8 +121,19 @@ func (w *world) kubectl(args ...string) (string, error) {
 // kubectl runs kubectl against the cluster in kubeconfig and returns its
 // combined output.
 func kubectl(kubeconfig string, args ...string) (string, error) {
-	out, err := exec.Command("kubectl", append([]string{"--kubeconfig=" + kubeconfig}, args...)...).CombinedOutput()
+	out, err := exec.Command(kubectlBinary(), append([]string{"--kubeconfig=" + kubeconfig}, args...)...).CombinedOutput()
 	return string(out), err
+}
+
+// kubectlBinary is the kubectl that `make controlplane` builds from the same
+// pinned release as the API server, so that a machine with only Go runs the
+// suite. Against an outside cluster without it, the one on PATH will do.
+func kubectlBinary() string {
+	built := filepath.Join(controlPlaneDir(), "kubectl")
+	if _, err := os.Stat(built); err == nil || os.Getenv(envKubeconfig) == "" {
+		return built
+	}
+	return "kubectl"
 }
 
 // waitServing waits until the gateway at mcpURL answers /readyz.
