@@ -223,6 +223,12 @@ func (r *DelegationReconciler) apply(ctx context.Context, member types.Namespace
 		delegation.Fail(d, now, step.Reason, step.Message)
 	case delegation.StepCancel:
 		delegation.Cancel(d, now, step.Message)
+	case delegation.StepInterrupt:
+		key, err := r.interrupt(ctx, m.PaneID, command)
+		if err != nil {
+			return err
+		}
+		delegation.Interrupted(d, now, key)
 	case delegation.StepCarryReply:
 		return r.carryReply(ctx, d)
 	case delegation.StepExpire:
@@ -296,6 +302,21 @@ func (r *DelegationReconciler) turnDone(ctx context.Context, cached *fleetv1alph
 	}
 	delegation.TurnDone(d, now, tail)
 	return r.write(ctx, d)
+}
+
+// interrupt ends the member's turn the way a person would: Escape for an
+// agent CLI, Ctrl-C for a plain command. It returns the key.
+func (r *DelegationReconciler) interrupt(ctx context.Context, paneID string, command bool) (string, error) {
+	key := "esc"
+	if command {
+		key = "ctrl+c"
+	}
+	hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
+	defer cancel()
+	if err := r.Panes.PaneSendKeys(hctx, paneID, key); err != nil && !errors.Is(err, herdr.ErrNotFound) {
+		return "", fmt.Errorf("interrupting the turn in pane %s: %w", paneID, err)
+	}
+	return key, nil
 }
 
 // typeMessage types text into a member's pane and submits it: through

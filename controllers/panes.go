@@ -17,6 +17,7 @@ type Panes interface {
 	AgentPrompt(ctx context.Context, p herdr.AgentPromptParams) (*herdr.AgentInfo, error)
 	PaneRead(ctx context.Context, p herdr.ReadParams) (*herdr.PaneRead, error)
 	PaneSendInput(ctx context.Context, p herdr.PaneSendInputParams) error
+	PaneSendKeys(ctx context.Context, paneID string, keys ...string) error
 	PaneReportAgent(ctx context.Context, p herdr.PaneReportAgentParams) error
 	PaneClose(ctx context.Context, paneID string) error
 	Subscribe(ctx context.Context, subs []herdr.Subscription) *herdr.Stream

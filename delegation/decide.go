@@ -80,6 +80,9 @@ const (
 	StepFail StepKind = "Fail"
 	// StepCancel settles Cancelled.
 	StepCancel StepKind = "Cancel"
+	// StepInterrupt interrupts the member's turn (its agent's interrupt
+	// key) and settles Cancelled: the sender withdrew a message in flight.
+	StepInterrupt StepKind = "Interrupt"
 	// StepCarryReply carries a reply nobody waits for into its member
 	// sender's pane.
 	StepCarryReply StepKind = "CarryReply"
@@ -140,6 +143,8 @@ func SortQueue(ds []v1.Delegation) {
 //     to settles TurnDone.
 //   - A message typed past its deadline settles TimedOut; a queued one stays
 //     queued (bridge_cancel withdraws it).
+//   - A message its sender withdrew settles Cancelled: at once while queued,
+//     after its member's turn is interrupted once typed.
 //   - A message whose typing a controller restart left unproven is never
 //     typed again: any status change since the typing confirms it (what
 //     happened while nobody watched is unknown), else it fails.
@@ -178,10 +183,12 @@ func Decide(m Member, ds []v1.Delegation, now time.Time, policy Policy, typed se
 			step(StepWorkerGone, d, v1.ReasonWorkerGone, "member %s is gone", d.Spec.To)
 		case Typed(d) && d.Status.PaneID != "" && m.PaneID != "" && !typedInto(d, m):
 			step(StepWorkerGone, d, v1.ReasonWorkerGone, "pane %s was lost while the message was in it", d.Status.PaneID)
+		case Typed(d) && CancelRequested(d):
+			step(StepInterrupt, d, v1.ReasonCancelled, "")
 		case Typed(d) && !now.Before(deadline):
 			step(StepTimeOut, d, v1.ReasonTimedOut, "")
-		case !Typed(d) && d.Annotations[v1.AnnotationCancel] == "true":
-			step(StepCancel, d, v1.ReasonCancelled, "withdrawn before delivery")
+		case !Typed(d) && CancelRequested(d):
+			step(StepCancel, d, v1.ReasonCancelled, "its sender withdrew it before it was delivered")
 		case !Typed(d) && d.Spec.Hops > policy.MaxHops:
 			step(StepFail, d, v1.ReasonLoopGuard, "refused: %d detached replies in a row without a primary's message (limit %d)", d.Spec.Hops, policy.MaxHops)
 		case Typed(d):

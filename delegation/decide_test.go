@@ -241,7 +241,23 @@ func TestDecide(t *testing.T) {
 			ds: []v1.Delegation{mk("a", 0).queued().then(func(d *v1.Delegation) {
 				d.Annotations = map[string]string{v1.AnnotationCancel: "true"}
 			}).obj()},
-			want: []Step{{Kind: StepCancel, Name: "a", Reason: v1.ReasonCancelled, Message: "withdrawn before delivery"}},
+			want: []Step{{Kind: StepCancel, Name: "a", Reason: v1.ReasonCancelled, Message: "its sender withdrew it before it was delivered"}},
+		},
+		"withdrawn in flight: the member's turn is interrupted, even past the deadline": {
+			member: working(2),
+			ds: []v1.Delegation{mk("a", 0).typed(1).then(func(d *v1.Delegation) {
+				Pickup(d, t0)
+				RequestCancel(d, t0)
+			}).obj()},
+			now:  t0.Add(5 * time.Minute),
+			want: []Step{{Kind: StepInterrupt, Name: "a", Reason: v1.ReasonCancelled}},
+		},
+		"withdrawn with kubectl in flight: interrupted too": {
+			member: working(2),
+			ds: []v1.Delegation{mk("a", 0).typed(1).then(func(d *v1.Delegation) {
+				d.Annotations = map[string]string{v1.AnnotationCancel: "true"}
+			}).obj()},
+			want: []Step{{Kind: StepInterrupt, Name: "a", Reason: v1.ReasonCancelled}},
 		},
 		"a detached reply to a member sender is carried back": {
 			member: idleAfterWork(3),

@@ -128,6 +128,39 @@ func settle(d *v1.Delegation, now time.Time, phase v1.DelegationPhase, outcome v
 	setConditions(d, reason, msg)
 }
 
+// CancelRequested reports whether d's sender withdrew it: bridge_cancel, or
+// the cancel annotation a kubectl user sets.
+func CancelRequested(d *v1.Delegation) bool {
+	return d.Status.CancelRequestedAt != nil || d.Annotations[v1.AnnotationCancel] == "true"
+}
+
+// RequestCancel withdraws d on its sender's behalf. A queued d settles
+// Cancelled at once; one in its member's hands is marked, and the injector
+// interrupts the member's turn and settles it (Interrupted). A settled d
+// stays as it is: whatever settled it first wins. It reports whether
+// anything changed.
+func RequestCancel(d *v1.Delegation, now time.Time) bool {
+	switch {
+	case Settled(d.Status.Phase):
+		return false
+	case !Typed(d):
+		Cancel(d, now, "its sender withdrew it before it was delivered")
+		return true
+	case d.Status.CancelRequestedAt != nil:
+		return false
+	}
+	t := metav1.NewTime(now)
+	d.Status.CancelRequestedAt = &t
+	setConditions(d, v1.ReasonDelivered, "its sender withdrew it; the member's turn is being interrupted")
+	return true
+}
+
+// Interrupted settles d Cancelled once its member's turn was interrupted,
+// with key, on its sender's request.
+func Interrupted(d *v1.Delegation, now time.Time, key string) {
+	Cancel(d, now, "its sender withdrew it; the member's turn was interrupted with "+key)
+}
+
 // Reply settles an in-flight d with the worker's reply. It refuses a d that
 // is not in flight: a turn that ended (TurnDone) or a message not typed yet
 // has nothing to reply to, which is how a reply and the end of its turn

@@ -146,6 +146,56 @@ func TestTransitions(t *testing.T) {
 			wantPhase: v1.DelegationCancelled, wantOut: v1.OutcomeCancelled,
 			wantConds: condsOf("False:"+v1.ReasonCancelled, "True:"+v1.ReasonCancelled, "False:"+v1.ReasonCancelled),
 		},
+		"cancel a queued message: it settles at once": {
+			from: mk("a", 0).queued(),
+			do: func(d *v1.Delegation) error {
+				if !RequestCancel(d, at(2).Time) {
+					return errors.New("nothing changed")
+				}
+				return nil
+			},
+			wantPhase: v1.DelegationCancelled, wantOut: v1.OutcomeCancelled,
+			wantConds: condsOf("False:"+v1.ReasonCancelled, "True:"+v1.ReasonCancelled, "False:"+v1.ReasonCancelled),
+		},
+		"cancel a message in flight: it waits for the interrupt": {
+			from: typed(),
+			do: func(d *v1.Delegation) error {
+				if !RequestCancel(d, at(2).Time) || RequestCancel(d, at(3).Time) {
+					return errors.New("want one change")
+				}
+				return nil
+			},
+			wantPhase: v1.DelegationDelivered,
+			wantConds: condsOf("True:"+v1.ReasonDelivered, inProgress, inProgress),
+			check: func(t *testing.T, d *v1.Delegation) {
+				if !CancelRequested(d) || !d.Status.CancelRequestedAt.Equal(at(2)) {
+					t.Errorf("cancelRequestedAt %v", d.Status.CancelRequestedAt)
+				}
+			},
+		},
+		"the interrupt settles it": {
+			from:      typed().then(func(d *v1.Delegation) { RequestCancel(d, at(2).Time) }),
+			do:        func(d *v1.Delegation) error { Interrupted(d, at(3).Time, "esc"); return nil },
+			wantPhase: v1.DelegationCancelled, wantOut: v1.OutcomeCancelled,
+			wantConds: condsOf("True:"+v1.ReasonDelivered, "True:"+v1.ReasonCancelled, "False:"+v1.ReasonCancelled),
+		},
+		"a reply before the interrupt still wins": {
+			from:      typed().then(func(d *v1.Delegation) { RequestCancel(d, at(2).Time) }),
+			do:        func(d *v1.Delegation) error { return Reply(d, at(3).Time, "done") },
+			wantPhase: v1.DelegationReplied, wantOut: v1.OutcomeReply,
+			wantConds: condsOf("True:"+v1.ReasonDelivered, "True:"+v1.ReasonReplied, "True:"+v1.ReasonReplied),
+		},
+		"cancelling a settled message changes nothing": {
+			from: typed().then(replyAt(3, "done")),
+			do: func(d *v1.Delegation) error {
+				if RequestCancel(d, at(4).Time) {
+					return errors.New("changed")
+				}
+				return nil
+			},
+			wantPhase: v1.DelegationReplied, wantOut: v1.OutcomeReply,
+			wantConds: condsOf("True:"+v1.ReasonDelivered, "True:"+v1.ReasonReplied, "True:"+v1.ReasonReplied),
+		},
 		"reply": {
 			from:      typed(),
 			do:        func(d *v1.Delegation) error { return Reply(d, at(4).Time, "done") },

@@ -147,3 +147,35 @@ type WhoamiOutput struct {
 	Member     *MemberView     `json:"member,omitempty" jsonschema:"you, as a member"`
 	Namespaces map[string]bool `json:"namespaces,omitempty" jsonschema:"tool namespaces and whether they are on"`
 }
+
+// CancelInput is the input of bridge_cancel.
+type CancelInput struct {
+	DispatchID string `json:"dispatchId" jsonschema:"the message to withdraw: the dispatchId bridge_send returned"`
+}
+
+// CancelOutput is the result of bridge_cancel.
+type CancelOutput struct {
+	failure
+	DispatchID string `json:"dispatchId,omitempty" jsonschema:"the message"`
+	Outcome    string `json:"outcome,omitempty" jsonschema:"cancelled; or how it settled first (reply, turn_done, timeout, worker_gone, delivery_failed); cancelling while the member's turn is still being interrupted"`
+	Text       string `json:"text,omitempty" jsonschema:"the reply or the terminal tail when it settled another way first; why, for an error outcome"`
+}
+
+func (o *CancelOutput) metricOutcome() string { return o.Outcome }
+
+// ReadInput is the input of bridge_read.
+type ReadInput struct {
+	SessionID string `json:"sessionId" jsonschema:"the member to read: its name, agent session id, terminal id or pane id"`
+	Source    string `json:"source,omitempty" jsonschema:"visible (the screen now), recent (the latest lines as displayed; the default) or recent_unwrapped (the latest output as logical lines)"`
+	Lines     *int   `json:"lines,omitempty" jsonschema:"how many lines of recent output, 1 to 1000; default 80"`
+}
+
+// ReadOutput is the result of bridge_read.
+type ReadOutput struct {
+	failure
+	Member    string `json:"member,omitempty" jsonschema:"the member read"`
+	PaneID    string `json:"paneId,omitempty" jsonschema:"its pane"`
+	Source    string `json:"source,omitempty" jsonschema:"what was read"`
+	Text      string `json:"text,omitempty" jsonschema:"the terminal text, escape sequences removed"`
+	Truncated bool   `json:"truncated,omitempty" jsonschema:"the text was longer than 64 KiB: its end is kept"`
+}

@@ -102,7 +102,7 @@ func TestOutcomeOf(t *testing.T) {
 		"timed out with a late reply":     {status: fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationTimedOut, Reply: ptr.To("late")}, want: &SendOutput{Outcome: "reply", Text: "late"}, wantDone: true},
 		"failed":                          {status: fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationFailed}, wantCode: CodeDeliveryFailed, wantDone: true},
 		"worker gone":                     {status: fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationWorkerGone}, wantCode: CodeWorkerGone, wantDone: true},
-		"cancelled":                       {status: fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationCancelled}, wantCode: CodeCancelled, wantDone: true},
+		"cancelled":                       {status: fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationCancelled}, want: &SendOutput{Outcome: "cancelled", Text: "the message was withdrawn"}, wantDone: true},
 		"open question": {
 			status: fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationAsking, Questions: open}, want: &SendOutput{Outcome: "question", Text: "and then?", TurnID: "d.q2"}, wantDone: true,
 		},

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/herdr"
 )
 
 // The gateway reads fleetd's kinds and member token Secrets cluster-wide,
@@ -79,6 +80,13 @@ type Options struct {
 	// BodyReadTimeout bounds how long a request may take to send its body.
 	// Default 30s.
 	BodyReadTimeout time.Duration
+	// Panes reads members' terminals (bridge_read); nil switches that off.
+	Panes PaneReader
+}
+
+// PaneReader is what the gateway needs of herdr. *herdr.Client satisfies it.
+type PaneReader interface {
+	PaneRead(ctx context.Context, p herdr.ReadParams) (*herdr.PaneRead, error)
 }
 
 // withDefaults fills in unset options.

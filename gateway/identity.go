@@ -225,6 +225,9 @@ var (
 	// GetMembers: see members (bridge_list, bridge_status, bridge_read,
 	// team_status, GET /agents).
 	GetMembers = Access{"get", "members"}
+	// CancelDelegations: withdraw a message someone else sent
+	// (bridge_cancel); cancelling one's own needs nothing more.
+	CancelDelegations = Access{"cancel", "delegations"}
 	// CreateMembers: start members (bridge_spawn, team_manage add, a
 	// bridge_send that spawns one, POST /members).
 	CreateMembers = Access{"create", "members"}

@@ -19,8 +19,12 @@ const (
 	outcomeReply      = string(fleetv1alpha1.OutcomeReply)
 	outcomeTurnDone   = string(fleetv1alpha1.OutcomeTurnDone)
 	outcomeTimeout    = string(fleetv1alpha1.OutcomeTimeout)
+	outcomeCancelled  = string(fleetv1alpha1.OutcomeCancelled)
 	outcomeQuestion   = "question"
 	outcomeDispatched = "dispatched"
+	// outcomeCancelling: bridge_cancel asked for the member's turn to be
+	// interrupted, and it has not settled yet.
+	outcomeCancelling = "cancelling"
 )
 
 // defaultTimeout is how long a call is held when it names no timeout.
@@ -54,7 +58,8 @@ func outcomeOf(d *fleetv1alpha1.Delegation, answered sets.Set[string]) (out *Sen
 		case fleetv1alpha1.OutcomeWorkerGone:
 			return nil, errorf(CodeWorkerGone, "%s", delegation.SettledMessage(d, "member "+d.Spec.To+" or its pane went away before it replied")), true
 		default:
-			return nil, errorf(CodeCancelled, "%s", delegation.SettledMessage(d, "the delegation was cancelled")), true
+			base.Outcome, base.Text = outcomeCancelled, delegation.SettledMessage(d, "the message was withdrawn")
+			return &base, nil, true
 		}
 	}
 	if q := delegation.OpenQuestion(d); q != nil && !answered.Has(q.TurnID) {

@@ -164,8 +164,8 @@ func TestSendOutcomes(t *testing.T) {
 			wantCode: CodeDeliveryFailed,
 		},
 		"cancelled": {
-			settle:   []func(*fleetv1alpha1.Delegation, time.Time){func(d *fleetv1alpha1.Delegation, now time.Time) { delegation.Cancel(d, now, "withdrawn") }},
-			wantCode: CodeCancelled,
+			settle: []func(*fleetv1alpha1.Delegation, time.Time){func(d *fleetv1alpha1.Delegation, now time.Time) { delegation.Cancel(d, now, "withdrawn") }},
+			want:   SendOutput{Outcome: "cancelled", Text: "withdrawn", Member: "w1"},
 		},
 	}
 	for name, tc := range cases {

@@ -204,6 +204,15 @@ func (g *Gateway) registerTools() {
 	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_stop", description: descStop}, g.bridgeStop)
 	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_profiles", description: descProfiles, readOnly: true}, g.bridgeProfiles)
 	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_whoami", description: descWhoami, readOnly: true}, g.bridgeWhoami)
+	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_read", description: descRead, readOnly: true, schema: func(s *jsonschema.Schema) {
+		if ps := s.Properties["source"]; ps != nil {
+			ps.Enum = []any{"visible", "recent", "recent_unwrapped"}
+		}
+		if ps := s.Properties["lines"]; ps != nil {
+			ps.Minimum, ps.Maximum = ptr.To(1.0), ptr.To(float64(maxReadLines))
+		}
+	}}, g.bridgeRead)
+	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_cancel", description: descCancel}, g.bridgeCancel)
 
 	addTool(g, toolSpec{namespace: ToolNamespaceTeam, name: "team_status", description: descTeamStatus, readOnly: true}, g.teamStatus)
 	addTool(g, toolSpec{namespace: ToolNamespaceTeam, name: "team_message", description: descTeamMessage, schema: contentLimit("content", "recipient")}, g.teamMessage)
@@ -246,6 +255,14 @@ Returns at once with {dispatchId, late}. Error not_found: nothing is in flight t
 	descAsk = `Ask the sender of the message you are working on a clarifying question, and wait for the answer; for fleet members only. You stay in the same turn.
 Blocks until the sender answers -> {answer, turnId}, or until timeoutMs passes (default 600000 = 10 minutes) -> {outcome:"timeout", turnId}: then carry on with your best judgement and say so in your bridge_reply.
 Error not_found: nothing is in flight to you. Error cancelled: the message settled before anyone answered.`
+
+	descRead = `Read a worker's terminal: what it shows now, or its latest output, as plain text (escape sequences removed, at most 64 KiB, its end kept). For primaries: use it to see how a worker you sent a message with wait:false is getting on, without disturbing it.
+sessionId picks the member (name, agent session id, terminal id or pane id). source: visible (the screen now), recent (default: the latest lines as displayed) or recent_unwrapped (the latest output as logical lines). lines: how many lines of recent output (default 80, at most 1000).
+Returns {member, paneId, source, text, truncated}. Errors: not_found (no such member), worker_gone (it has no pane), forbidden.`
+
+	descCancel = `Withdraw a message you sent (or, with the right to, one someone else sent in your namespace). A message still queued is withdrawn at once; one the worker is working on has the worker's turn interrupted (its interrupt key, as a person would press it), then settles. The held bridge_send on it returns {outcome:"cancelled"}.
+Waits until the message settles, then returns {dispatchId, outcome}: "cancelled", or how it settled first when something beat the cancel (a reply that came in the meantime is kept: outcome "reply" with its text). "cancelling" means the interrupt is under way; the outcome appears in bridge_poll.
+Errors: not_found (no such message), forbidden (not yours, and you may not cancel others' messages).`
 
 	descPoll = `Collect what nobody waited for, without blocking: outcomes of messages you sent with wait:false, of bridge_send calls that timed out or were cancelled on your side, and late replies. Each entry has dispatchId, member, outcome (reply, turn_done, timeout, or an error code) and text. Also lists open questions workers asked you: answer with bridge_send {content, turnId}.
 Entries stay until you acknowledge them with bridge_ack.`

@@ -322,7 +322,7 @@ func TestToolList(t *testing.T) {
 			t.Errorf("%s lacks a description or output schema", tool.Name)
 		}
 	}
-	want := []string{"bridge_send", "bridge_reply", "bridge_ask", "bridge_poll", "bridge_ack", "bridge_status", "bridge_spawn", "bridge_list", "bridge_stop", "bridge_profiles", "bridge_whoami", "team_status", "team_message", "team_manage"}
+	want := []string{"bridge_send", "bridge_reply", "bridge_ask", "bridge_poll", "bridge_ack", "bridge_status", "bridge_spawn", "bridge_list", "bridge_stop", "bridge_profiles", "bridge_whoami", "bridge_read", "bridge_cancel", "team_status", "team_message", "team_manage"}
 	if diff := cmp.Diff(want, names, cmpSorted); diff != "" {
 		t.Errorf("tools (-want +got):\n%s", diff)
 	}

@@ -74,3 +74,67 @@ func isPlain(s string) bool {
 	}
 	return true
 }
+
+// ReadableText is terminal output made plain for a reader: escape
+// sequences (CSI, OSC, and the two-byte ones) are removed, a lone CR ends
+// the line, and every other control but newline and tab is dropped. A pane
+// read is plain already; this keeps it so whatever a program printed.
+func ReadableText(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == 0x1b:
+			i += escapeLen(s[i:])
+			continue
+		case c == '\r':
+			if i+1 >= len(s) || s[i+1] != '\n' {
+				b.WriteByte('\n')
+			}
+		case c == '\n' || c == '\t':
+			b.WriteByte(c)
+		case c < 0x20 || c == 0x7f:
+		default:
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if (r == utf8.RuneError && size == 1) || (r >= 0x80 && r <= 0x9f) {
+				i += size
+				continue
+			}
+			b.WriteString(s[i : i+size])
+			i += size
+			continue
+		}
+		i++
+	}
+	return b.String()
+}
+
+// escapeLen is the length of the escape sequence at the start of s (which
+// starts with ESC): CSI up to its final byte, OSC, DCS, SOS, PM and APC up
+// to their terminator (BEL or ESC \), any other up to the byte after ESC.
+func escapeLen(s string) int {
+	if len(s) < 2 {
+		return len(s)
+	}
+	switch s[1] {
+	case '[':
+		for i := 2; i < len(s); i++ {
+			if s[i] >= 0x40 && s[i] <= 0x7e {
+				return i + 1
+			}
+		}
+		return len(s)
+	case ']', 'P', 'X', '^', '_':
+		for i := 2; i < len(s); i++ {
+			if s[i] == 0x07 {
+				return i + 1
+			}
+			if s[i] == 0x1b && i+1 < len(s) && s[i+1] == '\\' {
+				return i + 2
+			}
+		}
+		return len(s)
+	}
+	return 2
+}

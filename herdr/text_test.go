@@ -55,3 +55,25 @@ func FuzzPlainText(f *testing.F) {
 		}
 	})
 }
+
+func TestReadableText(t *testing.T) {
+	cases := map[string]struct{ in, want string }{
+		"plain":               {"hello\n\tworld", "hello\n\tworld"},
+		"colours":             {"\x1b[1;31mred\x1b[0m text", "red text"},
+		"a title":             {"\x1b]0;my title\x07after", "after"},
+		"a title ended by ST": {"\x1b]2;t\x1b\\after", "after"},
+		"two-byte escapes":    {"a\x1b=b\x1b>c", "abc"},
+		"CR LF and a lone CR": {"one\r\ntwo\rthree", "one\ntwo\nthree"},
+		"other controls":      {"bell\x07 nul\x00 del\x7f", "bell nul del"},
+		"C1 and bad bytes":    {"a\u0085b\xffc", "abc"},
+		"cut escape":          {"x\x1b[31", "x"},
+		"unicode stays":       {"❯ done — ok", "❯ done — ok"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := ReadableText(tc.in); got != tc.want {
+				t.Errorf("ReadableText(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+}

@@ -107,8 +107,9 @@ const (
 	// AnnotationSequence orders Delegations created within the same second:
 	// the gateway sets it to the creation time with nanoseconds (RFC 3339).
 	AnnotationSequence = "fleet.fleetd.dev/sequence"
-	// AnnotationCancel withdraws a Delegation that was not delivered yet
-	// when set to "true".
+	// AnnotationCancel set to "true" withdraws a Delegation, as bridge_cancel
+	// does: a queued one settles Cancelled, one in flight has its member's
+	// turn interrupted first. It is how a kubectl user cancels.
 	AnnotationCancel = "fleet.fleetd.dev/cancel"
 	// AnnotationSpawnedBy records who spawned a Member through the gateway.
 	AnnotationSpawnedBy = "fleet.fleetd.dev/spawned-by"

@@ -186,6 +186,12 @@ type Question struct {
 	// bridge_ask call ended): the question is no longer open.
 	// +optional
 	WithdrawnAt *metav1.Time `json:"withdrawnAt,omitempty"`
+
+	// carriedAs names the Delegation that types the question into its
+	// member sender's pane, when nobody waited for it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	CarriedAs string `json:"carriedAs,omitempty"`
 }
 
 // DelegationStatus is everything that happened to a Delegation.
@@ -274,6 +280,12 @@ type DelegationStatus struct {
 	// call); a reply after that takes the detached path.
 	// +optional
 	DetachedAt *metav1.Time `json:"detachedAt,omitempty"`
+
+	// cancelRequestedAt is when its sender withdrew it (bridge_cancel) while
+	// it was in its member's hands: fleetd interrupts the member's turn and
+	// settles it Cancelled.
+	// +optional
+	CancelRequestedAt *metav1.Time `json:"cancelRequestedAt,omitempty"`
 
 	// replyDeliveredAs names the Delegation that carried the reply back into
 	// the sender's pane (the detached path for member senders).

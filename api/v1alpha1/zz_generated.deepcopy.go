@@ -164,6 +164,10 @@ func (in *DelegationStatus) DeepCopyInto(out *DelegationStatus) {
 		in, out := &in.DetachedAt, &out.DetachedAt
 		*out = (*in).DeepCopy()
 	}
+	if in.CancelRequestedAt != nil {
+		in, out := &in.CancelRequestedAt, &out.CancelRequestedAt
+		*out = (*in).DeepCopy()
+	}
 	if in.AcknowledgedAt != nil {
 		in, out := &in.AcknowledgedAt, &out.AcknowledgedAt
 		*out = (*in).DeepCopy()

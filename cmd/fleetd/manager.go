@@ -167,16 +167,16 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 			return err
 		}
 	}
+	socket := o.herdrSocket
+	if socket == "" {
+		if socket, err = herdr.DefaultSocketPath(); err != nil {
+			return fmt.Errorf("finding herdr's socket: %w", err)
+		}
+	}
 	if o.controllers {
 		hookCommand, err := o.hookArgv()
 		if err != nil {
 			return err
-		}
-		socket := o.herdrSocket
-		if socket == "" {
-			if socket, err = herdr.DefaultSocketPath(); err != nil {
-				return fmt.Errorf("finding herdr's socket: %w", err)
-			}
 		}
 		policy := delegation.DefaultPolicy
 		policy.MaxHops = int32(o.maxHops)
@@ -206,6 +206,8 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 				gateway.ToolNamespaceProcess: o.processTools,
 			},
 			TeamPolicy: gateway.TeamPolicy{MembersMayManage: o.teamMembersMay},
+			// bridge_read reads members' terminals through herdr.
+			Panes: herdr.NewClient(socket),
 		}
 		if o.staticTokens != "" {
 			ns, name, ok := strings.Cut(o.staticTokens, "/")

@@ -9,13 +9,18 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// errInterrupted ends the agent when Ctrl-C is pressed.
+// errInterrupted ends the agent when Ctrl-C is pressed at its prompt.
 var errInterrupted = errors.New("interrupted")
+
+// errTurnInterrupted ends a turn when Ctrl-C is pressed during it, as an
+// agent CLI's interrupt key does; the agent goes back to its prompt.
+var errTurnInterrupted = errors.New("turn interrupted")
 
 // exitError ends the agent with a chosen exit status, for the crash and exit
 // directives.
@@ -57,7 +62,16 @@ type agent struct {
 func (a *agent) run(ctx context.Context, in io.Reader) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	kb := startKeyboard(ctx, in, func() { cancel(errInterrupted) })
+	// Ctrl-C ends the turn in progress, or the agent when none is.
+	var inTurn atomic.Pointer[context.CancelCauseFunc]
+	kb := startKeyboard(ctx, in, func() bool {
+		if endTurn := inTurn.Load(); endTurn != nil {
+			(*endTurn)(errTurnInterrupted)
+			return true
+		}
+		cancel(errInterrupted)
+		return false
+	})
 
 	var asm lineAssembler
 	a.showPrompt()
@@ -84,7 +98,15 @@ func (a *agent) run(ctx context.Context, in io.Reader) error {
 				a.showPrompt()
 				continue
 			}
-			err := a.turn(ctx, ev.Text, kb)
+			tctx, endTurn := context.WithCancelCause(ctx)
+			inTurn.Store(&endTurn)
+			err := a.turn(tctx, ev.Text, kb)
+			inTurn.Store(nil)
+			endTurn(nil)
+			if errors.Is(err, errTurnInterrupted) {
+				a.printf("^C the turn was interrupted\n")
+				err = nil
+			}
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
@@ -277,7 +299,7 @@ type readResult struct {
 
 // startKeyboard starts reading in. interrupt is called as soon as a lone
 // Ctrl-C arrives, which is how a terminal delivers the key.
-func startKeyboard(ctx context.Context, in io.Reader, interrupt func()) *keyboard {
+func startKeyboard(ctx context.Context, in io.Reader, interrupt func() (consumed bool)) *keyboard {
 	chunks := make(chan readResult)
 	go func() {
 		buf := make([]byte, 4096)
@@ -285,8 +307,9 @@ func startKeyboard(ctx context.Context, in io.Reader, interrupt func()) *keyboar
 			n, err := in.Read(buf)
 			if n > 0 {
 				data := bytes.Clone(buf[:n])
-				if n == 1 && data[0] == keyCtrlC {
-					interrupt()
+				if n == 1 && data[0] == keyCtrlC && interrupt() {
+					// It ended a turn: it is no input for the prompt.
+					continue
 				}
 				select {
 				case chunks <- readResult{data: data}:

@@ -39,8 +39,9 @@
 // On a terminal the agent switches to raw mode and enables bracketed paste,
 // as interactive agents do: Enter (CR or LF) submits a prompt, and line
 // breaks inside a paste belong to the prompt, which is how herdr's
-// agent.prompt delivers multi-line text. Ctrl-C exits with status 130;
-// Ctrl-D on an empty line exits with status 0. On other input (a pipe, a
+// agent.prompt delivers multi-line text. Ctrl-C during a turn ends the turn
+// (as an agent CLI's interrupt key does); at the prompt it exits with status
+// 130. Ctrl-D on an empty line exits with status 0. On other input (a pipe, a
 // file) every line is a prompt and the end of the input ends the agent.
 //
 // # Status
@@ -123,8 +124,8 @@ A prompt with no directive gets the reply "echo: <prompt>". A malformed
 directive makes the whole prompt run nothing. Tool errors are printed.
 
 On a terminal: raw mode with bracketed paste; Enter submits, line breaks in
-a paste belong to the prompt; Ctrl-C exits 130, Ctrl-D on an empty line
-exits 0. Otherwise every input line is a prompt.
+a paste belong to the prompt; Ctrl-C ends a turn, or at the prompt exits
+130; Ctrl-D on an empty line exits 0. Otherwise every input line is a prompt.
 
 Environment:
   FLEETD_MCP_URL             gateway endpoint (or --mcp-url)

@@ -236,6 +236,20 @@ func TestAgentInTerminal(t *testing.T) {
 		}
 	})
 
+	t.Run("Ctrl-C ends a turn, not the agent", func(t *testing.T) {
+		p := startPane(t, bin)
+		p.typeText("sleep: 30\r")
+		p.waitStates(stateIdle, stateWorking)
+		p.typeText("\x03")
+		p.waitStates(stateIdle, stateWorking, stateIdle)
+		p.waitScreen("the turn was interrupted")
+		p.typeText("silent: still here\r")
+		p.waitStates(stateIdle, stateWorking, stateIdle, stateWorking, stateIdle)
+		if diff := cmp.Diff([]string{"sleep: 30", "silent: still here"}, readReceived(t, p.received)); diff != "" {
+			t.Errorf("received log (-want +got):\n%s", diff)
+		}
+	})
+
 	t.Run("crash exits non-zero", func(t *testing.T) {
 		p := startPane(t, bin)
 		p.typeText("crash: 3\r")

@@ -101,6 +101,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: acknowledgedAt
       type:
         namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
+    - name: cancelRequestedAt
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
     - name: conditions
       type:
         list:
@@ -427,6 +430,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: askedAt
       type:
         namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
+    - name: carriedAs
+      type:
+        scalar: string
     - name: text
       type:
         scalar: string

@@ -71,6 +71,10 @@ type DelegationStatusApplyConfiguration struct {
 	// detachedAt is when the sender stopped waiting (a cancelled or timed-out
 	// call); a reply after that takes the detached path.
 	DetachedAt *metav1.Time `json:"detachedAt,omitempty"`
+	// cancelRequestedAt is when its sender withdrew it (bridge_cancel) while
+	// it was in its member's hands: fleetd interrupts the member's turn and
+	// settles it Cancelled.
+	CancelRequestedAt *metav1.Time `json:"cancelRequestedAt,omitempty"`
 	// replyDeliveredAs names the Delegation that carried the reply back into
 	// the sender's pane (the detached path for member senders).
 	ReplyDeliveredAs *string `json:"replyDeliveredAs,omitempty"`
@@ -231,6 +235,14 @@ func (b *DelegationStatusApplyConfiguration) WithSettledAt(value metav1.Time) *D
 // If called multiple times, the DetachedAt field is set to the value of the last call.
 func (b *DelegationStatusApplyConfiguration) WithDetachedAt(value metav1.Time) *DelegationStatusApplyConfiguration {
 	b.DetachedAt = &value
+	return b
+}
+
+// WithCancelRequestedAt sets the CancelRequestedAt field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the CancelRequestedAt field is set to the value of the last call.
+func (b *DelegationStatusApplyConfiguration) WithCancelRequestedAt(value metav1.Time) *DelegationStatusApplyConfiguration {
+	b.CancelRequestedAt = &value
 	return b
 }
 

@@ -40,6 +40,9 @@ type QuestionApplyConfiguration struct {
 	// withdrawnAt is when the worker stopped waiting for an answer (its
 	// bridge_ask call ended): the question is no longer open.
 	WithdrawnAt *v1.Time `json:"withdrawnAt,omitempty"`
+	// carriedAs names the Delegation that types the question into its
+	// member sender's pane, when nobody waited for it.
+	CarriedAs *string `json:"carriedAs,omitempty"`
 }
 
 // QuestionApplyConfiguration constructs a declarative configuration of the Question type for use with
@@ -93,5 +96,13 @@ func (b *QuestionApplyConfiguration) WithAnsweredAt(value v1.Time) *QuestionAppl
 // If called multiple times, the WithdrawnAt field is set to the value of the last call.
 func (b *QuestionApplyConfiguration) WithWithdrawnAt(value v1.Time) *QuestionApplyConfiguration {
 	b.WithdrawnAt = &value
+	return b
+}
+
+// WithCarriedAs sets the CarriedAs field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the CarriedAs field is set to the value of the last call.
+func (b *QuestionApplyConfiguration) WithCarriedAs(value string) *QuestionApplyConfiguration {
+	b.CarriedAs = &value
 	return b
 }

@@ -1,0 +1,72 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/delegation"
+)
+
+// cancelWait is how long bridge_cancel waits for the member's turn to be
+// interrupted before it answers that the cancel is under way.
+const cancelWait = 30 * time.Second
+
+// bridgeCancel withdraws a message: a queued one settles Cancelled at once;
+// for one in its member's hands the injector interrupts the turn first. It
+// waits for the message to settle and says how: cancelled, or whatever
+// settled it first (a reply that came in the meantime wins).
+func (g *Gateway) bridgeCancel(ctx context.Context, c *call, in CancelInput) (*CancelOutput, error) {
+	if in.DispatchID == "" {
+		return nil, errorf(CodeInvalidArgument, "dispatchId must name the message to withdraw, as bridge_send returned it")
+	}
+	d, err := g.getDelegation(ctx, types.NamespacedName{Namespace: c.who.Namespace, Name: in.DispatchID})
+	if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
+		return nil, errorf(CodeNotFound, "no message %s in namespace %s", in.DispatchID, c.who.Namespace)
+	}
+	if err != nil {
+		return nil, err
+	}
+	sender := principalKey(d.Spec.From) == c.who.key()
+	if !sender {
+		if c.who.Kind == fleetv1alpha1.PrincipalMember {
+			return nil, errorf(CodeForbidden, "message %s was sent by %s, not by you; a member withdraws only its own messages", d.Name, d.Spec.From.Name)
+		}
+		if err := g.allow(ctx, c.who, CancelDelegations); err != nil {
+			return nil, err
+		}
+	}
+	now := g.opts.Clock.Now()
+	d, err = g.updateStatus(ctx, d, func(d *fleetv1alpha1.Delegation) (bool, error) {
+		return delegation.RequestCancel(d, now), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	last, err := g.hold(ctx, c, d, cancelWait, func(d *fleetv1alpha1.Delegation) bool { return delegation.Settled(d.Status.Phase) })
+	switch {
+	case errors.Is(err, errHoldTimeout):
+		return &CancelOutput{DispatchID: d.Name, Outcome: outcomeCancelling}, nil
+	case errors.Is(err, errDelegationDeleted):
+		return &CancelOutput{DispatchID: d.Name, Outcome: outcomeCancelled}, nil
+	case err != nil:
+		return nil, err
+	}
+	if sender {
+		// The outcome reached its sender: bridge_poll need not show it.
+		if _, err := g.updateStatus(ctx, last, func(d *fleetv1alpha1.Delegation) (bool, error) {
+			return delegation.Acknowledge(d, now)
+		}); err != nil {
+			return nil, err
+		}
+	}
+	out, terr, _ := outcomeOf(last, nil)
+	if terr != nil {
+		return &CancelOutput{DispatchID: d.Name, Outcome: string(terr.Code), Text: terr.Message}, nil
+	}
+	return &CancelOutput{DispatchID: d.Name, Outcome: out.Outcome, Text: out.Text}, nil
+}

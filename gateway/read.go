@@ -1,0 +1,81 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+
+	"github.com/fleetd/fleetd/herdr"
+)
+
+// Bounds of bridge_read.
+const (
+	defaultReadLines = 80
+	maxReadLines     = 1000
+	// maxReadBytes keeps a read within what a model's context takes
+	// gladly; the end of the text is kept.
+	maxReadBytes = 64 << 10
+)
+
+// bridgeRead shows a member's terminal text, through herdr's pane.read,
+// with every escape sequence and control removed.
+func (g *Gateway) bridgeRead(ctx context.Context, c *call, in ReadInput) (*ReadOutput, error) {
+	if c.who.Member != nil {
+		return nil, errorf(CodeForbidden, "bridge_read is for primaries; a member sees its own terminal")
+	}
+	if err := g.allow(ctx, c.who, GetMembers); err != nil {
+		return nil, err
+	}
+	if g.opts.Panes == nil {
+		return nil, errorf(CodeFeatureDisabled, "this gateway has no herdr connection to read terminals with")
+	}
+	source := herdr.ReadSource(in.Source)
+	switch source {
+	case "":
+		source = herdr.ReadSourceRecent
+	case herdr.ReadSourceVisible, herdr.ReadSourceRecent, herdr.ReadSourceRecentUnwrapped:
+	default:
+		return nil, errorf(CodeInvalidArgument, "source must be visible, recent or recent_unwrapped, not %q", in.Source)
+	}
+	lines := defaultReadLines
+	if in.Lines != nil {
+		if *in.Lines < 1 || *in.Lines > maxReadLines {
+			return nil, errorf(CodeInvalidArgument, "lines must be from 1 to %d, got %d", maxReadLines, *in.Lines)
+		}
+		lines = *in.Lines
+	}
+	if in.SessionID == "" {
+		return nil, errorf(CodeInvalidArgument, "sessionId must name the member to read: name, agent session id, terminal id or pane id")
+	}
+	members, err := g.members(ctx, c.who.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	m, terr := findMember(members, in.SessionID)
+	if terr != nil {
+		return nil, terr
+	}
+	if m.Status.PaneID == "" {
+		return nil, errorf(CodeWorkerGone, "member %s has no pane yet (phase %s)", m.Name, m.Status.Phase)
+	}
+	params := herdr.ReadParams{PaneID: m.Status.PaneID, Source: source}
+	if source != herdr.ReadSourceVisible {
+		params.Lines = &lines
+	}
+	read, err := g.opts.Panes.PaneRead(ctx, params)
+	if errors.Is(err, herdr.ErrNotFound) {
+		return nil, errorf(CodeWorkerGone, "member %s's pane %s is gone", m.Name, m.Status.PaneID)
+	}
+	if err != nil {
+		return nil, errorf(CodeInternal, "reading member %s's pane: %v", m.Name, err)
+	}
+	text := herdr.ReadableText(read.Text)
+	truncated := false
+	if len(text) > maxReadBytes {
+		cut := len(text) - maxReadBytes
+		for cut < len(text) && text[cut]&0xC0 == 0x80 {
+			cut++
+		}
+		text, truncated = text[cut:], true
+	}
+	return &ReadOutput{Member: m.Name, PaneID: m.Status.PaneID, Source: string(source), Text: text, Truncated: truncated}, nil
+}
