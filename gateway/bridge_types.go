@@ -120,7 +120,8 @@ type StopInput struct {
 // StopOutput is the result of bridge_stop.
 type StopOutput struct {
 	failure
-	Stopped string `json:"stopped,omitempty" jsonschema:"the stopped member's name"`
+	Stopped     string `json:"stopped,omitempty" jsonschema:"the stopped member's name"`
+	AlreadyGone bool   `json:"alreadyGone,omitempty" jsonschema:"there was no such member (any more), or it was already stopping: nothing left to stop"`
 }
 
 // ProfilesInput is the input of bridge_profiles.

@@ -337,20 +337,25 @@ func TestTeamPolicy(t *testing.T) {
 	lead := memberOf(member("lead", "ns").Team("core", fleetv1alpha1.RoleLead).Obj())
 	plain := memberOf(member("plain", "ns").Team("core", fleetv1alpha1.RoleMember).Obj())
 	loner := memberOf(member("loner", "ns").Obj())
+	adders := TeamPolicy{NonLeadCanAdd: true}
+	removers := TeamPolicy{NonLeadCanRemove: true}
 	cases := map[string]struct {
-		caller         *Principal
-		requested      string
-		policy         TeamPolicy
-		wantTeam       string
-		wantTeamCode   Code
-		wantManageCode Code
+		caller       *Principal
+		requested    string
+		policy       TeamPolicy
+		wantTeam     string
+		wantTeamCode Code
+		// wantAdd and wantRemove are the codes of team_manage add and remove.
+		wantAdd, wantRemove Code
 	}{
 		"lead":                          {caller: lead, wantTeam: "core"},
-		"member":                        {caller: plain, wantTeam: "core", wantManageCode: CodeForbidden},
-		"member under a lenient policy": {caller: plain, policy: TeamPolicy{MembersMayManage: true}, wantTeam: "core"},
-		"member naming its own team":    {caller: plain, requested: "core", wantTeam: "core", wantManageCode: CodeForbidden},
-		"member naming another team":    {caller: plain, requested: "other", wantTeamCode: CodeForbidden},
-		"member without a team":         {caller: loner, wantTeamCode: CodeInvalidArgument},
+		"member":                        {caller: plain, wantTeam: "core", wantAdd: CodeForbidden, wantRemove: CodeForbidden},
+		"member where non-leads add":    {caller: plain, policy: adders, wantTeam: "core", wantRemove: CodeForbidden},
+		"member where non-leads remove": {caller: plain, policy: removers, wantTeam: "core", wantAdd: CodeForbidden},
+		"member naming its own team":    {caller: plain, requested: "core", wantTeam: "core", wantAdd: CodeForbidden, wantRemove: CodeForbidden},
+		"member naming another team":    {caller: plain, requested: "other", wantTeamCode: CodeNotTeamMember},
+		"member without a team":         {caller: loner, wantTeamCode: CodeNotTeamMember},
+		"lead of another team":          {caller: lead, requested: "other", policy: TeamPolicy{NonLeadCanAdd: true, NonLeadCanRemove: true}, wantTeamCode: CodeNotTeamMember},
 		"primary naming a team":         {caller: staticP, requested: "core", wantTeam: "core"},
 		"primary without a team":        {caller: staticP, wantTeamCode: CodeInvalidArgument},
 	}
@@ -363,8 +368,11 @@ func TestTeamPolicy(t *testing.T) {
 			if err != nil {
 				return
 			}
-			if got := codeOf(mayManage(tc.caller, team, tc.policy)); got != tc.wantManageCode {
-				t.Errorf("mayManage code %q, want %q", got, tc.wantManageCode)
+			if got := codeOf(mayManage(tc.caller, team, "add", tc.policy)); got != tc.wantAdd {
+				t.Errorf("add: code %q, want %q", got, tc.wantAdd)
+			}
+			if got := codeOf(mayManage(tc.caller, team, "remove", tc.policy)); got != tc.wantRemove {
+				t.Errorf("remove: code %q, want %q", got, tc.wantRemove)
 			}
 		})
 	}

@@ -31,6 +31,9 @@ const (
 	CodeUnauthorized Code = "unauthorized"
 	// CodeForbidden: the caller may not do this, or not to this object.
 	CodeForbidden Code = "forbidden"
+	// CodeNotTeamMember: a team tool was called by a member outside the
+	// team it names (or in no team at all).
+	CodeNotTeamMember Code = "not_team_member"
 	// CodeNotFound: the addressed object does not exist.
 	CodeNotFound Code = "not_found"
 	// CodeInvalidArgument: the arguments are malformed or ambiguous.
@@ -45,7 +48,7 @@ const (
 // knownCodes lists every Code, for validation in tests.
 var knownCodes = []Code{
 	CodeWorkerGone, CodeDeliveryFailed, CodeCancelled, CodeSubscriptionBoundary,
-	CodeFeatureDisabled, CodeUnauthorized, CodeForbidden, CodeNotFound,
+	CodeFeatureDisabled, CodeUnauthorized, CodeForbidden, CodeNotTeamMember, CodeNotFound,
 	CodeInvalidArgument, CodeConflict, CodeInternal,
 }
 
@@ -89,7 +92,7 @@ func (c Code) httpStatus() int {
 	switch c {
 	case CodeUnauthorized:
 		return http.StatusUnauthorized
-	case CodeForbidden, CodeSubscriptionBoundary, CodeFeatureDisabled:
+	case CodeForbidden, CodeSubscriptionBoundary, CodeFeatureDisabled, CodeNotTeamMember:
 		return http.StatusForbidden
 	case CodeNotFound:
 		return http.StatusNotFound

@@ -94,11 +94,11 @@ func (g *Gateway) bridgeList(ctx context.Context, c *call, _ ListInput) (*ListOu
 
 // bridgeStop deletes a member the caller may stop.
 func (g *Gateway) bridgeStop(ctx context.Context, c *call, in StopInput) (*StopOutput, error) {
-	name, err := g.stop(ctx, c.who, in.PaneID)
+	s, err := g.stop(ctx, c.who, in.PaneID)
 	if err != nil {
 		return nil, err
 	}
-	return &StopOutput{Stopped: name}, nil
+	return &StopOutput{Stopped: s.name, AlreadyGone: s.alreadyGone}, nil
 }
 
 // bridgeProfiles lists the Profiles of the caller's namespace.

@@ -492,7 +492,12 @@ func (g *Gateway) toolMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			return next(ctx, method, req)
 		}
 		name := ctr.Params.Name
-		if ns, known := g.toolNamespaces[name]; known && !g.enabled(ns) {
+		ns, known := g.toolNamespaces[name]
+		if !known {
+			g.metrics.toolCalls.WithLabelValues("unknown", string(CodeInvalidArgument)).Inc()
+			return errorResult(errorf(CodeInvalidArgument, "no tool %q on this gateway; its namespaces are bridge, team and process (GET /v1/mcp/capabilities lists what is on)", excerpt(name, 64))), nil
+		}
+		if !g.enabled(ns) {
 			g.metrics.toolCalls.WithLabelValues(name, string(CodeFeatureDisabled)).Inc()
 			return errorResult(errorf(CodeFeatureDisabled, "the %s namespace is switched off on this gateway; GET /v1/mcp/capabilities lists what is on", ns)), nil
 		}

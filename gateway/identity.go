@@ -108,6 +108,9 @@ func (a *authenticator) memberToken(ctx context.Context, token []byte) (*Princip
 		return nil, nil
 	case 1:
 		m := &members.Items[0]
+		if m.DeletionTimestamp != nil {
+			return nil, &authFailure{status: http.StatusUnauthorized, reason: "member_closed", message: fmt.Sprintf("member %s is stopped (being deleted): its token no longer works", m.Name)}
+		}
 		return &Principal{Kind: fleetv1alpha1.PrincipalMember, Name: m.Name, Namespace: m.Namespace, Member: m}, nil
 	}
 	// 256 random bits do not collide: two Members claiming one token

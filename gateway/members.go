@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -79,26 +80,51 @@ func (g *Gateway) spawn(ctx context.Context, p *Principal, r spawnRequest) (*fle
 	return m, nil
 }
 
-// stop deletes the member id addresses, if the caller may stop it.
-func (g *Gateway) stop(ctx context.Context, p *Principal, id string) (string, error) {
+// stopped says what stop did.
+type stopped struct {
+	name string
+	// alreadyGone is set when no such member exists (any more): stopping is
+	// idempotent, so a retried stop succeeds.
+	alreadyGone bool
+}
+
+// stop deletes the member id addresses, if the caller may stop it. A member
+// that is already gone, or already being deleted, is stopped.
+func (g *Gateway) stop(ctx context.Context, p *Principal, id string) (stopped, error) {
 	if id == "" {
-		return "", errorf(CodeInvalidArgument, "paneId must name a member: pane id, name, terminal id or agent session id")
+		return stopped{}, errorf(CodeInvalidArgument, "paneId must name a member: pane id, name, terminal id or agent session id")
 	}
 	if err := g.allow(ctx, p, DeleteMembers); err != nil {
-		return "", err
+		return stopped{}, err
 	}
 	members, err := g.members(ctx, p.Namespace)
 	if err != nil {
-		return "", err
+		return stopped{}, err
 	}
 	m, terr := findMember(members, id)
+	if terr != nil && terr.Code == CodeNotFound {
+		// The cache may trail a member created a moment ago: ask the API
+		// server before calling it gone.
+		var live fleetv1alpha1.Member
+		err := g.live.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: id}, &live)
+		switch {
+		case apierrors.IsNotFound(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
+			return stopped{name: id, alreadyGone: true}, nil
+		case err != nil:
+			return stopped{}, fmt.Errorf("reading member %s: %w", id, err)
+		}
+		m, terr = &live, nil
+	}
 	if terr != nil {
-		return "", terr
+		return stopped{}, terr
 	}
 	if terr := mayStop(p, m); terr != nil {
-		return "", terr
+		return stopped{}, terr
 	}
-	return m.Name, g.deleteMember(ctx, m)
+	if m.DeletionTimestamp != nil {
+		return stopped{name: m.Name, alreadyGone: true}, nil
+	}
+	return stopped{name: m.Name}, g.deleteMember(ctx, m)
 }
 
 // deleteMember deletes a Member; its controller closes the pane.

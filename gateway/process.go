@@ -235,6 +235,11 @@ func (t *processTable) get(who, id string) (*process, error) {
 			return p, nil
 		}
 	}
+	for _, ps := range t.byOwner {
+		if slices.ContainsFunc(ps, func(p *process) bool { return p.id == id }) {
+			return nil, errorf(CodeForbidden, "process %q belongs to another caller; only the caller that ran it may see or stop it", id)
+		}
+	}
 	return nil, errorf(CodeNotFound, "you have no process %q", id)
 }
 

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -17,17 +18,59 @@ type SpawnRequest struct {
 	Name string `json:"name,omitempty" jsonschema:"the namespace"`
 }
 
-// Capabilities is the body of GET /v1/mcp/capabilities.
+// StopResponse is the body of DELETE /members/{paneId}.
+type StopResponse struct {
+	Stopped     string `json:"stopped"`
+	AlreadyGone bool   `json:"alreadyGone,omitempty"`
+}
+
+// Capabilities is the body of GET /v1/mcp/capabilities: what this gateway
+// offers its caller.
 type Capabilities struct {
-	// Namespaces lists every tool namespace, on or off.
+	// SupportedNamespaces lists the tool namespaces that are on.
+	SupportedNamespaces []ToolNamespace `json:"supportedNamespaces"`
+	// Tools lists the tools that can be called: those of the namespaces
+	// that are on.
+	Tools []string `json:"tools"`
+	// ProcessEnabled and TeamEnabled say whether the process and team
+	// namespaces are on.
+	ProcessEnabled bool `json:"processEnabled"`
+	TeamEnabled    bool `json:"teamEnabled"`
+	// TeamManagePermissions says what team members that are not leads may
+	// do with team_manage (leads and primaries may do both).
+	TeamManagePermissions TeamManagePermissions `json:"teamManagePermissions"`
+	// TeamModelPresets are the Profiles of the caller's namespace that
+	// team_manage add can start a member from.
+	TeamModelPresets []ModelPreset `json:"teamModelPresets"`
+	// Namespaces lists every namespace, on or off; one that is off lists no
+	// tools, and calls to its tools answer feature_disabled.
 	Namespaces []NamespaceCapability `json:"namespaces"`
+}
+
+// TeamManagePermissions is the team policy as capabilities show it.
+type TeamManagePermissions struct {
+	NonLeadCanAdd    bool `json:"nonLeadCanAdd"`
+	NonLeadCanRemove bool `json:"nonLeadCanRemove"`
+}
+
+// ModelPreset is a Profile as a team model preset.
+type ModelPreset struct {
+	// Name is the Profile's name: team_manage's profile argument.
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	Agent       string `json:"agent,omitempty"`
+	Model       string `json:"model,omitempty"`
+	Effort      string `json:"effort,omitempty"`
+	Billing     string `json:"billing"`
+	Default     bool   `json:"default,omitempty"`
 }
 
 // NamespaceCapability says whether a tool namespace is on and what it holds.
 type NamespaceCapability struct {
-	Name    ToolNamespace `json:"name" jsonschema:"the namespace"`
-	Enabled bool          `json:"enabled" jsonschema:"whether the namespace is switched on"`
-	Tools   []string      `json:"tools" jsonschema:"the tools of the namespace"`
+	Name    ToolNamespace `json:"name"`
+	Enabled bool          `json:"enabled"`
+	// Tools are the namespace's tools, or none when it is off.
+	Tools []string `json:"tools"`
 }
 
 // errorBody is the body of every REST error.
@@ -80,12 +123,12 @@ func (g *Gateway) restSpawn(w http.ResponseWriter, r *http.Request) {
 
 // restStop serves DELETE /members/{paneId}.
 func (g *Gateway) restStop(w http.ResponseWriter, r *http.Request) {
-	name, err := g.stop(r.Context(), restPrincipal(r), r.PathValue("paneId"))
+	s, err := g.stop(r.Context(), restPrincipal(r), r.PathValue("paneId"))
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"stopped": name})
+	writeJSON(w, http.StatusOK, StopResponse{Stopped: s.name, AlreadyGone: s.alreadyGone})
 }
 
 // restAgents serves GET /agents: the members of the caller's namespace with
@@ -109,16 +152,46 @@ func (g *Gateway) restAgents(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string][]MemberView{"agents": views})
 }
 
-// capabilities says which tool namespaces are on and what they hold.
-func (g *Gateway) capabilities() Capabilities {
-	var c Capabilities
-	for _, ns := range []ToolNamespace{ToolNamespaceBridge, ToolNamespaceTeam, ToolNamespaceProcess} {
-		c.Namespaces = append(c.Namespaces, NamespaceCapability{Name: ns, Enabled: g.enabled(ns), Tools: g.toolsByNamespace(ns)})
+// capabilities says what is on for the caller p.
+func (g *Gateway) capabilities(ctx context.Context, p *Principal) (*Capabilities, error) {
+	c := &Capabilities{
+		SupportedNamespaces:   []ToolNamespace{},
+		Tools:                 []string{},
+		ProcessEnabled:        g.enabled(ToolNamespaceProcess),
+		TeamEnabled:           g.enabled(ToolNamespaceTeam),
+		TeamManagePermissions: TeamManagePermissions(g.opts.TeamPolicy),
+		TeamModelPresets:      []ModelPreset{},
 	}
-	return c
+	for _, ns := range []ToolNamespace{ToolNamespaceBridge, ToolNamespaceTeam, ToolNamespaceProcess} {
+		nc := NamespaceCapability{Name: ns, Enabled: g.enabled(ns), Tools: []string{}}
+		if nc.Enabled {
+			nc.Tools = g.toolsByNamespace(ns)
+			c.SupportedNamespaces = append(c.SupportedNamespaces, ns)
+			c.Tools = append(c.Tools, nc.Tools...)
+		}
+		c.Namespaces = append(c.Namespaces, nc)
+	}
+	if c.TeamEnabled {
+		profiles, err := g.bridgeProfiles(ctx, &call{who: p}, ProfilesInput{})
+		if err != nil {
+			return nil, err
+		}
+		for _, pr := range profiles.Profiles {
+			c.TeamModelPresets = append(c.TeamModelPresets, ModelPreset{
+				Name: pr.Name, Description: pr.Description, Agent: pr.Agent, Model: pr.Model,
+				Effort: pr.Effort, Billing: pr.Billing, Default: pr.Default,
+			})
+		}
+	}
+	return c, nil
 }
 
 // restCapabilities serves GET /v1/mcp/capabilities.
-func (g *Gateway) restCapabilities(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, g.capabilities())
+func (g *Gateway) restCapabilities(w http.ResponseWriter, r *http.Request) {
+	c, err := g.capabilities(r.Context(), restPrincipal(r))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, c)
 }

@@ -275,7 +275,7 @@ Entries stay until you acknowledge them with bridge_ack.`
 
 	descList = `List the members of your namespace with their status, without blocking. "self" marks you.`
 
-	descStop = `Stop a worker: delete the member and close its pane. paneId addresses it by pane id, member name, terminal id or agent session id. Allowed for the member that spawned it, the lead of its team, and primaries (non-member callers). Messages still queued for it settle as worker_gone. Returns at once.`
+	descStop = `Stop a worker: delete the member and close its pane. paneId addresses it by pane id, member name, terminal id or agent session id. Allowed for the member that spawned it, the lead of its team, and primaries (non-member callers). Messages still queued for it settle as worker_gone. Returns at once with {stopped}. Stopping is idempotent: a member that is already gone (or already stopping) gives {stopped, alreadyGone:true}, not an error, so a retried stop is safe.`
 
 	descProfiles = `List the profiles workers can be spawned from: name, description, agent or command, model, effort, billing (subscription or api) and which one is the default. Environment values are never shown.`
 
@@ -283,9 +283,10 @@ Entries stay until you acknowledge them with bridge_ack.`
 
 	descTeamStatus = `Show your team: every member with its role, status, pane ids, queue depth and message in flight. Members see their own team; primaries pass team. Returns at once.`
 
-	descTeamMessage = `Send a message to one team member (recipient = its name, or any of its ids) or to every other member of your team (recipient = "broadcast"). Does not wait: returns at once with the dispatch ids; replies arrive through bridge_poll, or typed into your pane if you are a member. Primaries pass team.`
+	descTeamMessage = `Send a message to one team member (recipient = its name, or any of its ids) or to every other member of your team (recipient = "broadcast"; includeSelf:true to send it to yourself too). Does not wait: returns at once with the dispatch ids; replies arrive through bridge_poll, or typed into your pane if you are a member. Primaries pass team.`
 
-	descTeamManage = `Add a member to your team from a profile (action "add", profile optional: the default profile; name optional) or remove one (action "remove", name required). Leads may always do this; other members only where the gateway's team policy allows; primaries pass team. Adding obeys the subscription boundary like bridge_spawn. Returns at once.`
+	descTeamManage = `Add a member to your team from a profile (action "add", profile optional: the default profile; name optional) or remove members (action "remove", removeAgentIds: their names or ids; name for just one). A remove checks every member first and removes all or none. Leads and primaries may always do this; other members only where the gateway's team policy allows (GET /v1/mcp/capabilities: teamManagePermissions nonLeadCanAdd, nonLeadCanRemove), and never remove the lead; primaries pass team. Adding obeys the subscription boundary like bridge_spawn. Returns at once with {action, member, removed}.
+Errors: not_team_member (you are not in that team), forbidden (the policy does not let you), not_found (no such member in the team).`
 
 	descProcessRun = `Run a command on the gateway's host, without a shell: command is the argv (["make","test"]). Returns at once with processId; follow it with process_status and process_logs, stop it with process_kill. The process belongs to you: other callers cannot see it. Its environment is minimal (PATH, HOME, LANG), never the gateway's credentials.`
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -152,7 +153,7 @@ func TestTeamTools(t *testing.T) {
 		st := wantOK(t, callTool[TeamStatusOutput](t, m1, "team_status", nil))
 		return errIf(st.Team != "core" || len(st.Members) != 3, "team_status = %+v", st)
 	})
-	wantCode(t, callTool[TeamStatusOutput](t, m1, "team_status", map[string]any{"team": "other"}), CodeForbidden)
+	wantCode(t, callTool[TeamStatusOutput](t, m1, "team_status", map[string]any{"team": "other"}), CodeNotTeamMember)
 	wantCode(t, callTool[TeamStatusOutput](t, primary, "team_status", nil), CodeInvalidArgument)
 	wantOK(t, callTool[TeamStatusOutput](t, primary, "team_status", map[string]any{"team": "core"}))
 
@@ -165,6 +166,10 @@ func TestTeamTools(t *testing.T) {
 		if delegation.Waits(d) || d.Labels[fleetv1alpha1.LabelTeam] != "core" || d.Spec.From.Name != "lead" {
 			t.Errorf("team message %s: %+v %v", id, d.Spec, d.Labels)
 		}
+	}
+	sent = wantOK(t, callTool[TeamMessageOutput](t, lead, "team_message", map[string]any{"recipient": "broadcast", "content": "all hands", "includeSelf": true}))
+	if diff := cmp.Diff([]string{"lead", "m1", "m2"}, sent.Recipients); diff != "" {
+		t.Errorf("broadcast with includeSelf (-want +got):\n%s", diff)
 	}
 	wantOK(t, callTool[TeamMessageOutput](t, m1, "team_message", map[string]any{"recipient": "lead", "content": "done"}))
 	wantCode(t, callTool[TeamMessageOutput](t, m1, "team_message", map[string]any{"recipient": "outsider", "content": "psst"}), CodeNotFound)
@@ -182,13 +187,15 @@ func TestTeamTools(t *testing.T) {
 		return errIf(got.err != nil, "removing m3: %v", got.err)
 	})
 
-	// Where the policy allows, members manage too.
-	h2 := startGateway(t, ns, Options{TeamPolicy: TeamPolicy{MembersMayManage: true}})
+	// Where the policy allows, members remove too (never the lead), and
+	// adding is a switch of its own.
+	h2 := startGateway(t, ns, Options{TeamPolicy: TeamPolicy{NonLeadCanRemove: true}})
+	wantCode(t, callTool[TeamManageOutput](t, h2.connect(t, m1Token, nil), "team_manage", map[string]any{"action": "add"}), CodeForbidden)
+	wantCode(t, callTool[TeamManageOutput](t, h2.connect(t, m1Token, nil), "team_manage", map[string]any{"action": "remove", "removeAgentIds": []string{"m2", "lead"}}), CodeForbidden)
 	eventually(t, func() error {
-		got := callTool[TeamManageOutput](t, h2.connect(t, m1Token, nil), "team_manage", map[string]any{"action": "remove", "name": "m2"})
-		return errIf(got.err != nil, "member removing m2 under a permissive policy: %v", got.err)
+		got := callTool[TeamManageOutput](t, h2.connect(t, m1Token, nil), "team_manage", map[string]any{"action": "remove", "removeAgentIds": []string{"m2"}})
+		return errIf(got.err != nil || !slices.Equal(got.out.Removed, []string{"m2"}), "member removing m2 under a permissive policy: %v %+v", got.err, got.out)
 	})
-	wantCode(t, callTool[TeamManageOutput](t, h2.connect(t, m1Token, nil), "team_manage", map[string]any{"action": "remove", "name": "lead"}), CodeForbidden)
 }
 
 // TestProcessTools: the process namespace is off by default; when on, a
@@ -218,7 +225,8 @@ func TestProcessTools(t *testing.T) {
 	if tail := wantOK(t, callTool[ProcessLogsOutput](t, primary, "process_logs", map[string]any{"processId": id, "tailBytes": 2})); len(tail.Output) != 2 || !tail.Truncated {
 		t.Errorf("tail of 2 bytes = %+v", tail)
 	}
-	wantCode(t, callTool[ProcessLogsOutput](t, other, "process_logs", map[string]any{"processId": id}), CodeNotFound)
+	wantCode(t, callTool[ProcessLogsOutput](t, other, "process_logs", map[string]any{"processId": id}), CodeForbidden)
+	wantCode(t, callTool[ProcessLogsOutput](t, other, "process_logs", map[string]any{"processId": "no-such-process"}), CodeNotFound)
 	if st := wantOK(t, callTool[ProcessStatusOutput](t, other, "process_status", nil)); len(st.Processes) != 0 {
 		t.Errorf("another caller sees %+v", st.Processes)
 	}
@@ -285,8 +293,15 @@ func TestREST(t *testing.T) {
 	if status, raw := do(staticToken, http.MethodDelete, "/members/api-1", ""); status != http.StatusOK {
 		t.Errorf("DELETE /members/api-1: %d %s", status, raw)
 	}
-	if status, _ := do(staticToken, http.MethodDelete, "/members/nobody", ""); status != http.StatusNotFound {
-		t.Errorf("DELETE of an unknown member: %d", status)
+	// Stopping is idempotent: stopping again, or a member that never was,
+	// succeeds and says there was nothing left to stop.
+	for _, id := range []string{"api-1", "nobody"} {
+		eventually(t, func() error { // until the cache shows api-1 deleted
+			status, raw := do(staticToken, http.MethodDelete, "/members/"+id, "")
+			var got StopResponse
+			err := json.Unmarshal(raw, &got)
+			return errIf(status != http.StatusOK || err != nil || !got.AlreadyGone || got.Stopped != id, "DELETE of a gone member %s: %d %s", id, status, raw)
+		})
 	}
 
 	status, raw = do(staticToken, http.MethodGet, "/v1/mcp/capabilities", "")
@@ -297,12 +312,19 @@ func TestREST(t *testing.T) {
 	enabled := map[ToolNamespace]bool{}
 	for _, n := range caps.Namespaces {
 		enabled[n.Name] = n.Enabled
-		if len(n.Tools) == 0 {
-			t.Errorf("namespace %s lists no tools", n.Name)
+		if n.Enabled == (len(n.Tools) == 0) {
+			t.Errorf("namespace %s (enabled %v) lists tools %v", n.Name, n.Enabled, n.Tools)
 		}
 	}
 	if diff := cmp.Diff(map[ToolNamespace]bool{"bridge": true, "team": true, "process": false}, enabled); diff != "" {
 		t.Errorf("namespaces (-want +got):\n%s", diff)
+	}
+	if caps.ProcessEnabled || !caps.TeamEnabled || !slices.Equal(caps.SupportedNamespaces, []ToolNamespace{"bridge", "team"}) ||
+		slices.Contains(caps.Tools, "process_run") || !slices.Contains(caps.Tools, "team_manage") || caps.TeamManagePermissions != (TeamManagePermissions{}) {
+		t.Errorf("capabilities: %s", raw)
+	}
+	if len(caps.TeamModelPresets) != 2 || caps.TeamModelPresets[0].Name != "api" || caps.TeamModelPresets[0].Billing != "api" {
+		t.Errorf("team model presets, want the namespace's two profiles: %s", raw)
 	}
 }
 

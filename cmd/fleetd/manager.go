@@ -36,7 +36,7 @@ type options struct {
 	staticNamespace  string
 	maxTimeout       time.Duration
 	progressInterval time.Duration
-	teamMembersMay   bool
+	teamPolicy       gateway.TeamPolicy
 	processTools     bool
 	teamTools        bool
 
@@ -68,7 +68,8 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.staticNamespace, "static-namespace", gateway.DefaultNamespace, "Namespace static-token principals act in.")
 	fs.DurationVar(&o.maxTimeout, "max-timeout", gateway.DefaultMaxTimeout, "Cap on a held call's timeoutMs.")
 	fs.DurationVar(&o.progressInterval, "progress-interval", gateway.DefaultProgressInterval, "How often a held call sends a progress notification.")
-	fs.BoolVar(&o.teamMembersMay, "team-members-manage", false, "Let non-lead members add and remove members of their team.")
+	fs.BoolVar(&o.teamPolicy.NonLeadCanAdd, "team-non-lead-can-add", false, "Let team members that are not the lead add members to their team with team_manage.")
+	fs.BoolVar(&o.teamPolicy.NonLeadCanRemove, "team-non-lead-can-remove", false, "Let team members that are not the lead remove members (never the lead) from their team with team_manage.")
 	fs.BoolVar(&o.teamTools, "team-tools", true, "Serve the team_* tools.")
 	fs.BoolVar(&o.processTools, "process-tools", false, "Serve the process_* tools, which run commands on the gateway's host.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "Controller metrics address (0 disables; the gateway serves its own /metrics).")
@@ -205,7 +206,7 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 				gateway.ToolNamespaceTeam:    o.teamTools,
 				gateway.ToolNamespaceProcess: o.processTools,
 			},
-			TeamPolicy: gateway.TeamPolicy{MembersMayManage: o.teamMembersMay},
+			TeamPolicy: o.teamPolicy,
 			// bridge_read reads members' terminals through herdr.
 			Panes: herdr.NewClient(socket),
 		}

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -263,4 +264,30 @@ func (l *local) logs() string {
 		}
 	}
 	return out
+}
+
+// startReplica starts one more fleetd that serves only the gateway, with
+// extra flags, as a second replica behind one Service would. It returns
+// the replica's MCP URL and the process.
+func (l *local) startReplica(name string, extra ...string) (string, *devenv.Process, error) {
+	port := freePorts(1)
+	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	args := []string{"--controllers=false", fmt.Sprintf("--gateway-bind=127.0.0.1:%d", port)}
+	for _, a := range l.fleetdArgs {
+		if !strings.HasPrefix(a, "--gateway-bind=") {
+			args = append(args, a)
+		}
+	}
+	p := &devenv.Process{
+		Name: "fleetd " + name, Path: filepath.Join(l.bin, "fleetd"), Args: append(args, extra...),
+		Env: l.env(), Log: filepath.Join(l.dir, "logs", "fleetd-"+name+".log"),
+	}
+	if err := p.Start(); err != nil {
+		return "", nil, err
+	}
+	if err := waitServing(url, 60*time.Second, p.Exited()); err != nil {
+		p.Kill()
+		return "", nil, fmt.Errorf("%w; see %s", err, p.Log)
+	}
+	return url, p, nil
 }

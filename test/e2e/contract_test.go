@@ -1,0 +1,270 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/fleetd/fleetd/internal/mcpclient"
+)
+
+// replica starts another fleetd serving only the gateway, with extra flags,
+// and returns its MCP URL. Local mode only: in a cluster the deployment
+// decides the flags.
+func replica(t *testing.T, name string, extra ...string) string {
+	t.Helper()
+	l, ok := w.mode.(*local)
+	if !ok {
+		t.Skip("starting a gateway replica with its own flags needs local mode")
+	}
+	url, p, err := l.startReplica(name, extra...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			if b, err := os.ReadFile(p.Log); err == nil {
+				t.Logf("%s log (tail):\n%s", p.Name, tail(b, 20000))
+			}
+		}
+		p.Stop(10 * time.Second)
+	})
+	return url
+}
+
+func sessionAt(t *testing.T, url, token string) *mcp.ClientSession {
+	t.Helper()
+	s, err := mcpclient.Connect(t.Context(), url, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// teamMember applies a scripted-agent Member of team with role and waits
+// until it is Ready.
+func teamMember(t *testing.T, name, team, role string) {
+	t.Helper()
+	apply(t, fmt.Sprintf(`apiVersion: fleet.fleetd.dev/v1alpha1
+kind: Member
+metadata: {name: %s, namespace: %s}
+spec:
+  command: [scripted-agent, --received-log, %s]
+  team: %s
+  role: %s
+`, name, ns, w.receivedLog(name), team, role))
+	waitReady(t, name)
+	t.Cleanup(func() { _, _ = w.kubectl("delete", "member", "-n", ns, name, "--wait=false") })
+}
+
+// restCall calls the gateway's REST surface at the MCP URL's host.
+func restCall(t *testing.T, mcpURL, method, path, token, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, strings.TrimSuffix(mcpURL, "/mcp")+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("%s %s: %d, not JSON: %s", method, path, resp.StatusCode, raw)
+	}
+	return resp.StatusCode, out
+}
+
+func wantCodeOf(t *testing.T, what string, r mcpclient.Result, code string) {
+	t.Helper()
+	if !r.IsError || r.ErrorCode() != code {
+		t.Errorf("%s: want error %s, got isError=%v %v %s", what, code, r.IsError, r.Fields, r.Text)
+	}
+}
+
+func strs(v any) []string {
+	var out []string
+	list, _ := v.([]any)
+	for _, x := range list {
+		out = append(out, fmt.Sprint(x))
+	}
+	return out
+}
+
+// TestCapabilities: GET /v1/mcp/capabilities says what each gateway has on,
+// and a namespace that is off answers feature_disabled.
+func TestCapabilities(t *testing.T) {
+	dumpOnFailure(t)
+	other := replica(t, "capabilities", "--process-tools", "--team-tools=false", "--team-non-lead-can-add")
+
+	status, caps := restCall(t, w.gatewayURL, http.MethodGet, "/v1/mcp/capabilities", w.token, "")
+	if status != http.StatusOK {
+		t.Fatalf("capabilities: %d %v", status, caps)
+	}
+	tools := strs(caps["tools"])
+	if caps["processEnabled"] != false || caps["teamEnabled"] != true || !slices.Equal(strs(caps["supportedNamespaces"]), []string{"bridge", "team"}) ||
+		slices.Contains(tools, "process_run") || !slices.Contains(tools, "bridge_cancel") || !slices.Contains(tools, "team_manage") {
+		t.Errorf("the default gateway's capabilities: %v", caps)
+	}
+	if perms, _ := caps["teamManagePermissions"].(map[string]any); perms["nonLeadCanAdd"] != false || perms["nonLeadCanRemove"] != false {
+		t.Errorf("teamManagePermissions: %v", caps["teamManagePermissions"])
+	}
+	var presets []string
+	for _, p := range caps["teamModelPresets"].([]any) {
+		presets = append(presets, fmt.Sprint(p.(map[string]any)["name"]))
+	}
+	if !slices.Contains(presets, "scripted") || !slices.Contains(presets, "claude-api") {
+		t.Errorf("teamModelPresets %v lack the sample profiles", presets)
+	}
+
+	status, caps = restCall(t, other, http.MethodGet, "/v1/mcp/capabilities", w.token, "")
+	tools = strs(caps["tools"])
+	if status != http.StatusOK || caps["processEnabled"] != true || caps["teamEnabled"] != false ||
+		!slices.Equal(strs(caps["supportedNamespaces"]), []string{"bridge", "process"}) || slices.Contains(tools, "team_status") || !slices.Contains(tools, "process_run") {
+		t.Errorf("the replica's capabilities: %d %v", status, caps)
+	}
+	if perms, _ := caps["teamManagePermissions"].(map[string]any); perms["nonLeadCanAdd"] != true {
+		t.Errorf("the replica's teamManagePermissions: %v", caps["teamManagePermissions"])
+	}
+	for _, ns := range caps["namespaces"].([]any) {
+		n := ns.(map[string]any)
+		if n["name"] == "team" && (n["enabled"] != false || len(strs(n["tools"])) != 0) {
+			t.Errorf("a disabled namespace lists tools: %v", n)
+		}
+	}
+	s := sessionAt(t, other, w.token)
+	wantCodeOf(t, "team_status where team tools are off", call(t, s, "team_status", map[string]any{"team": "x"}), "feature_disabled")
+	wantCodeOf(t, "process_run where process tools are off", call(t, session(t, w.token), "process_run", map[string]any{"command": []string{"true"}}), "feature_disabled")
+}
+
+// TestTeamPolicyAndStop: leads manage their team, other members only as
+// the gateway's two switches allow; broadcasts skip their sender unless
+// asked; stopping twice succeeds.
+func TestTeamPolicyAndStop(t *testing.T) {
+	dumpOnFailure(t)
+	removers := replica(t, "team", "--team-non-lead-can-remove")
+	teamMember(t, "e2e-lead", "e2e-crew", "lead")
+	teamMember(t, "e2e-m1", "e2e-crew", "member")
+	teamMember(t, "e2e-m2", "e2e-crew", "member")
+	teamMember(t, "e2e-m3", "e2e-crew", "member")
+	member(t, "e2e-loner")
+
+	lead := session(t, memberToken(t, "e2e-lead"))
+	r := call(t, lead, "team_message", map[string]any{"recipient": "broadcast", "content": "silent: standup"})
+	if got := strs(r.Fields["recipients"]); !slices.Equal(got, []string{"e2e-m1", "e2e-m2", "e2e-m3"}) {
+		t.Errorf("broadcast went to %v", got)
+	}
+	r = call(t, lead, "team_message", map[string]any{"recipient": "broadcast", "content": "silent: all hands", "includeSelf": true})
+	if got := strs(r.Fields["recipients"]); !slices.Equal(got, []string{"e2e-lead", "e2e-m1", "e2e-m2", "e2e-m3"}) {
+		t.Errorf("broadcast with includeSelf went to %v", got)
+	}
+
+	m1 := session(t, memberToken(t, "e2e-m1"))
+	wantCodeOf(t, "a non-lead adding by default", call(t, m1, "team_manage", map[string]any{"action": "add"}), "forbidden")
+	wantCodeOf(t, "a non-lead removing by default", call(t, m1, "team_manage", map[string]any{"action": "remove", "removeAgentIds": []string{"e2e-m2"}}), "forbidden")
+	m1r := sessionAt(t, removers, memberToken(t, "e2e-m1"))
+	wantCodeOf(t, "a non-lead adding where only removing is allowed", call(t, m1r, "team_manage", map[string]any{"action": "add"}), "forbidden")
+	wantCodeOf(t, "a non-lead removing the lead", call(t, m1r, "team_manage", map[string]any{"action": "remove", "removeAgentIds": []string{"e2e-m2", "e2e-lead"}}), "forbidden")
+	r = call(t, m1r, "team_manage", map[string]any{"action": "remove", "removeAgentIds": []string{"e2e-m2", "e2e-m3"}})
+	if r.IsError || !slices.Equal(strs(r.Fields["removed"]), []string{"e2e-m2", "e2e-m3"}) {
+		t.Fatalf("removing two members: %v", r.Fields)
+	}
+	eventually(t, "e2e-m2 and e2e-m3 gone", func() (bool, string) {
+		_, err2 := getMember("e2e-m2")
+		_, err3 := getMember("e2e-m3")
+		return err2 != nil && err3 != nil, fmt.Sprint(err2, err3)
+	})
+
+	loner := session(t, memberToken(t, "e2e-loner"))
+	wantCodeOf(t, "team_status from a member in no team", call(t, loner, "team_status", nil), "not_team_member")
+	wantCodeOf(t, "team_status of another team", call(t, m1, "team_status", map[string]any{"team": "other-crew"}), "not_team_member")
+
+	// Stopping is idempotent, over MCP and REST.
+	p := session(t, w.token)
+	r = call(t, p, "bridge_stop", map[string]any{"paneId": "e2e-m2"})
+	if r.IsError || r.Fields["alreadyGone"] != true {
+		t.Errorf("stopping a member already removed: %v", r.Fields)
+	}
+	status, body := restCall(t, w.gatewayURL, http.MethodDelete, "/members/e2e-m3", w.token, "")
+	if status != http.StatusOK || body["alreadyGone"] != true {
+		t.Errorf("DELETE of a member already removed: %d %v", status, body)
+	}
+	r = call(t, p, "bridge_stop", map[string]any{"paneId": "e2e-m1"})
+	if r.IsError || r.Fields["alreadyGone"] == true || r.Str("stopped") != "e2e-m1" {
+		t.Errorf("stopping a live member: %v", r.Fields)
+	}
+}
+
+// TestFailureCatalogue names the code of every refusal in the gateway
+// contract's failure catalogue, through the real binary.
+func TestFailureCatalogue(t *testing.T) {
+	dumpOnFailure(t)
+	procs := replica(t, "catalogue", "--process-tools")
+	teamMember(t, "e2e-cat-lead", "e2e-cat", "lead")
+	teamMember(t, "e2e-cat-m", "e2e-cat", "member")
+	member(t, "e2e-cat-closed")
+	closedToken := memberToken(t, "e2e-cat-closed")
+	if out, err := w.kubectl("delete", "member", "-n", ns, "e2e-cat-closed"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+
+	// Who is calling.
+	for name, token := range map[string]string{"caller missing": "", "bad token": "not-a-token", "caller closed": closedToken} {
+		eventually(t, name+" refused", func() (bool, string) {
+			status, body := restCall(t, w.gatewayURL, http.MethodGet, "/agents", token, "")
+			e, _ := body["error"].(map[string]any)
+			return status == http.StatusUnauthorized && e["code"] == "unauthorized", fmt.Sprint(status, body)
+		})
+	}
+
+	primary := sessionAt(t, procs, w.token)
+	memberS := sessionAt(t, procs, memberToken(t, "e2e-cat-m"))
+	run := call(t, primary, "process_run", map[string]any{"command": []string{"sleep", "30"}})
+	if run.IsError {
+		t.Fatalf("process_run: %v", run.Fields)
+	}
+	id := fmt.Sprint(run.Fields["process"].(map[string]any)["processId"])
+	t.Cleanup(func() { call(t, primary, "process_kill", map[string]any{"processId": id}) })
+
+	sent := call(t, primary, "bridge_send", map[string]any{"sessionId": "e2e-cat-lead", "content": "silent: a primary's message", "wait": false})
+	wantOutcome(t, sent, "dispatched")
+
+	cases := []struct {
+		name string
+		s    *mcp.ClientSession
+		tool string
+		args map[string]any
+		code string
+	}{
+		{"unsupported namespace", primary, "widget_spin", nil, "invalid_argument"},
+		{"ownership mismatch: another's process", memberS, "process_kill", map[string]any{"processId": id}, "forbidden"},
+		{"ownership mismatch: another's message", memberS, "bridge_cancel", map[string]any{"dispatchId": sent.Str("dispatchId")}, "forbidden"},
+		{"process tools disabled", session(t, w.token), "process_status", nil, "feature_disabled"},
+		{"not a team member", memberS, "team_status", map[string]any{"team": "someone-elses"}, "not_team_member"},
+		{"non-lead denied", memberS, "team_manage", map[string]any{"action": "add"}, "forbidden"},
+		{"bad argument", primary, "bridge_read", map[string]any{"sessionId": "e2e-cat-m", "source": "everything"}, "invalid_argument"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			wantCodeOf(t, tc.name, call(t, tc.s, tc.tool, tc.args), tc.code)
+		})
+	}
+	// Team tools off: its own replica.
+	noTeam := replica(t, "catalogue-noteam", "--team-tools=false")
+	wantCodeOf(t, "team tools disabled", call(t, sessionAt(t, noTeam, w.token), "team_status", map[string]any{"team": "e2e-cat"}), "feature_disabled")
+}
