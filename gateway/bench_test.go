@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"net"
 	"net/url"
 	"os"
@@ -244,4 +246,57 @@ func generateLoad() error {
 		_ = c.Close()
 	}
 	return nil
+}
+
+// BenchmarkBridgeListBytes measures what one bridge_list puts on the wire
+// (text content and structured content) with 500 members, against what the
+// full member records twice over, bridge_list's old answer, come to for the
+// same members. Report the ratio: full-bytes/op over response-bytes/op.
+func BenchmarkBridgeListBytes(b *testing.B) {
+	const members = 500
+	ns := env.Namespace(b)
+	h := startGateway(b, ns, Options{})
+	ctx := context.Background()
+	create(b, testutil.MakeProfile("sonnet", ns).Agent(fleetv1alpha1.AgentClaude).Default().Obj())
+	for i := range members {
+		m := testutil.MakeMember(fmt.Sprintf("worker-%03d", i), ns).Profile("sonnet").Team(fmt.Sprintf("team-%d", i%20), fleetv1alpha1.RoleMember).Obj()
+		m.Annotations = map[string]string{fleetv1alpha1.AnnotationSpawnedBy: "Static:primary"}
+		create(b, m)
+		m.Status = fleetv1alpha1.MemberStatus{
+			Phase: fleetv1alpha1.MemberReady, AgentStatus: fleetv1alpha1.AgentIdle, AgentStatusSince: &metav1.Time{Time: time.Now()},
+			PaneID: fmt.Sprintf("w%d:p1", i), TerminalID: fmt.Sprintf("term-%d", i), WorkspaceID: fmt.Sprintf("w%d", i),
+			AgentSessionID: fmt.Sprintf("6f0c1f4e-9a41-4b7e-8f7e-%012d", i),
+		}
+		if err := env.Client.Status().Update(ctx, m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cs := h.connect(b, staticToken, nil)
+	var list ListOutput
+	eventually(b, func() error {
+		got := callTool[ListOutput](b, cs, "bridge_list", map[string]any{"limit": maxListLimit})
+		list = got.out
+		return errIf(got.err != nil || list.Total != members, "%d of %d members listed: %v", list.Total, members, got.err)
+	})
+	var ms fleetv1alpha1.MemberList
+	if err := h.gw.cache.List(ctx, &ms, client.InNamespace(ns)); err != nil {
+		b.Fatal(err)
+	}
+	full, err := h.gw.memberViews(ctx, ms.Items, &Principal{Kind: fleetv1alpha1.PrincipalStatic, Name: "primary", Namespace: ns}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	fullJSON, _ := json.Marshal(map[string]any{"members": full})
+	var respBytes int
+	for b.Loop() {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bridge_list", Arguments: map[string]any{"limit": maxListLimit}})
+		if err != nil || res.IsError {
+			b.Fatal(err, res)
+		}
+		raw, _ := json.Marshal(res)
+		respBytes = len(raw)
+	}
+	b.ReportMetric(float64(respBytes), "response-bytes/op")
+	b.ReportMetric(float64(2*len(fullJSON)), "full-bytes/op")
+	b.ReportMetric(float64(2*len(fullJSON))/float64(respBytes), "full/compact")
 }

@@ -3,6 +3,11 @@ package gateway
 // The bridge tools' inputs and outputs. Their jsonschema tags are the
 // descriptions a client sees in tools/list.
 
+import (
+	"fmt"
+	"strings"
+)
+
 // SendInput is the input of bridge_send.
 type SendInput struct {
 	Content        string `json:"content" jsonschema:"the message for the worker, or your answer when turnId is set"`
@@ -88,8 +93,10 @@ type StatusInput struct {
 // StatusOutput is the result of bridge_status.
 type StatusOutput struct {
 	failure
-	Members []MemberView     `json:"members" jsonschema:"members with their live status"`
-	Pending []DelegationView `json:"pending" jsonschema:"your messages still in progress"`
+	Members   []MemberView     `json:"members" jsonschema:"the member asked for (or you, if you are a member), in full"`
+	Pending   []DelegationView `json:"pending" jsonschema:"your messages still in progress"`
+	Outcomes  []PolledOutcome  `json:"outcomes" jsonschema:"outcomes of your messages that nobody waited for and you have not acknowledged: what bridge_poll shows"`
+	Questions []OpenQuestion   `json:"questions" jsonschema:"questions workers asked you that are still open"`
 }
 
 // SpawnInput is the input of bridge_spawn.
@@ -104,12 +111,48 @@ type SpawnOutput struct {
 }
 
 // ListInput is the input of bridge_list.
-type ListInput struct{}
+type ListInput struct {
+	Status     string `json:"status,omitempty" jsonschema:"only members with this status: idle, working, blocked, done, unknown (a ready member's agent), or pending, starting, restarting, failed, terminating"`
+	Team       string `json:"team,omitempty" jsonschema:"only members of this team"`
+	Profile    string `json:"profile,omitempty" jsonschema:"only members of this profile"`
+	NamePrefix string `json:"namePrefix,omitempty" jsonschema:"only members whose name starts with this"`
+	Limit      *int   `json:"limit,omitempty" jsonschema:"at most this many members, 1 to 500; default 100"`
+	Continue   string `json:"continue,omitempty" jsonschema:"the continue value of the previous page, for the next one"`
+}
 
 // ListOutput is the result of bridge_list.
 type ListOutput struct {
 	failure
-	Members []MemberView `json:"members" jsonschema:"members with their live status"`
+	Members  []MemberSummary `json:"members" jsonschema:"the members, by name"`
+	Total    int             `json:"total" jsonschema:"how many members match the filters, on every page"`
+	Continue string          `json:"continue,omitempty" jsonschema:"more members match: pass this as continue for the next page"`
+}
+
+// text shows the page one member a line, the header naming the columns.
+func (o *ListOutput) text() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d of %d members (name status queueDepth team profile):\n", len(o.Members), o.Total)
+	for _, m := range o.Members {
+		fmt.Fprintf(&b, "%s %s %d %s %s", m.Name, m.Status, m.QueueDepth, orDash(m.Team), orDash(m.Profile))
+		if m.Self {
+			b.WriteString(" (you)")
+		}
+		b.WriteString("\n")
+		if m.Waiting != "" {
+			fmt.Fprintf(&b, "  waiting on: %s\n", strings.ReplaceAll(m.Waiting, "\n", "\n  "))
+		}
+	}
+	if o.Continue != "" {
+		fmt.Fprintf(&b, "more: call bridge_list with continue=%q\n", o.Continue)
+	}
+	return b.String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // StopInput is the input of bridge_stop.

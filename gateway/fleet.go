@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -16,19 +17,24 @@ import (
 // bridge_profiles, bridge_whoami), and starting and stopping members
 // (bridge_spawn, bridge_stop).
 
-// bridgeStatus shows members' live state and the caller's messages in
-// progress.
+// bridgeStatus shows the full record of one member, or of the calling
+// member itself, and everything pending for the caller: its messages in
+// progress, outcomes it has not acknowledged, questions open to it.
 func (g *Gateway) bridgeStatus(ctx context.Context, c *call, in StatusInput) (*StatusOutput, error) {
 	if err := g.allow(ctx, c.who, GetMembers); err != nil {
 		return nil, err
 	}
-	members, err := g.members(ctx, c.who.Namespace)
-	if err != nil {
-		return nil, err
+	out := &StatusOutput{Members: []MemberView{}, Pending: []DelegationView{}}
+	id := in.SessionID
+	if id == "" && c.who.Member != nil {
+		id = c.who.Name
 	}
-	out := &StatusOutput{Pending: []DelegationView{}}
-	if in.SessionID != "" {
-		m, terr := findMember(members, in.SessionID)
+	if id != "" {
+		members, err := g.members(ctx, c.who.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		m, terr := findMember(members, id)
 		if terr != nil {
 			return nil, terr
 		}
@@ -37,8 +43,6 @@ func (g *Gateway) bridgeStatus(ctx context.Context, c *call, in StatusInput) (*S
 			return nil, err
 		}
 		out.Members = []MemberView{v}
-	} else if out.Members, err = g.memberViews(ctx, members, c.who, nil); err != nil {
-		return nil, err
 	}
 	ds, err := g.delegationsFrom(ctx, c.who, statePending)
 	if err != nil {
@@ -60,6 +64,12 @@ func (g *Gateway) bridgeStatus(ctx context.Context, c *call, in StatusInput) (*S
 		}
 		out.Pending = append(out.Pending, v)
 	}
+	// What bridge_poll would show: the same entries, not acknowledged.
+	inbox, err := g.bridgePoll(ctx, c, PollInput{})
+	if err != nil {
+		return nil, err
+	}
+	out.Outcomes, out.Questions = inbox.Outcomes, inbox.Questions
 	return out, nil
 }
 
@@ -76,20 +86,57 @@ func (g *Gateway) bridgeSpawn(ctx context.Context, c *call, in SpawnInput) (*Spa
 	return &SpawnOutput{Member: &v}, nil
 }
 
-// bridgeList lists the members of the caller's namespace.
-func (g *Gateway) bridgeList(ctx context.Context, c *call, _ ListInput) (*ListOutput, error) {
+// Bounds of bridge_list's pages.
+const (
+	defaultListLimit = 100
+	maxListLimit     = 500
+)
+
+// bridgeList lists the members of the caller's namespace, compactly, with
+// filters and pages.
+func (g *Gateway) bridgeList(ctx context.Context, c *call, in ListInput) (*ListOutput, error) {
 	if err := g.allow(ctx, c.who, GetMembers); err != nil {
 		return nil, err
+	}
+	limit := defaultListLimit
+	if in.Limit != nil {
+		if *in.Limit < 1 || *in.Limit > maxListLimit {
+			return nil, errorf(CodeInvalidArgument, "limit must be from 1 to %d, got %d", maxListLimit, *in.Limit)
+		}
+		limit = *in.Limit
 	}
 	members, err := g.members(ctx, c.who.Namespace)
 	if err != nil {
 		return nil, err
 	}
-	views, err := g.memberViews(ctx, members, c.who, nil)
-	if err != nil {
-		return nil, err
+	slices.SortFunc(members, func(a, b fleetv1alpha1.Member) int { return strings.Compare(a.Name, b.Name) })
+	out := &ListOutput{Members: []MemberSummary{}}
+	for i := range members {
+		m := &members[i]
+		if !strings.HasPrefix(m.Name, in.NamePrefix) || (in.Team != "" && m.Spec.Team != in.Team) || (in.Profile != "" && m.Spec.Profile != in.Profile) {
+			continue
+		}
+		q, err := g.queueOf(ctx, m.Namespace, m.Name)
+		if err != nil {
+			return nil, err
+		}
+		sum := memberSummary(m, c.who, q)
+		if in.Status != "" && !strings.EqualFold(sum.Status, in.Status) {
+			continue
+		}
+		out.Total++
+		if m.Name <= in.Continue {
+			continue
+		}
+		if len(out.Members) == limit {
+			if out.Continue == "" {
+				out.Continue = out.Members[limit-1].Name
+			}
+			continue
+		}
+		out.Members = append(out.Members, sum)
 	}
-	return &ListOutput{Members: views}, nil
+	return out, nil
 }
 
 // bridgeStop deletes a member the caller may stop.

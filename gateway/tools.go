@@ -50,6 +50,13 @@ type result interface {
 	metricOutcome() string
 }
 
+// texter is an output whose text content, what most clients put in the
+// model's context, is better as lines than as the JSON of its structured
+// content repeated.
+type texter interface {
+	text() string
+}
+
 // failure is embedded in every tool output: a failed call returns only
 // {error:{code,message}} with isError set.
 type failure struct {
@@ -127,6 +134,9 @@ func addTool[In, Out any, PO interface {
 			out = new(Out)
 		}
 		g.metrics.toolCalls.WithLabelValues(spec.name, PO(out).metricOutcome()).Inc()
+		if tx, ok := any(out).(texter); ok {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: tx.text()}}}, out, nil
+		}
 		return nil, out, nil
 	})
 }
@@ -269,11 +279,12 @@ Entries stay until you acknowledge them with bridge_ack.`
 
 	descAck = `Acknowledge outcomes shown by bridge_poll so they are not shown again. Pass dispatchId for one, ids for several, or neither to acknowledge everything bridge_poll shows now. Only settled messages you sent can be acknowledged. Returns at once with the acknowledged ids.`
 
-	descStatus = `Show live state without blocking: each member's agent status (idle, working, blocked = a dialog is on screen, done), phase, pane/terminal/session ids, queue depth and the message in flight; and your own messages still in progress (with any open question). With sessionId (name, agent session id, terminal id or pane id), just that member.`
+	descStatus = `Show, without blocking, one member in full and everything pending for you. With sessionId (name, agent session id, terminal id or pane id): that member's record (agent status: idle, working, blocked = a dialog is on screen with its text in waiting, done; phase; pane, terminal and session ids; queue depth; the message in flight). Without it: you, if you are a member (bridge_list shows the whole fleet).
+Always: pending (your messages still in progress, with any open question), outcomes (settled messages of yours that nobody waited for: the same entries bridge_poll shows) and questions (open questions workers asked you; answer with bridge_send {content, turnId}). bridge_status only looks: acknowledge outcomes with bridge_ack so bridge_poll and bridge_status stop showing them.`
 
 	descSpawn = `Start a new worker from a profile (bridge_profiles lists them; omit profile to use the namespace's default). Returns at once with the new member; its pane starts in the background, and messages sent to it with bridge_send (sessionId = its name) queue until its agent is ready. A member may only spawn profiles with its own billing mode (subscription or api); crossing it fails with subscription_boundary.`
 
-	descList = `List the members of your namespace with their status, without blocking. "self" marks you.`
+	descList = `List members compactly, without blocking: name, status (a ready member's agent status: idle, working, blocked, done, unknown; else its phase: pending, starting, restarting, failed, terminating), queue depth, team, profile, and for a blocked member the dialog it waits on. "self"/(you) marks you. Filters: status, team, profile, namePrefix. Pages: limit (default 100, at most 500) and continue (from the previous page); total counts every match. bridge_status {sessionId} shows one member in full.`
 
 	descStop = `Stop a worker: delete the member and close its pane. paneId addresses it by pane id, member name, terminal id or agent session id. Allowed for the member that spawned it, the lead of its team, and primaries (non-member callers). Messages still queued for it settle as worker_gone. Returns at once with {stopped}. Stopping is idempotent: a member that is already gone (or already stopping) gives {stopped, alreadyGone:true}, not an error, so a retried stop is safe.`
 

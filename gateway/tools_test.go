@@ -77,22 +77,55 @@ func TestBridgeMembers(t *testing.T) {
 	)
 	lead, leadToken := addMember(t, testutil.MakeMember("lead", ns).Profile("sub").Team("core", fleetv1alpha1.RoleLead).Obj())
 	_, workerToken := addMember(t, testutil.MakeMember("worker", ns).Profile("sub").Team("core", fleetv1alpha1.RoleMember).Obj())
-	setMemberStatus(t, lead, func(s *fleetv1alpha1.MemberStatus) { s.PaneID, s.AgentStatus = "pane-lead", fleetv1alpha1.AgentWorking })
+	setMemberStatus(t, lead, func(s *fleetv1alpha1.MemberStatus) {
+		s.Phase, s.PaneID, s.AgentStatus = fleetv1alpha1.MemberReady, "pane-lead", fleetv1alpha1.AgentWorking
+	})
 	primary := h.connect(t, staticToken, nil)
 	leadS := h.connect(t, leadToken, nil)
 	workerS := h.connect(t, workerToken, nil)
 
 	eventually(t, func() error {
 		list := wantOK(t, callTool[ListOutput](t, leadS, "bridge_list", nil))
-		want := []MemberView{
-			{Name: "lead", AgentStatus: "working", PaneID: "pane-lead", Team: "core", Role: "lead", Profile: "sub", Self: true},
-			{Name: "worker", Team: "core", Role: "member", Profile: "sub"},
+		want := []MemberSummary{
+			{Name: "lead", Status: "working", Team: "core", Profile: "sub", Self: true},
+			{Name: "worker", Status: "pending", Team: "core", Profile: "sub"},
 		}
 		return diffErr(want, list.Members)
 	})
+	// Filters and pages.
+	for name, tc := range map[string]struct {
+		args      map[string]any
+		want      []string
+		wantTotal int
+		wantMore  string
+	}{
+		"by status":             {args: map[string]any{"status": "working"}, want: []string{"lead"}, wantTotal: 1},
+		"by name prefix":        {args: map[string]any{"namePrefix": "wo"}, want: []string{"worker"}, wantTotal: 1},
+		"by team and profile":   {args: map[string]any{"team": "core", "profile": "sub"}, want: []string{"lead", "worker"}, wantTotal: 2},
+		"by another profile":    {args: map[string]any{"profile": "api"}, wantTotal: 0},
+		"first page of one":     {args: map[string]any{"limit": 1}, want: []string{"lead"}, wantTotal: 2, wantMore: "lead"},
+		"next page of one":      {args: map[string]any{"limit": 1, "continue": "lead"}, want: []string{"worker"}, wantTotal: 2},
+		"after the last member": {args: map[string]any{"continue": "worker"}, wantTotal: 2},
+	} {
+		list := wantOK(t, callTool[ListOutput](t, primary, "bridge_list", tc.args))
+		var got []string
+		for _, m := range list.Members {
+			got = append(got, m.Name)
+		}
+		if !slices.Equal(got, tc.want) || list.Total != tc.wantTotal || list.Continue != tc.wantMore {
+			t.Errorf("%s: members %v total %d continue %q; want %v %d %q", name, got, list.Total, list.Continue, tc.want, tc.wantTotal, tc.wantMore)
+		}
+	}
+	wantCode(t, callTool[ListOutput](t, primary, "bridge_list", map[string]any{"limit": 501}), CodeInvalidArgument)
 	status := wantOK(t, callTool[StatusOutput](t, primary, "bridge_status", map[string]any{"sessionId": "pane-lead"}))
-	if len(status.Members) != 1 || status.Members[0].Name != "lead" {
+	if len(status.Members) != 1 || status.Members[0].Name != "lead" || status.Members[0].PaneID != "pane-lead" {
 		t.Errorf("bridge_status by pane id = %+v", status)
+	}
+	if self := wantOK(t, callTool[StatusOutput](t, workerS, "bridge_status", nil)); len(self.Members) != 1 || self.Members[0].Name != "worker" || !self.Members[0].Self {
+		t.Errorf("a member's bridge_status without sessionId shows %+v, want itself", self.Members)
+	}
+	if all := wantOK(t, callTool[StatusOutput](t, primary, "bridge_status", nil)); len(all.Members) != 0 {
+		t.Errorf("a primary's bridge_status without sessionId shows members %+v; bridge_list lists them", all.Members)
 	}
 	wantCode(t, callTool[StatusOutput](t, primary, "bridge_status", map[string]any{"sessionId": "nope"}), CodeNotFound)
 

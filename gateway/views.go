@@ -32,6 +32,36 @@ type MemberView struct {
 	Terminating      bool   `json:"terminating,omitempty" jsonschema:"the member is being deleted"`
 }
 
+// MemberSummary is a member as bridge_list shows it: what a primary needs
+// to pick a worker, and nothing more.
+type MemberSummary struct {
+	Name       string `json:"name" jsonschema:"member name; use it as sessionId"`
+	Status     string `json:"status" jsonschema:"a ready member's agent status (idle, working, blocked, done, unknown), else its phase in lower case"`
+	Waiting    string `json:"waiting,omitempty" jsonschema:"for a blocked member: the dialog on its screen; someone must answer it in the pane"`
+	QueueDepth int32  `json:"queueDepth,omitempty" jsonschema:"messages waiting for it"`
+	Team       string `json:"team,omitempty" jsonschema:"its team"`
+	Profile    string `json:"profile,omitempty" jsonschema:"its profile"`
+	Self       bool   `json:"self,omitempty" jsonschema:"true for the calling member"`
+}
+
+// memberSummary shows m compactly.
+func memberSummary(m *fleetv1alpha1.Member, caller *Principal, q queue) MemberSummary {
+	status := strings.ToLower(string(m.Status.Phase))
+	switch {
+	case m.DeletionTimestamp != nil:
+		status = "terminating"
+	case m.Status.Phase == fleetv1alpha1.MemberReady && m.Status.AgentStatus != "":
+		status = string(m.Status.AgentStatus)
+	case status == "":
+		status = "pending"
+	}
+	sum := MemberSummary{Name: m.Name, Status: status, QueueDepth: q.depth, Team: m.Spec.Team, Profile: m.Spec.Profile, Self: isCaller(m, caller)}
+	if m.Status.AgentStatus == fleetv1alpha1.AgentBlocked {
+		sum.Waiting = m.Status.AgentMessage
+	}
+	return sum
+}
+
 // queue is what a member's queue holds.
 type queue struct {
 	depth    int32

@@ -268,3 +268,64 @@ func TestFailureCatalogue(t *testing.T) {
 	noTeam := replica(t, "catalogue-noteam", "--team-tools=false")
 	wantCodeOf(t, "team tools disabled", call(t, sessionAt(t, noTeam, w.token), "team_status", map[string]any{"team": "e2e-cat"}), "feature_disabled")
 }
+
+// TestListAndStatus: bridge_list is compact, filtered and paged;
+// bridge_status shows one member in full and what is pending for the
+// caller, as bridge_poll would, without acknowledging it.
+func TestListAndStatus(t *testing.T) {
+	dumpOnFailure(t)
+	teamMember(t, "e2e-ls-a", "e2e-ls", "lead")
+	teamMember(t, "e2e-ls-b", "e2e-ls", "member")
+	member(t, "e2e-ls-c")
+	s := session(t, w.token)
+
+	r := call(t, s, "bridge_list", map[string]any{"namePrefix": "e2e-ls-", "limit": 2})
+	if r.IsError || r.Fields["total"] != float64(3) || r.Str("continue") != "e2e-ls-b" || len(r.Fields["members"].([]any)) != 2 {
+		t.Fatalf("first page: %v", r.Fields)
+	}
+	first := r.Fields["members"].([]any)[0].(map[string]any)
+	if first["name"] != "e2e-ls-a" || first["status"] != "idle" || first["team"] != "e2e-ls" || first["paneId"] != nil {
+		t.Errorf("a compact entry: %v", first)
+	}
+	if !strings.Contains(r.Text, "e2e-ls-a idle 0 e2e-ls") || strings.Contains(r.Text, "{") {
+		t.Errorf("the text a model reads is not the compact lines: %q", r.Text)
+	}
+	r = call(t, s, "bridge_list", map[string]any{"namePrefix": "e2e-ls-", "limit": 2, "continue": "e2e-ls-b"})
+	if names := memberNames(r); !slices.Equal(names, []string{"e2e-ls-c"}) || r.Str("continue") != "" {
+		t.Errorf("second page: %v", r.Fields)
+	}
+	if names := memberNames(call(t, s, "bridge_list", map[string]any{"team": "e2e-ls"})); !slices.Equal(names, []string{"e2e-ls-a", "e2e-ls-b"}) {
+		t.Errorf("by team: %v", names)
+	}
+
+	// One detached outcome and one open question for the caller.
+	done := call(t, s, "bridge_send", map[string]any{"sessionId": "e2e-ls-a", "content": "reply: finished", "wait": false})
+	asked := call(t, s, "bridge_send", map[string]any{"sessionId": "e2e-ls-c", "content": "ask: which way?", "wait": false})
+	var st mcpclient.Result
+	eventually(t, "the outcome and the question in bridge_status", func() (bool, string) {
+		st = call(t, s, "bridge_status", map[string]any{"sessionId": "e2e-ls-b"})
+		return pollHas(st, done.Str("dispatchId"), "reply", "finished") && len(st.Fields["questions"].([]any)) > 0, fmt.Sprint(st.Fields)
+	})
+	q := st.Fields["questions"].([]any)[0].(map[string]any)
+	if q["dispatchId"] != asked.Str("dispatchId") || q["text"] != "which way?" {
+		t.Errorf("open question: %v", q)
+	}
+	if ms := st.Fields["members"].([]any); len(ms) != 1 || ms[0].(map[string]any)["paneId"] == "" {
+		t.Errorf("the full record of e2e-ls-b: %v", ms)
+	}
+	// bridge_status only looks: bridge_poll still has the outcome.
+	if p := call(t, s, "bridge_poll", nil); !pollHas(p, done.Str("dispatchId"), "reply", "finished") {
+		t.Errorf("bridge_status acknowledged the outcome: %v", p.Fields)
+	}
+	call(t, s, "bridge_ack", map[string]any{"dispatchId": done.Str("dispatchId")})
+	call(t, s, "bridge_send", map[string]any{"turnId": q["turnId"], "content": "left", "wait": false})
+}
+
+func memberNames(r mcpclient.Result) []string {
+	var names []string
+	list, _ := r.Fields["members"].([]any)
+	for _, m := range list {
+		names = append(names, fmt.Sprint(m.(map[string]any)["name"]))
+	}
+	return names
+}
