@@ -16,6 +16,7 @@ type SendInput struct {
 	Wait           *bool  `json:"wait,omitempty" jsonschema:"false returns at once with dispatchId; default true"`
 	TurnID         string `json:"turnId,omitempty" jsonschema:"answer the question with this turnId instead of sending a new message"`
 	IdempotencyKey string `json:"idempotencyKey,omitempty" jsonschema:"makes retries safe: the same key never sends twice and re-attaches to the first message"`
+	AutoSpawn      *bool  `json:"autoSpawn,omitempty" jsonschema:"false never spawns a member for this message; default true: a message to a profile with no live member (or with no sessionId to a namespace without members) starts one"`
 }
 
 // SendOutput is the outcome of bridge_send.

@@ -39,6 +39,10 @@ func TestResolveTarget(t *testing.T) {
 	leaving.DeletionTimestamp = mtime(0)
 	caller := memberOf(member("me", "ns").Obj())
 	me := *caller.Member
+	sonnet1 := *member("s-1", "ns").Profile("sonnet").Obj()
+	sonnet2 := *member("s-2", "ns").Profile("sonnet").Obj()
+	sonnetLeaving := *member("s-3", "ns").Profile("sonnet").Obj()
+	sonnetLeaving.DeletionTimestamp = mtime(0)
 
 	cases := map[string]struct {
 		members   []fleetv1alpha1.Member
@@ -47,26 +51,31 @@ func TestResolveTarget(t *testing.T) {
 		want      target
 		wantCode  Code
 	}{
-		"sole member":                     {members: []fleetv1alpha1.Member{w1}, caller: staticP, want: target{member: "w1"}},
-		"sole member besides the caller":  {members: []fleetv1alpha1.Member{me, w1}, caller: caller, want: target{member: "w1"}},
-		"terminating members don't count": {members: []fleetv1alpha1.Member{leaving, w1}, caller: staticP, want: target{member: "w1"}},
-		"none: spawn":                     {caller: staticP, want: target{spawn: true}},
-		"only the caller: spawn":          {members: []fleetv1alpha1.Member{me}, caller: caller, want: target{spawn: true}},
-		"several: choose":                 {members: []fleetv1alpha1.Member{w1, w2}, caller: staticP, wantCode: CodeInvalidArgument},
-		"by name":                         {members: []fleetv1alpha1.Member{w1, w2}, sessionID: "w2", caller: staticP, want: target{member: "w2"}},
-		"by pane id":                      {members: []fleetv1alpha1.Member{w1, w2}, sessionID: "p2", caller: staticP, want: target{member: "w2"}},
-		"by terminal id":                  {members: []fleetv1alpha1.Member{w1, w2}, sessionID: "t1", caller: staticP, want: target{member: "w1"}},
-		"by agent session id":             {members: []fleetv1alpha1.Member{w1, w2}, sessionID: "s2", caller: staticP, want: target{member: "w2"}},
-		"unknown id":                      {members: []fleetv1alpha1.Member{w1}, sessionID: "nope", caller: staticP, wantCode: CodeNotFound},
-		"unknown id, no members":          {sessionID: "nope", caller: staticP, wantCode: CodeNotFound},
-		"ambiguous id":                    {members: []fleetv1alpha1.Member{w1, shared}, sessionID: "p1", caller: staticP, wantCode: CodeInvalidArgument},
-		"a name wins over an id":          {members: []fleetv1alpha1.Member{withState(member("p9", "ns").Obj(), "", "", ""), withState(member("w9", "ns").Obj(), "p9", "", "")}, sessionID: "p9", caller: staticP, want: target{member: "p9"}},
-		"yourself":                        {members: []fleetv1alpha1.Member{me, w1}, sessionID: "me", caller: caller, wantCode: CodeInvalidArgument},
-		"a terminating member":            {members: []fleetv1alpha1.Member{leaving}, sessionID: "old", caller: staticP, wantCode: CodeWorkerGone},
+		"sole member":                           {members: []fleetv1alpha1.Member{w1}, caller: staticP, want: target{member: "w1"}},
+		"sole member besides the caller":        {members: []fleetv1alpha1.Member{me, w1}, caller: caller, want: target{member: "w1"}},
+		"terminating members don't count":       {members: []fleetv1alpha1.Member{leaving, w1}, caller: staticP, want: target{member: "w1"}},
+		"none: spawn":                           {caller: staticP, want: target{spawn: true}},
+		"only the caller: spawn":                {members: []fleetv1alpha1.Member{me}, caller: caller, want: target{spawn: true}},
+		"several: choose":                       {members: []fleetv1alpha1.Member{w1, w2}, caller: staticP, wantCode: CodeInvalidArgument},
+		"by name":                               {members: []fleetv1alpha1.Member{w1, w2}, sessionID: "w2", caller: staticP, want: target{member: "w2"}},
+		"by pane id":                            {members: []fleetv1alpha1.Member{w1, w2}, sessionID: "p2", caller: staticP, want: target{member: "w2"}},
+		"by terminal id":                        {members: []fleetv1alpha1.Member{w1, w2}, sessionID: "t1", caller: staticP, want: target{member: "w1"}},
+		"by agent session id":                   {members: []fleetv1alpha1.Member{w1, w2}, sessionID: "s2", caller: staticP, want: target{member: "w2"}},
+		"unknown id":                            {members: []fleetv1alpha1.Member{w1}, sessionID: "nope", caller: staticP, wantCode: CodeNotFound},
+		"unknown id, no members":                {sessionID: "nope", caller: staticP, wantCode: CodeNotFound},
+		"ambiguous id":                          {members: []fleetv1alpha1.Member{w1, shared}, sessionID: "p1", caller: staticP, wantCode: CodeInvalidArgument},
+		"a name wins over an id":                {members: []fleetv1alpha1.Member{withState(member("p9", "ns").Obj(), "", "", ""), withState(member("w9", "ns").Obj(), "p9", "", "")}, sessionID: "p9", caller: staticP, want: target{member: "p9"}},
+		"yourself":                              {members: []fleetv1alpha1.Member{me, w1}, sessionID: "me", caller: caller, wantCode: CodeInvalidArgument},
+		"a terminating member":                  {members: []fleetv1alpha1.Member{leaving}, sessionID: "old", caller: staticP, wantCode: CodeWorkerGone},
+		"a profile without members":             {members: []fleetv1alpha1.Member{w1}, sessionID: "sonnet", caller: staticP, want: target{spawn: true, profile: "sonnet"}},
+		"a profile's one member":                {members: []fleetv1alpha1.Member{w1, sonnet1}, sessionID: "sonnet", caller: staticP, want: target{member: "s-1"}},
+		"a profile's several members":           {members: []fleetv1alpha1.Member{sonnet1, sonnet2}, sessionID: "sonnet", caller: staticP, wantCode: CodeInvalidArgument},
+		"a profile's member leaving":            {members: []fleetv1alpha1.Member{sonnetLeaving}, sessionID: "sonnet", caller: staticP, want: target{spawn: true, profile: "sonnet"}},
+		"a member's name wins over a profile's": {members: []fleetv1alpha1.Member{w1}, sessionID: "w1", caller: staticP, want: target{member: "w1"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err := resolveTarget(tc.members, tc.sessionID, tc.caller)
+			got, err := resolveTarget(tc.members, []string{"sonnet", "w1"}, tc.sessionID, tc.caller)
 			if codeOf(err) != tc.wantCode {
 				t.Fatalf("error %v, want code %q", err, tc.wantCode)
 			}

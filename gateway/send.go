@@ -51,7 +51,7 @@ func (g *Gateway) bridgeSend(ctx context.Context, c *call, in SendInput) (*SendO
 		}
 	}
 
-	member, err := g.sendTarget(ctx, p, in.SessionID)
+	member, err := g.sendTarget(ctx, p, in.SessionID, in.AutoSpawn == nil || *in.AutoSpawn)
 	if err != nil {
 		return nil, err
 	}
@@ -107,30 +107,56 @@ func (g *Gateway) newDelegation(p *Principal, member *fleetv1alpha1.Member, cont
 	return d
 }
 
-// sendTarget resolves the member a bridge_send goes to, spawning one from
-// the default Profile when the namespace has none.
-func (g *Gateway) sendTarget(ctx context.Context, p *Principal, sessionID string) (*fleetv1alpha1.Member, error) {
+// sendTarget resolves the member a bridge_send goes to. With autoSpawn it
+// spawns one from the default Profile when the namespace has none, or from
+// the Profile sessionID names when that Profile has no live member.
+func (g *Gateway) sendTarget(ctx context.Context, p *Principal, sessionID string, autoSpawn bool) (*fleetv1alpha1.Member, error) {
 	members, err := g.members(ctx, p.Namespace)
 	if err != nil {
 		return nil, err
 	}
-	t, terr := resolveTarget(members, sessionID, p)
+	profiles, err := g.profiles(ctx, p.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(profiles))
+	for _, pr := range profiles {
+		names = append(names, pr.Name)
+	}
+	t, terr := resolveTarget(members, names, sessionID, p)
 	if terr != nil {
 		return nil, terr
 	}
-	if t.spawn {
-		m, err := g.spawn(ctx, p, spawnRequest{})
-		if err != nil {
-			var te *ToolError
-			if errors.As(err, &te) && te.Code == CodeNotFound {
-				return nil, errorf(CodeNotFound, "there is no member to send to and no default profile to spawn one from: create a Profile with spec.default: true, or spawn a member with bridge_spawn")
-			}
-			return nil, err
-		}
-		return m, nil
+	if !t.spawn {
+		i := slices.IndexFunc(members, func(m fleetv1alpha1.Member) bool { return m.Name == t.member })
+		return &members[i], nil
 	}
-	i := slices.IndexFunc(members, func(m fleetv1alpha1.Member) bool { return m.Name == t.member })
-	return &members[i], nil
+	if !autoSpawn {
+		if t.profile != "" {
+			return nil, errorf(CodeNotFound, "profile %s has no live member and autoSpawn is false: spawn one with bridge_spawn, or leave autoSpawn out", t.profile)
+		}
+		return nil, errorf(CodeNotFound, "there is no member to send to and autoSpawn is false: spawn one with bridge_spawn, or leave autoSpawn out")
+	}
+	// A member spawned for a Profile is named after it: concurrent sends to
+	// the Profile spawn one member, and later sends find it by name.
+	m, err := g.spawn(ctx, p, spawnRequest{profile: t.profile, name: t.profile})
+	var te *ToolError
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		existing := &fleetv1alpha1.Member{}
+		if err := g.live.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: t.profile}, existing); err != nil {
+			return nil, fmt.Errorf("reading member %s: %w", t.profile, err)
+		}
+		if existing.DeletionTimestamp != nil {
+			return nil, errorf(CodeWorkerGone, "member %s of profile %s is being deleted; send again once it is gone", existing.Name, t.profile)
+		}
+		return existing, nil
+	case errors.As(err, &te) && te.Code == CodeNotFound && t.profile == "":
+		return nil, errorf(CodeNotFound, "there is no member to send to and no default profile to spawn one from: create a Profile with spec.default: true, or spawn a member with bridge_spawn")
+	case err != nil:
+		return nil, err
+	}
+	return m, nil
 }
 
 // attach returns the outcome of an existing Delegation that an idempotency

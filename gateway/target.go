@@ -8,19 +8,26 @@ import (
 )
 
 // target is where a bridge_send goes: an existing member, or a member to
-// spawn from the default Profile because none exists.
+// spawn from a Profile because none is there.
 type target struct {
 	member string
 	spawn  bool
+	// profile is the Profile to spawn from; empty means the default one.
+	profile string
 }
 
 // resolveTarget decides which member a bridge_send addresses. A sessionID
-// names a member by name, agent session id, terminal id or pane id. Without
-// one, the sole member other than the caller is the target; with none, a
-// member is to be spawned; with several, the caller has to choose.
-func resolveTarget(members []fleetv1alpha1.Member, sessionID string, caller *Principal) (target, *ToolError) {
+// names a member by name, agent session id, terminal id or pane id, or else
+// a Profile: its one live member, or a new one when it has none. Without a
+// sessionID, the sole member other than the caller is the target; with
+// none, a member is to be spawned from the default Profile; with several,
+// the caller has to choose.
+func resolveTarget(members []fleetv1alpha1.Member, profiles []string, sessionID string, caller *Principal) (target, *ToolError) {
 	if sessionID != "" {
 		m, err := findMember(members, sessionID)
+		if err != nil && err.Code == CodeNotFound && slices.Contains(profiles, sessionID) {
+			return profileTarget(members, sessionID, caller)
+		}
 		if err != nil {
 			return target{}, err
 		}
@@ -32,14 +39,7 @@ func resolveTarget(members []fleetv1alpha1.Member, sessionID string, caller *Pri
 		}
 		return target{member: m.Name}, nil
 	}
-	var live []*fleetv1alpha1.Member
-	for i := range members {
-		m := &members[i]
-		if isCaller(m, caller) || m.DeletionTimestamp != nil {
-			continue
-		}
-		live = append(live, m)
-	}
+	live := liveMembers(members, caller, func(*fleetv1alpha1.Member) bool { return true })
 	switch len(live) {
 	case 0:
 		return target{spawn: true}, nil
@@ -49,6 +49,34 @@ func resolveTarget(members []fleetv1alpha1.Member, sessionID string, caller *Pri
 	return target{}, errorf(CodeInvalidArgument,
 		"%d members could take this message: %s; pass sessionId with one of their names",
 		len(live), describeMembers(live))
+}
+
+// profileTarget is where a message to a Profile goes: its one live member,
+// or a new member of it.
+func profileTarget(members []fleetv1alpha1.Member, profile string, caller *Principal) (target, *ToolError) {
+	live := liveMembers(members, caller, func(m *fleetv1alpha1.Member) bool { return m.Spec.Profile == profile })
+	switch len(live) {
+	case 0:
+		return target{spawn: true, profile: profile}, nil
+	case 1:
+		return target{member: live[0].Name}, nil
+	}
+	return target{}, errorf(CodeInvalidArgument,
+		"profile %s has %d members: %s; pass sessionId with one of their names", profile, len(live), describeMembers(live))
+}
+
+// liveMembers are the members keep passes, other than the caller and those
+// being deleted.
+func liveMembers(members []fleetv1alpha1.Member, caller *Principal, keep func(*fleetv1alpha1.Member) bool) []*fleetv1alpha1.Member {
+	var live []*fleetv1alpha1.Member
+	for i := range members {
+		m := &members[i]
+		if isCaller(m, caller) || m.DeletionTimestamp != nil || !keep(m) {
+			continue
+		}
+		live = append(live, m)
+	}
+	return live
 }
 
 // findMember finds the member a sessionId or paneId addresses. A name wins

@@ -329,3 +329,47 @@ func memberNames(r mcpclient.Result) []string {
 	}
 	return names
 }
+
+// TestAutoSpawnByProfile: a message to a Profile with no live member starts
+// one, named after the Profile, and the next message finds it; autoSpawn
+// false never starts one.
+func TestAutoSpawnByProfile(t *testing.T) {
+	dumpOnFailure(t)
+	s := session(t, w.token)
+	apply(t, fmt.Sprintf(`apiVersion: fleet.fleetd.dev/v1alpha1
+kind: Profile
+metadata: {name: e2e-spawnable, namespace: %s}
+spec: {command: [scripted-agent]}
+`, ns))
+	t.Cleanup(func() {
+		_, _ = w.kubectl("delete", "member", "-n", ns, "e2e-spawnable", "--ignore-not-found", "--wait=false")
+		_, _ = w.kubectl("delete", "profile", "-n", ns, "e2e-spawnable", "--ignore-not-found", "--wait=false")
+	})
+	// A profile with a live member sends to it.
+	r := call(t, s, "bridge_send", map[string]any{"sessionId": "scripted", "content": "reply: from the sample member"})
+	wantOutcome(t, r, "reply")
+	if r.Str("member") != "worker-1" {
+		t.Errorf("a message to the sample profile went to %q, not its one member worker-1", r.Str("member"))
+	}
+
+	r = call(t, s, "bridge_send", map[string]any{"sessionId": "e2e-spawnable", "content": "reply: never", "autoSpawn": false})
+	wantCodeOf(t, "autoSpawn false", r, "not_found")
+	if _, err := getMember("e2e-spawnable"); err == nil {
+		t.Error("autoSpawn false spawned a member")
+	}
+
+	r = call(t, s, "bridge_send", map[string]any{"sessionId": "e2e-spawnable", "content": "reply: spawned for you"})
+	wantOutcome(t, r, "reply")
+	if r.Str("member") != "e2e-spawnable" || r.Str("text") != "spawned for you" {
+		t.Errorf("the first message to the profile: %v", r.Fields)
+	}
+	m, err := getMember("e2e-spawnable")
+	if err != nil || m.Spec.Profile != "e2e-spawnable" {
+		t.Fatalf("the spawned member: %v %+v", err, m)
+	}
+	r = call(t, s, "bridge_send", map[string]any{"sessionId": "e2e-spawnable", "content": "reply: the same one"})
+	wantOutcome(t, r, "reply")
+	if again, err := getMember("e2e-spawnable"); err != nil || again.UID != m.UID {
+		t.Errorf("the second message spawned another member: %v", err)
+	}
+}
