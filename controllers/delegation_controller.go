@@ -231,6 +231,8 @@ func (r *DelegationReconciler) apply(ctx context.Context, member types.Namespace
 		delegation.Interrupted(d, now, key)
 	case delegation.StepCarryReply:
 		return r.carryReply(ctx, d)
+	case delegation.StepCarryQuestion:
+		return r.carryQuestion(ctx, d)
 	case delegation.StepExpire:
 		return r.expire(ctx, d)
 	default:
@@ -348,6 +350,10 @@ func (r *DelegationReconciler) acknowledgeOriginal(ctx context.Context, carrier 
 	if err != nil {
 		return fmt.Errorf("getting delegation %s, answered by %s: %w", carrier.Spec.InReplyTo, carrier.Name, err)
 	}
+	if original.Status.ReplyDeliveredAs != carrier.Name {
+		// It carried a question, not the outcome.
+		return nil
+	}
 	if changed, _ := delegation.Acknowledge(original, now); !changed {
 		return nil
 	}
@@ -391,17 +397,44 @@ func (r *DelegationReconciler) tail(ctx context.Context, paneID string) (string,
 func (r *DelegationReconciler) carryReply(ctx context.Context, d *fleetv1alpha1.Delegation) error {
 	name := d.Name + "-reply"
 	content := fmt.Sprintf("Reply from %s to your message %s:\n%s", d.Spec.To, d.Name, *d.Status.Reply)
-	if len(content) > fleetv1alpha1.MaxContentBytes {
-		content = content[:fleetv1alpha1.MaxContentBytes]
+	if err := r.carry(ctx, d, name, content); err != nil {
+		return fmt.Errorf("creating the detached reply of %s: %w", d.Name, err)
 	}
-	now := r.Clock.Now()
-	reply := &fleetv1alpha1.Delegation{
+	delegation.ReplyCarried(d, name)
+	return r.write(ctx, d)
+}
+
+// carryQuestion sends a question nobody waits for into its member sender's
+// pane, with the turn id to answer it by, through the same gated queue.
+func (r *DelegationReconciler) carryQuestion(ctx context.Context, d *fleetv1alpha1.Delegation) error {
+	q := delegation.OpenQuestion(d)
+	name := fmt.Sprintf("%s-q%d", d.Name, len(d.Status.Questions))
+	content := fmt.Sprintf("Question from %s about your message %s:\n%s\n\nAnswer it with bridge_send {\"turnId\": %q, \"content\": <your answer>}.", d.Spec.To, d.Name, q.Text, q.TurnID)
+	if err := r.carry(ctx, d, name, content); err != nil {
+		return fmt.Errorf("creating the detached question of %s: %w", d.Name, err)
+	}
+	delegation.QuestionCarried(d, name)
+	return r.write(ctx, d)
+}
+
+// carry creates the Delegation name that types content, something d's
+// worker said, into d's member sender's pane. It is plumbing (inReplyTo d):
+// owed to nobody, one hop further than d.
+func (r *DelegationReconciler) carry(ctx context.Context, d *fleetv1alpha1.Delegation, name, content string) error {
+	if len(content) > fleetv1alpha1.MaxContentBytes {
+		cut := fleetv1alpha1.MaxContentBytes
+		for cut > 0 && content[cut]&0xC0 == 0x80 {
+			cut--
+		}
+		content = content[:cut]
+	}
+	carrier := &fleetv1alpha1.Delegation{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      name,
 			Namespace: d.Namespace,
 			Labels:    map[string]string{fleetv1alpha1.LabelMember: d.Spec.From.Name},
 			Annotations: map[string]string{
-				fleetv1alpha1.AnnotationSequence: now.UTC().Format(time.RFC3339Nano),
+				fleetv1alpha1.AnnotationSequence: r.Clock.Now().UTC().Format(time.RFC3339Nano),
 			},
 		},
 		Spec: fleetv1alpha1.DelegationSpec{
@@ -413,11 +446,10 @@ func (r *DelegationReconciler) carryReply(ctx context.Context, d *fleetv1alpha1.
 			Hops:      d.Spec.Hops + 1,
 		},
 	}
-	if err := r.Client.Create(ctx, reply); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating the detached reply of %s: %w", d.Name, err)
+	if err := r.Client.Create(ctx, carrier); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
 	}
-	delegation.ReplyCarried(d, name)
-	return r.write(ctx, d)
+	return nil
 }
 
 // write updates the status with optimistic concurrency: the gateway writes

@@ -86,6 +86,9 @@ const (
 	// StepCarryReply carries a reply nobody waits for into its member
 	// sender's pane.
 	StepCarryReply StepKind = "CarryReply"
+	// StepCarryQuestion carries a question nobody waits for into its
+	// member sender's pane, saying how to answer it.
+	StepCarryQuestion StepKind = "CarryQuestion"
 	// StepExpire deletes a settled Delegation past its retention.
 	StepExpire StepKind = "Expire"
 )
@@ -218,6 +221,8 @@ func Decide(m Member, ds []v1.Delegation, now time.Time, policy Policy, typed se
 				flying = nil
 			case picked && d.Status.Phase == v1.DelegationDelivered:
 				step(StepPickup, d, "", "")
+			case QuestionNeedsCarrying(d):
+				step(StepCarryQuestion, d, "", "")
 			}
 			if flying != nil {
 				later(deadline)

@@ -264,6 +264,32 @@ func TestDecide(t *testing.T) {
 			ds:     []v1.Delegation{mk("a", 0).from(v1.PrincipalMember, "lead").detached().typed(0).then(replyAt(1, "done")).obj()},
 			want:   []Step{{Kind: StepCarryReply, Name: "a"}},
 		},
+		"a detached question to a member sender is carried to it": {
+			member: working(2), wantRequeue: 50 * time.Second, // its deadline
+			ds:   []v1.Delegation{mk("a", 0).from(v1.PrincipalMember, "lead").detached().typed(1).then(askAt(1, "which way?")).obj()},
+			want: []Step{{Kind: StepCarryQuestion, Name: "a"}},
+		},
+		"a question carried once is not carried again": {
+			member: working(2), wantRequeue: 50 * time.Second, // its deadline
+			ds: []v1.Delegation{mk("a", 0).from(v1.PrincipalMember, "lead").detached().typed(1).then(askAt(1, "which way?")).then(func(d *v1.Delegation) {
+				QuestionCarried(d, "a-q1")
+			}).obj()},
+		},
+		"a question its member sender waits for stays put": {
+			member: working(2), wantRequeue: 50 * time.Second, // its deadline
+			ds: []v1.Delegation{mk("a", 0).from(v1.PrincipalMember, "lead").typed(1).then(askAt(1, "which way?")).obj()},
+		},
+		"a question whose waiter left is carried": {
+			member: working(2), wantRequeue: 50 * time.Second, // its deadline
+			ds: []v1.Delegation{mk("a", 0).from(v1.PrincipalMember, "lead").typed(1).then(askAt(1, "which way?")).then(func(d *v1.Delegation) {
+				Detach(d, t0.Add(2*time.Second))
+			}).obj()},
+			want: []Step{{Kind: StepCarryQuestion, Name: "a"}},
+		},
+		"a detached question to a primary waits for bridge_poll": {
+			member: working(2), wantRequeue: 50 * time.Second, // its deadline
+			ds: []v1.Delegation{mk("a", 0).detached().typed(1).then(askAt(1, "which way?")).obj()},
+		},
 		"a reply someone waits for stays put": {
 			member: idleAfterWork(3),
 			ds:     []v1.Delegation{mk("a", 0).from(v1.PrincipalMember, "lead").typed(0).then(replyAt(1, "done")).obj()},

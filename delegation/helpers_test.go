@@ -57,10 +57,19 @@ func (d *dlg) detached() *dlg { f := false; d.Spec.Wait = &f; return d }
 
 func (d *dlg) obj() v1.Delegation { return d.Delegation }
 
-// settleAt is a transition that settles at t0+seconds.
+// replyAt is a transition that replies text at t0+seconds.
 func replyAt(seconds int, text string) func(*v1.Delegation) {
 	return func(d *v1.Delegation) {
 		if err := Reply(d, at(seconds).Time, text); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// askAt is a transition that asks text at t0+seconds.
+func askAt(seconds int, text string) func(*v1.Delegation) {
+	return func(d *v1.Delegation) {
+		if _, err := Ask(d, at(seconds).Time, text); err != nil {
 			panic(err)
 		}
 	}

@@ -301,6 +301,25 @@ func NeedsCarrying(d *v1.Delegation) bool {
 	return !Waits(d) || d.Status.DetachedAt != nil || d.Status.Phase == v1.DelegationTimedOut
 }
 
+// QuestionCarried records the Delegation that carries d's open question
+// into its member sender's pane.
+func QuestionCarried(d *v1.Delegation, carrier string) {
+	if q := OpenQuestion(d); q != nil {
+		q.CarriedAs = carrier
+	}
+}
+
+// QuestionNeedsCarrying reports whether d's open question waits to be
+// carried into its member sender's pane: nobody waits for it (the message
+// was sent detached, or its sender's call ended) and it was not carried yet.
+func QuestionNeedsCarrying(d *v1.Delegation) bool {
+	q := OpenQuestion(d)
+	if q == nil || q.CarriedAs != "" || d.Spec.From.Kind != v1.PrincipalMember {
+		return false
+	}
+	return !Waits(d) || d.Status.DetachedAt != nil
+}
+
 // TurnID is the id of a Delegation's n-th question (counting from 1): any
 // gateway replica finds the Delegation from it, with no state of its own.
 func TurnID(delegation string, n int) string { return fmt.Sprintf("%s.q%d", delegation, n) }

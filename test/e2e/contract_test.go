@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/fleetd/fleetd/internal/devenv"
 	"github.com/fleetd/fleetd/internal/mcpclient"
 )
 
@@ -20,6 +21,13 @@ import (
 // and returns its MCP URL. Local mode only: in a cluster the deployment
 // decides the flags.
 func replica(t *testing.T, name string, extra ...string) string {
+	t.Helper()
+	url, _ := replicaProcess(t, name, extra...)
+	return url
+}
+
+// replicaProcess is replica, with the process, for a test that stops it.
+func replicaProcess(t *testing.T, name string, extra ...string) (string, *devenv.Process) {
 	t.Helper()
 	l, ok := w.mode.(*local)
 	if !ok {
@@ -37,7 +45,7 @@ func replica(t *testing.T, name string, extra ...string) string {
 		}
 		p.Stop(10 * time.Second)
 	})
-	return url
+	return url, p
 }
 
 func sessionAt(t *testing.T, url, token string) *mcp.ClientSession {
@@ -373,3 +381,49 @@ spec: {command: [scripted-agent]}
 		t.Errorf("the second message spawned another member: %v", err)
 	}
 }
+
+// TestDetachedQuestionReachesAMemberSender: a member sends detached; the
+// worker's question is typed into the sender's pane with the turn id to
+// answer by; the answer reaches the worker, whose reply is typed back.
+func TestDetachedQuestionReachesAMemberSender(t *testing.T) {
+	dumpOnFailure(t)
+	senderLog := member(t, "e2e-q-sender")
+	member(t, "e2e-q-worker")
+	asSender := session(t, memberToken(t, "e2e-q-sender"))
+
+	r := call(t, asSender, "bridge_send", map[string]any{"sessionId": "e2e-q-worker", "content": "ask: which colour?\nreply: painting it {answer}", "wait": false})
+	wantOutcome(t, r, "dispatched")
+	id := r.Str("dispatchId")
+	turnID := id + ".q1"
+	eventually(t, "the question typed into the sender's pane", func() (bool, string) {
+		got := received(t, senderLog)
+		return slices.ContainsFunc(got, func(p string) bool {
+			return strings.Contains(p, "which colour?") && strings.Contains(p, turnID) && strings.Contains(p, "bridge_send")
+		}), fmt.Sprintf("%q", got)
+	})
+	d, err := getDelegation(id)
+	if err != nil || len(d.Status.Questions) != 1 || d.Status.Questions[0].CarriedAs == "" {
+		t.Fatalf("the question's carrier is not recorded: %v %+v", err, d.Status.Questions)
+	}
+
+	// The sender answers as its agent would, by the turn id it was shown.
+	a := call(t, asSender, "bridge_send", map[string]any{"turnId": turnID, "content": "teal", "wait": false})
+	if a.IsError {
+		t.Fatalf("answering: %v", a.Fields)
+	}
+	eventually(t, "the reply typed into the sender's pane", func() (bool, string) {
+		got := received(t, senderLog)
+		return slices.ContainsFunc(got, func(p string) bool { return strings.Contains(p, "painting it teal") }), fmt.Sprintf("%q", got)
+	})
+	// The question was typed once.
+	n := 0
+	for _, p := range received(t, senderLog) {
+		if strings.Contains(p, "which colour?") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("the question was typed %d times", n)
+	}
+}
+
