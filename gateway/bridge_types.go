@@ -10,19 +10,20 @@ import (
 
 // SendInput is the input of bridge_send.
 type SendInput struct {
-	Content        string `json:"content" jsonschema:"the message for the worker, or your answer when turnId is set"`
+	Content        string `json:"content,omitempty" jsonschema:"the message for the worker, or your answer when turnId is set; leave it out with dispatchId"`
 	SessionID      string `json:"sessionId,omitempty" jsonschema:"the member to send to: its name, agent session id, terminal id or pane id; omit when there is one other member (or none: one is spawned)"`
 	TimeoutMs      *int64 `json:"timeoutMs,omitempty" jsonschema:"how long to wait in milliseconds; default 600000, capped by the gateway"`
 	Wait           *bool  `json:"wait,omitempty" jsonschema:"false returns at once with dispatchId; default true"`
 	TurnID         string `json:"turnId,omitempty" jsonschema:"answer the question with this turnId instead of sending a new message"`
 	IdempotencyKey string `json:"idempotencyKey,omitempty" jsonschema:"makes retries safe: the same key never sends twice and re-attaches to the first message"`
+	DispatchID     string `json:"dispatchId,omitempty" jsonschema:"re-attach to a message you sent (after a timeout or an interrupted call): wait for its outcome again, without sending anything"`
 	AutoSpawn      *bool  `json:"autoSpawn,omitempty" jsonschema:"false never spawns a member for this message; default true: a message to a profile with no live member (or with no sessionId to a namespace without members) starts one"`
 }
 
 // SendOutput is the outcome of bridge_send.
 type SendOutput struct {
 	failure
-	Outcome    string `json:"outcome,omitempty" jsonschema:"reply, question, turn_done, timeout or dispatched"`
+	Outcome    string `json:"outcome,omitempty" jsonschema:"reply, question, turn_done, timeout, cancelled, interrupted (the gateway stopped; call again with dispatchId) or dispatched"`
 	Text       string `json:"text,omitempty" jsonschema:"the reply, the question, or the terminal tail for turn_done"`
 	TurnID     string `json:"turnId,omitempty" jsonschema:"for a question: pass it back with your answer"`
 	DispatchID string `json:"dispatchId,omitempty" jsonschema:"the message's id, for bridge_poll and bridge_ack"`
@@ -53,8 +54,9 @@ type AskInput struct {
 type AskOutput struct {
 	failure
 	Answer  *string `json:"answer,omitempty" jsonschema:"the sender's answer"`
-	Outcome string  `json:"outcome,omitempty" jsonschema:"timeout when no answer came in time"`
+	Outcome string  `json:"outcome,omitempty" jsonschema:"timeout when no answer came in time; interrupted when the gateway stopped"`
 	TurnID  string  `json:"turnId,omitempty" jsonschema:"the question this answers"`
+	Text    string  `json:"text,omitempty" jsonschema:"what to do next, for interrupted"`
 }
 
 func (o *AskOutput) metricOutcome() string {

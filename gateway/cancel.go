@@ -49,7 +49,7 @@ func (g *Gateway) bridgeCancel(ctx context.Context, c *call, in CancelInput) (*C
 	}
 	last, err := g.hold(ctx, c, d, cancelWait, func(d *fleetv1alpha1.Delegation) bool { return delegation.Settled(d.Status.Phase) })
 	switch {
-	case errors.Is(err, errHoldTimeout):
+	case errors.Is(err, errHoldTimeout), errors.Is(err, errGatewayStopping):
 		return &CancelOutput{DispatchID: d.Name, Outcome: outcomeCancelling}, nil
 	case errors.Is(err, errDelegationDeleted):
 		return &CancelOutput{DispatchID: d.Name, Outcome: outcomeCancelled}, nil

@@ -142,6 +142,9 @@ type Gateway struct {
 	// ends every held call when the gateway stops.
 	holds       context.Context
 	cancelHolds context.CancelFunc
+	// stopping is closed when the gateway starts shutting down: held calls
+	// end with a result.
+	stopping chan struct{}
 
 	// detachSlots bounds concurrent departed-waiter writes.
 	detachSlots chan struct{}
@@ -295,6 +298,7 @@ func newGateway(opts Options, log logr.Logger, d gatewayDeps) *Gateway {
 		toolNamespaces: map[string]ToolNamespace{},
 		holds:          holds,
 		cancelHolds:    cancel,
+		stopping:       make(chan struct{}),
 		detachSlots:    make(chan struct{}, detachWriters),
 	}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "fleetd", Title: "fleetd gateway", Version: fleetv1alpha1.GroupVersion.Version}, &mcp.ServerOptions{
@@ -342,12 +346,17 @@ func (g *Gateway) Start(ctx context.Context) error {
 		return fmt.Errorf("serving on %s: %w", g.opts.Addr, err)
 	case <-ctx.Done():
 	}
-	g.cancelHolds()
+	// Held calls end first, each with a result that says how to carry on
+	// (their Delegations record the departed waiter); the server then waits
+	// for those answers to be written. What is still running when the
+	// grace ends is cancelled.
+	close(g.stopping)
 	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*detachTimeout)
 	defer cancel()
 	if err := srv.Shutdown(shutdown); err != nil {
 		g.log.Error(err, "Shutting down the MCP gateway")
 	}
+	g.cancelHolds()
 	g.procs.killAll(shutdown)
 	return nil
 }

@@ -20,7 +20,17 @@ var (
 	errHoldTimeout = errors.New("hold timed out")
 	// errDelegationDeleted ends a hold whose Delegation was deleted.
 	errDelegationDeleted = errors.New("delegation deleted")
+	// errGatewayStopping ends a hold because this gateway is shutting down;
+	// the call still gets a result that says how to carry on.
+	errGatewayStopping = errors.New("the gateway is shutting down")
 )
+
+// interruptedText tells a caller whose held call a stopping gateway ended
+// how to get the outcome of message id.
+func interruptedText(id string) string {
+	return fmt.Sprintf("This gateway replica is shutting down (a restart or a rollout) and ended the wait; message %s carries on. "+
+		"Call bridge_send {\"dispatchId\": %q} to wait for its outcome again (the same idempotencyKey works too), or collect it later with bridge_poll.", id, id)
+}
 
 // detachTimeout bounds the status write that records a departed waiter; it
 // runs after the call's own context ended.
@@ -102,6 +112,8 @@ func (g *Gateway) hold(ctx context.Context, c *call, seed *fleetv1alpha1.Delegat
 			return current, errHoldTimeout
 		case <-hangup:
 			return current, context.Canceled
+		case <-g.stopping:
+			return current, errGatewayStopping
 		case <-ctx.Done():
 			return current, ctx.Err()
 		}

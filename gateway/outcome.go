@@ -22,6 +22,9 @@ const (
 	outcomeCancelled  = string(fleetv1alpha1.OutcomeCancelled)
 	outcomeQuestion   = "question"
 	outcomeDispatched = "dispatched"
+	// outcomeInterrupted: this gateway stopped while the call was held; the
+	// message carries on.
+	outcomeInterrupted = "interrupted"
 	// outcomeCancelling: bridge_cancel asked for the member's turn to be
 	// interrupted, and it has not settled yet.
 	outcomeCancelling = "cancelling"

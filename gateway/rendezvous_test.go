@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -72,9 +73,10 @@ func TestSendCancelled(t *testing.T) {
 	}
 }
 
-// TestGatewayRestart: the gateway stops while a bridge_send is held; after
-// a new gateway starts, the sender gets the outcome by re-calling with the
-// same idempotency key, and bridge_poll shows it meanwhile.
+// TestGatewayRestart: the gateway stops while a bridge_send is held; the
+// call ends with outcome interrupted and its dispatch id; after a new
+// gateway starts, the sender waits again by that dispatch id alone (or the
+// same idempotency key), and bridge_poll shows the outcome meanwhile.
 func TestGatewayRestart(t *testing.T) {
 	ns := env.Namespace(t)
 	first := startGateway(t, ns, Options{})
@@ -86,8 +88,9 @@ func TestGatewayRestart(t *testing.T) {
 	d := waitDelegation(t, ns, "w1", nil)
 	eventually(t, func() error { return errIf(first.gw.rv.held() != 1, "not held yet") })
 	first.stop()
-	if got := receive(t, sent); got.err == nil {
-		t.Fatalf("the held call survived its gateway: %+v", got.out)
+	got := wantOK(t, receive(t, sent))
+	if got.Outcome != outcomeInterrupted || got.DispatchID != d.Name || !strings.Contains(got.Text, `"dispatchId": "`+d.Name+`"`) {
+		t.Fatalf("the held call of a stopping gateway returned %+v", got)
 	}
 	if getDelegation(t, ns, d.Name).Status.DetachedAt == nil {
 		t.Fatal("stopping the gateway did not record the departed waiter")
@@ -96,22 +99,26 @@ func TestGatewayRestart(t *testing.T) {
 	second := startGateway(t, ns, Options{})
 	primary = second.connect(t, staticToken, nil)
 	worker := second.connect(t, workerToken, nil)
+	rejoined := async[SendOutput](t, context.Background(), primary, "bridge_send", map[string]any{"dispatchId": d.Name})
+	eventually(t, func() error { return errIf(second.gw.rv.held() != 1, "the re-attached call is not held") })
 	deliver(t, ns, d.Name)
 	wantOK(t, callTool[ReplyOutput](t, worker, "bridge_reply", map[string]any{"content": "still here"}))
-
-	eventually(t, func() error {
-		poll := wantOK(t, callTool[PollOutput](t, primary, "bridge_poll", nil))
-		return errIf(len(poll.Outcomes) != 1 || poll.Outcomes[0].Text != "still here", "poll = %+v", poll)
-	})
-	got := wantOK(t, callTool[SendOutput](t, primary, "bridge_send", args))
-	if got.Outcome != "reply" || got.Text != "still here" || got.DispatchID != d.Name {
+	if got := wantOK(t, receive(t, rejoined)); got.Outcome != "reply" || got.Text != "still here" || got.DispatchID != d.Name {
+		t.Fatalf("bridge_send by dispatchId = %+v", got)
+	}
+	// The same key finds the outcome too.
+	if got := wantOK(t, callTool[SendOutput](t, primary, "bridge_send", args)); got.Outcome != "reply" || got.DispatchID != d.Name {
 		t.Fatalf("re-called bridge_send = %+v", got)
 	}
-	// Handed over by the re-called send, it is not polled again.
+	// Handed over by the re-attached send, it is not polled.
 	eventually(t, func() error {
 		poll := wantOK(t, callTool[PollOutput](t, primary, "bridge_poll", nil))
 		return errIf(len(poll.Outcomes) != 0, "still polled: %+v", poll)
 	})
+	// Only its sender re-attaches, and only to a message that exists.
+	wantCode(t, callTool[SendOutput](t, worker, "bridge_send", map[string]any{"dispatchId": d.Name}), CodeForbidden)
+	wantCode(t, callTool[SendOutput](t, primary, "bridge_send", map[string]any{"dispatchId": "no-such-message"}), CodeNotFound)
+	wantCode(t, callTool[SendOutput](t, primary, "bridge_send", map[string]any{"dispatchId": d.Name, "turnId": d.Name + ".q1"}), CodeInvalidArgument)
 }
 
 // TestSendReattachWaits: a re-call with the key before the outcome waits

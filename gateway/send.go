@@ -24,14 +24,17 @@ const maxIdempotencyKey = 128
 // bridgeSend creates a Delegation, or finds the one an idempotency key or
 // turn id names, and holds the call until its outcome.
 func (g *Gateway) bridgeSend(ctx context.Context, c *call, in SendInput) (*SendOutput, error) {
-	if err := checkContent("content", in.Content); err != nil {
-		return nil, err
-	}
 	timeout, terr := holdTimeout(in.TimeoutMs, g.opts.MaxTimeout)
 	if terr != nil {
 		return nil, terr
 	}
 	wait := in.Wait == nil || *in.Wait
+	if in.DispatchID != "" {
+		return g.rejoin(ctx, c, in, wait)
+	}
+	if err := checkContent("content", in.Content); err != nil {
+		return nil, err
+	}
 	if in.TurnID != "" {
 		return g.answer(ctx, c, in, wait)
 	}
@@ -159,6 +162,31 @@ func (g *Gateway) sendTarget(ctx context.Context, p *Principal, sessionID string
 	return m, nil
 }
 
+// rejoin waits again on a message the caller sent, named by its dispatch
+// id: after a timeout, or a call a stopping gateway ended.
+func (g *Gateway) rejoin(ctx context.Context, c *call, in SendInput, wait bool) (*SendOutput, error) {
+	if in.TurnID != "" || in.IdempotencyKey != "" || in.SessionID != "" {
+		return nil, errorf(CodeInvalidArgument, "dispatchId re-attaches to a message you sent; pass it alone (with timeoutMs or wait), without turnId, idempotencyKey or sessionId")
+	}
+	d, err := g.getDelegation(ctx, types.NamespacedName{Namespace: c.who.Namespace, Name: in.DispatchID})
+	if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
+		return nil, errorf(CodeNotFound, "no message %s in namespace %s", in.DispatchID, c.who.Namespace)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if principalKey(d.Spec.From) != c.who.key() {
+		return nil, errorf(CodeForbidden, "message %s was sent by %s, not by you: only its sender waits on it", d.Name, d.Spec.From.Name)
+	}
+	if in.Content != "" && in.Content != d.Spec.Content {
+		return nil, errorf(CodeConflict, "message %s has other content; leave content out to re-attach, or send a new message without dispatchId", d.Name)
+	}
+	if !wait {
+		return &SendOutput{Outcome: outcomeDispatched, DispatchID: d.Name, Member: d.Spec.To}, nil
+	}
+	return g.awaitExisting(ctx, c, d, in.TimeoutMs, nil)
+}
+
 // attach returns the outcome of an existing Delegation that an idempotency
 // key named, waiting on it again when it has none yet.
 func (g *Gateway) attach(ctx context.Context, c *call, d *fleetv1alpha1.Delegation, in SendInput, wait bool) (*SendOutput, error) {
@@ -205,6 +233,11 @@ func (g *Gateway) await(ctx context.Context, c *call, d *fleetv1alpha1.Delegatio
 			break
 		}
 		return &SendOutput{Outcome: outcomeTimeout, DispatchID: d.Name, Member: d.Spec.To}, nil
+	case errors.Is(err, errGatewayStopping):
+		if _, reached := g.detach(ctx, last, decide); reached {
+			break
+		}
+		return &SendOutput{Outcome: outcomeInterrupted, DispatchID: d.Name, Member: d.Spec.To, Text: interruptedText(d.Name)}, nil
 	default:
 		// The caller is gone (or the gateway is stopping); the Delegation
 		// carries on, and its outcome waits for bridge_poll or a re-attach.

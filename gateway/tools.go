@@ -252,10 +252,13 @@ The call blocks until the first of:
 - the worker asks you a question with bridge_ask -> {outcome:"question", text, turnId, dispatchId}. Answer by calling bridge_send again with {content:<your answer>, turnId}; that call waits again on the same message.
 - the worker ends its turn without replying -> {outcome:"turn_done", text:<last lines of its terminal>}.
 - the deadline passes (timeoutMs, default 600000 = 10 minutes, capped by the gateway) -> {outcome:"timeout", dispatchId}. The message stays queued or in progress; a late reply appears in bridge_poll.
+- this gateway replica shuts down (a restart or rollout) -> {outcome:"interrupted", dispatchId}: the message carries on; call bridge_send {dispatchId} to wait for it again.
+- the message is withdrawn with bridge_cancel -> {outcome:"cancelled", dispatchId}.
+bridge_send {dispatchId} (no content) re-attaches to a message you sent and waits for its outcome again, e.g. after a timeout or an interrupted call.
 With wait:false it returns at once with {outcome:"dispatched", dispatchId}; the outcome arrives later in bridge_poll (or typed into your pane if you are a member).
 sessionId picks the worker by member name, agent session id, terminal id or pane id, or by a profile's name (bridge_profiles): that profile's one live member, or a new member spawned from it (named after the profile) when it has none. Omit sessionId when exactly one other member exists; when none exists one is spawned from the default profile; when several could take it the call fails with invalid_argument listing them. autoSpawn:false never spawns: the call fails with not_found instead.
 idempotencyKey (recommended for long tasks): a repeated call with the same key never sends twice while fleetd keeps the first message (settled messages are kept a day by default); it waits on the first message again or returns its outcome, which is how to re-attach after a dropped connection or a gateway restart.
-Errors (isError with {error:{code,message}}): worker_gone (member or pane went away), delivery_failed, cancelled, not_found, invalid_argument, subscription_boundary, conflict (idempotencyKey reused for different content, or a turnId answered differently).
+Errors (isError with {error:{code,message}}): worker_gone (member or pane went away), delivery_failed, cancelled (the message was deleted), not_found, invalid_argument, subscription_boundary, conflict (idempotencyKey reused for different content, or a turnId answered differently).
 While waiting, a progress notification is sent periodically (every 15 s by default) if the request carries a progress token.`
 
 	descReply = `Reply to the message you are working on; for fleet members only. This settles the delegation in flight to you and hands text to the sender's waiting bridge_send, so call it once, at the end, with the complete answer the sender needs. You never name the sender or the message: the gateway knows which delegation you are handling.

@@ -94,6 +94,8 @@ func (g *Gateway) bridgeAsk(ctx context.Context, c *call, in AskInput) (*AskOutp
 	case err == nil:
 	case errors.Is(err, errHoldTimeout):
 		return &AskOutput{Outcome: outcomeTimeout, TurnID: turn}, nil
+	case errors.Is(err, errGatewayStopping):
+		return &AskOutput{Outcome: outcomeInterrupted, TurnID: turn, Text: "This gateway replica is shutting down and withdrew your question. Ask again with bridge_ask, or go on with your best judgement and say so in your bridge_reply."}, nil
 	case errors.Is(err, errDelegationDeleted):
 		return nil, errorf(CodeCancelled, "message %s was deleted before your question was answered", d.Name)
 	default:

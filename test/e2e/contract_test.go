@@ -427,3 +427,54 @@ func TestDetachedQuestionReachesAMemberSender(t *testing.T) {
 	}
 }
 
+// TestGatewayRolloutEndsHeldCallsWithAResult: a replica holding a
+// bridge_send gets SIGTERM, as in a rollout; the call ends with outcome
+// interrupted and its dispatch id, and the same call on the other replica,
+// by dispatch id alone, gets the reply. The message is typed once.
+func TestGatewayRolloutEndsHeldCallsWithAResult(t *testing.T) {
+	dumpOnFailure(t)
+	log := member(t, "e2e-rollout")
+	url, p := replicaProcess(t, "rollout")
+	s := sessionAt(t, url, w.token)
+	held := make(chan mcpclient.Result, 1)
+	go func() {
+		r, err := mcpclient.Call(t.Context(), s, "bridge_send", map[string]any{"sessionId": "e2e-rollout", "content": "sleep: 3\nreply: after the rollout"})
+		if err != nil {
+			r = mcpclient.Result{Text: err.Error()}
+		}
+		held <- r
+	}()
+	eventually(t, "the member working", func() (bool, string) {
+		m, err := getMember("e2e-rollout")
+		if err != nil {
+			return false, err.Error()
+		}
+		return m.Status.AgentStatus == "working", string(m.Status.AgentStatus)
+	})
+	p.Stop(10 * time.Second) // SIGTERM
+	var r mcpclient.Result
+	select {
+	case r = <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the held call did not end when its gateway stopped")
+	}
+	wantOutcome(t, r, "interrupted")
+	id := r.Str("dispatchId")
+	if id == "" || !strings.Contains(r.Str("text"), id) {
+		t.Fatalf("the interrupted call does not say how to carry on: %v", r.Fields)
+	}
+	again := call(t, session(t, w.token), "bridge_send", map[string]any{"dispatchId": id})
+	wantOutcome(t, again, "reply")
+	if again.Str("text") != "after the rollout" {
+		t.Errorf("re-attached by dispatch id: %v", again.Fields)
+	}
+	n := 0
+	for _, p := range received(t, log) {
+		if strings.Contains(p, "after the rollout") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("the message was typed %d times", n)
+	}
+}
