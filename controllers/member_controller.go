@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -271,6 +272,7 @@ func (r *MemberReconciler) observeHooks(ctx context.Context, s *memberScope, a *
 				m.Status.AgentSessionID = st.SessionID
 			}
 			hookMessage = st.Message
+			r.observeContext(ctx, m, st)
 		}
 		switch {
 		case a != nil && a.AgentSession != nil && a.AgentSession.Source != agents.ReportSource:
@@ -286,6 +288,22 @@ func (r *MemberReconciler) observeHooks(ctx context.Context, s *memberScope, a *
 	m.Status.AgentMessage = ""
 	if m.Status.AgentStatus == fleetv1alpha1.AgentBlocked {
 		m.Status.AgentMessage = cmp.Or(r.Screens.Dialog(key), hookMessage)
+	}
+}
+
+// observeContext records how much context the agent's session has left,
+// from the usage its transcript records (Claude Code's; other agents report
+// none).
+func (r *MemberReconciler) observeContext(ctx context.Context, m *fleetv1alpha1.Member, st agents.HookStatus) {
+	if m.Status.AgentKind != fleetv1alpha1.AgentClaude || st.TranscriptPath == "" {
+		return
+	}
+	u, ok, err := agents.ClaudeContextUsage(r.home(m).Dir, st.TranscriptPath)
+	switch {
+	case err != nil:
+		log.FromContext(ctx).Info("Reading the agent's context usage", "member", klog.KObj(m), "error", err.Error())
+	case ok:
+		m.Status.ContextRemainingPercent = ptr.To(u.RemainingPercent())
 	}
 }
 
@@ -451,7 +469,7 @@ func (r *MemberReconciler) recordPane(m *fleetv1alpha1.Member, p herdr.PaneInfo)
 
 func (r *MemberReconciler) clearPane(m *fleetv1alpha1.Member) {
 	m.Status.PaneID, m.Status.WorkspaceID, m.Status.TabID, m.Status.TerminalID = "", "", "", ""
-	m.Status.AgentSessionID = ""
+	m.Status.AgentSessionID, m.Status.ContextRemainingPercent = "", nil
 	m.Status.StateChangeSeq, m.Status.WorkingSeq = 0, 0
 }
 

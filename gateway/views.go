@@ -30,6 +30,8 @@ type MemberView struct {
 	SpawnedBy        string `json:"spawnedBy,omitempty" jsonschema:"who spawned it through the gateway (kind:name)"`
 	Self             bool   `json:"self,omitempty" jsonschema:"true for the calling member"`
 	Terminating      bool   `json:"terminating,omitempty" jsonschema:"the member is being deleted"`
+	// ContextRemainingPercent is null where the agent reports no usage.
+	ContextRemainingPercent *int32 `json:"contextRemainingPercent" jsonschema:"how much of its context window the agent's session had left at its latest model call, 0 to 100; null where the agent reports no usage"`
 }
 
 // MemberSummary is a member as bridge_list shows it: what a primary needs
@@ -89,6 +91,8 @@ func memberView(m *fleetv1alpha1.Member, caller *Principal, q queue) MemberView 
 		SpawnedBy:        m.Annotations[fleetv1alpha1.AnnotationSpawnedBy],
 		Self:             isCaller(m, caller),
 		Terminating:      m.DeletionTimestamp != nil,
+
+		ContextRemainingPercent: s.ContextRemainingPercent,
 	}
 	if v.Role == "" {
 		v.Role = string(fleetv1alpha1.RoleMember)

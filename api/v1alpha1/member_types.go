@@ -165,6 +165,14 @@ type MemberStatus struct {
 	// +optional
 	AgentStatusSince *metav1.Time `json:"agentStatusSince,omitempty"`
 
+	// contextRemainingPercent is how much of its context window the agent's
+	// session had left at its latest model call, where the agent reports
+	// its usage (Claude Code's transcript).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	ContextRemainingPercent *int32 `json:"contextRemainingPercent,omitempty"`
+
 	// stateChangeSeq is herdr's state_change_seq for the pane's agent: it
 	// advances on every status change, so a pickup between two samples shows.
 	// +optional

@@ -330,6 +330,11 @@ func (in *MemberStatus) DeepCopyInto(out *MemberStatus) {
 		in, out := &in.AgentStatusSince, &out.AgentStatusSince
 		*out = (*in).DeepCopy()
 	}
+	if in.ContextRemainingPercent != nil {
+		in, out := &in.ContextRemainingPercent, &out.ContextRemainingPercent
+		*out = new(int32)
+		**out = **in
+	}
 	if in.LastRestartTime != nil {
 		in, out := &in.LastRestartTime, &out.LastRestartTime
 		*out = (*in).DeepCopy()

@@ -257,6 +257,24 @@ func testRealAgent(t *testing.T, a realAgent, name string) {
 	if now.Status.AgentSessionID == "" {
 		t.Errorf("no agent session id recorded from the hooks: %+v", now.Status)
 	}
+	// team_status shows the context left where the agent reports usage
+	// (Claude Code's transcript), null otherwise.
+	if out, err := w.kubectl("patch", "member", "-n", ns, name, "--type=merge", "-p", `{"spec":{"team":"`+name+`-team"}}`); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	eventually(t, "context usage in team_status", func() (bool, string) {
+		st := call(t, s, "team_status", map[string]any{"team": name + "-team"})
+		ms, _ := st.Fields["members"].([]any)
+		if len(ms) != 1 {
+			return false, fmt.Sprint(st.Fields)
+		}
+		left, present := ms[0].(map[string]any)["contextRemainingPercent"]
+		if a.kind != fleetv1alpha1.AgentClaude {
+			return present && left == nil, fmt.Sprint(ms[0])
+		}
+		pct, _ := left.(float64)
+		return pct > 0 && pct < 100, fmt.Sprint(ms[0])
+	})
 	t.Run("question and answer in one turn", func(t *testing.T) {
 		timed(t, "question and answer", func() any {
 			r := send(map[string]any{"content": "ask: Which branch?\nreply: working on {answer}"})

@@ -277,6 +277,9 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - type
+    - name: contextRemainingPercent
+      type:
+        scalar: numeric
     - name: lastRestartReason
       type:
         scalar: string

@@ -55,6 +55,10 @@ type MemberStatusApplyConfiguration struct {
 	AgentMessage *string `json:"agentMessage,omitempty"`
 	// agentStatusSince is when agentStatus last changed.
 	AgentStatusSince *metav1.Time `json:"agentStatusSince,omitempty"`
+	// contextRemainingPercent is how much of its context window the agent's
+	// session had left at its latest model call, where the agent reports
+	// its usage (Claude Code's transcript).
+	ContextRemainingPercent *int32 `json:"contextRemainingPercent,omitempty"`
 	// stateChangeSeq is herdr's state_change_seq for the pane's agent: it
 	// advances on every status change, so a pickup between two samples shows.
 	StateChangeSeq *int64 `json:"stateChangeSeq,omitempty"`
@@ -174,6 +178,14 @@ func (b *MemberStatusApplyConfiguration) WithAgentMessage(value string) *MemberS
 // If called multiple times, the AgentStatusSince field is set to the value of the last call.
 func (b *MemberStatusApplyConfiguration) WithAgentStatusSince(value metav1.Time) *MemberStatusApplyConfiguration {
 	b.AgentStatusSince = &value
+	return b
+}
+
+// WithContextRemainingPercent sets the ContextRemainingPercent field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ContextRemainingPercent field is set to the value of the last call.
+func (b *MemberStatusApplyConfiguration) WithContextRemainingPercent(value int32) *MemberStatusApplyConfiguration {
+	b.ContextRemainingPercent = &value
 	return b
 }
 
