@@ -139,6 +139,37 @@ func demo(state, url, ns string) error {
 		return err
 	}
 
+	step("6. Peek and withdraw: bridge_read shows a busy worker's terminal; bridge_cancel interrupts its turn")
+	r, err = send(ctx, s, map[string]any{"sessionId": "bob", "content": "sleep: 60\nreply: this reply never comes", "wait": false})
+	if err != nil {
+		return err
+	}
+	show(r)
+	if err := waitWorking(ctx, s, "bob"); err != nil {
+		return err
+	}
+	say("bridge_read sessionId=\"bob\" source=\"recent\" lines=\"4\"")
+	read, err := mcpclient.Call(ctx, s, "bridge_read", map[string]any{"sessionId": "bob", "source": "recent", "lines": 4})
+	if err != nil {
+		return err
+	}
+	if read.IsError {
+		show(read)
+		return errors.New("bridge_read failed")
+	}
+	for _, line := range strings.Split(strings.TrimRight(read.Str("text"), "\n"), "\n") {
+		say("   | %s", line)
+	}
+	say("bridge_cancel dispatchId=%q", r.Str("dispatchId"))
+	cancelled, err := mcpclient.Call(ctx, s, "bridge_cancel", map[string]any{"dispatchId": r.Str("dispatchId")})
+	if err != nil {
+		return err
+	}
+	show(cancelled)
+	if cancelled.Str("outcome") != "cancelled" {
+		return errors.New("expected the message cancelled")
+	}
+
 	step("Everything is a Delegation: kubectl get delegations")
 	var list fleetv1alpha1.DelegationList
 	if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
@@ -147,7 +178,7 @@ func demo(state, url, ns string) error {
 	for _, d := range list.Items {
 		say("%-28s %-6s -> %-6s %-9s %s", d.Name, d.Spec.From.Name, d.Spec.To, d.Status.Phase, d.Status.Outcome)
 	}
-	fmt.Println("\nEvery flow worked. Try it yourself: KUBECONFIG=" + kubeconfig + " kubectl get fleet")
+	fmt.Println("\nEvery flow worked. Try it yourself: KUBECONFIG=" + kubeconfig + " bin/controlplane/kubectl get fleet")
 	return nil
 }
 
@@ -208,6 +239,26 @@ func pollFor(ctx context.Context, s *mcp.ClientSession, id, outcome string, want
 		case <-ctx.Done():
 			return fmt.Errorf("no outcome for %s in bridge_poll: %w", id, ctx.Err())
 		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+// waitWorking waits until a member's agent is working.
+func waitWorking(ctx context.Context, s *mcp.ClientSession, name string) error {
+	for {
+		st, err := mcpclient.Call(ctx, s, "bridge_status", map[string]any{"sessionId": name})
+		if err != nil {
+			return err
+		}
+		if ms, _ := st.Fields["members"].([]any); len(ms) == 1 {
+			if m, _ := ms[0].(map[string]any); m["agentStatus"] == "working" {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s did not start working: %w", name, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
