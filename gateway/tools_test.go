@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +19,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/delegation"
+	"github.com/fleetd/fleetd/internal/testenv"
 	"github.com/fleetd/fleetd/internal/testutil"
 )
 
@@ -380,6 +384,25 @@ func TestToolList(t *testing.T) {
 	want := []string{"bridge_send", "bridge_reply", "bridge_ask", "bridge_poll", "bridge_ack", "bridge_status", "bridge_spawn", "bridge_list", "bridge_stop", "bridge_profiles", "bridge_whoami", "bridge_read", "bridge_cancel", "team_status", "team_message", "team_manage"}
 	if diff := cmp.Diff(want, names, cmpSorted); diff != "" {
 		t.Errorf("tools (-want +got):\n%s", diff)
+	}
+}
+
+// TestREADMEListsEveryTool: the README's tool table has a row for every
+// tool the gateway serves, process tools included, and no other.
+func TestREADMEListsEveryTool(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := regexp.MustCompile("(?m)^\\| `((?:bridge|team|process)_[a-z]+)` \\|").FindAllStringSubmatch(string(readme), -1)
+	var documented []string
+	for _, r := range rows {
+		documented = append(documented, r[1])
+	}
+	g := &Gateway{opts: Options{Features: map[ToolNamespace]bool{ToolNamespaceProcess: true}}, toolNamespaces: map[string]ToolNamespace{}, server: mcp.NewServer(&mcp.Implementation{Name: "t"}, nil)}
+	g.registerTools()
+	if diff := cmp.Diff(g.toolOrder, documented, cmpSorted); diff != "" {
+		t.Errorf("the README's tool table (-served +documented):\n%s", diff)
 	}
 }
 
