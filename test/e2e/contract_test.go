@@ -478,3 +478,35 @@ func TestGatewayRolloutEndsHeldCallsWithAResult(t *testing.T) {
 		t.Errorf("the message was typed %d times", n)
 	}
 }
+
+// TestProcessTools: on a gateway with --process-tools, a caller runs a
+// command, follows it and reads its output; the process is its own.
+func TestProcessTools(t *testing.T) {
+	dumpOnFailure(t)
+	url := replica(t, "processes", "--process-tools")
+	s := sessionAt(t, url, w.token)
+	r := call(t, s, "process_run", map[string]any{"command": []string{"sh", "-c", "echo from the process; exit 3"}})
+	if r.IsError {
+		t.Fatalf("process_run: %v", r.Fields)
+	}
+	id := fmt.Sprint(r.Fields["process"].(map[string]any)["processId"])
+	eventually(t, "the process exited 3", func() (bool, string) {
+		st := call(t, s, "process_status", map[string]any{"processId": id})
+		ps, _ := st.Fields["processes"].([]any)
+		if len(ps) != 1 {
+			return false, fmt.Sprint(st.Fields)
+		}
+		p := ps[0].(map[string]any)
+		return p["state"] == "exited" && p["exitCode"] == float64(3), fmt.Sprint(p)
+	})
+	logs := call(t, s, "process_logs", map[string]any{"processId": id})
+	if !strings.Contains(logs.Str("output"), "from the process") {
+		t.Errorf("process_logs: %v", logs.Fields)
+	}
+	member(t, "e2e-proc-member")
+	other := sessionAt(t, url, memberToken(t, "e2e-proc-member"))
+	wantCodeOf(t, "another caller's process logs", call(t, other, "process_logs", map[string]any{"processId": id}), "forbidden")
+	if st := call(t, other, "process_status", nil); len(st.Fields["processes"].([]any)) != 0 {
+		t.Errorf("another caller sees processes: %v", st.Fields)
+	}
+}
