@@ -75,16 +75,22 @@ func TestInjectionThroughAWorkersReply(t *testing.T) {
 		got := received(t, senderLog)[before:]
 		return len(got) == 1, fmt.Sprintf("%q", got)
 	})
-	got := received(t, senderLog)[before:]
-	if !strings.Contains(got[0], herdr.PlainText(evil)) || strings.ContainsAny(got[0], "\x1b\x03\r") {
-		t.Errorf("the sender received %q, want the reply as plain text", got[0])
-	}
+	wantPlainPrompt(t, "e2e-sender", received(t, senderLog)[before:], evil)
 	time.Sleep(2 * time.Second) // room for a second prompt to show up
 	if got := received(t, senderLog)[before:]; len(got) != 1 {
 		t.Errorf("the sender received %d prompts %q, want the one", len(got), got)
 	}
-	if m, err := getMember("e2e-sender"); err != nil || m.Status.Restarts != 0 {
-		t.Errorf("the sender was restarted (%v): a ^C reached it", err)
+}
+
+// wantPlainPrompt checks that member received evil as plain text in its
+// first prompt of got, and was not restarted by a ^C in it.
+func wantPlainPrompt(t *testing.T, member string, got []string, evil string) {
+	t.Helper()
+	if !strings.Contains(got[0], herdr.PlainText(evil)) || strings.ContainsAny(got[0], "\x1b\x03\r") {
+		t.Errorf("%s received %q, want the text as plain text", member, got[0])
+	}
+	if m, err := getMember(member); err != nil || m.Status.Restarts != 0 {
+		t.Errorf("%s was restarted (%v): a ^C reached it", member, err)
 	}
 }
 
@@ -110,13 +116,7 @@ func TestInjectionThroughAWorkersQuestion(t *testing.T) {
 		got := received(t, senderLog)[before:]
 		return len(got) >= 1, fmt.Sprintf("%q", got)
 	})
-	got := received(t, senderLog)[before:]
-	if !strings.Contains(got[0], herdr.PlainText(evil)) || strings.ContainsAny(got[0], "\x1b\x03\r") {
-		t.Errorf("the sender received %q, want the question as plain text", got[0])
-	}
-	if m, err := getMember("e2e-q-inject-sender"); err != nil || m.Status.Restarts != 0 {
-		t.Errorf("the sender was restarted (%v): a ^C reached it", err)
-	}
+	wantPlainPrompt(t, "e2e-q-inject-sender", received(t, senderLog)[before:], evil)
 }
 
 // TestForgedSendersAreRefused creates Delegations with kubectl's powers

@@ -415,14 +415,7 @@ func TestDetachedQuestionReachesAMemberSender(t *testing.T) {
 		got := received(t, senderLog)
 		return slices.ContainsFunc(got, func(p string) bool { return strings.Contains(p, "painting it teal") }), fmt.Sprintf("%q", got)
 	})
-	// The question was typed once.
-	n := 0
-	for _, p := range received(t, senderLog) {
-		if strings.Contains(p, "which colour?") {
-			n++
-		}
-	}
-	if n != 1 {
+	if n := timesTyped(t, senderLog, "which colour?"); n != 1 {
 		t.Errorf("the question was typed %d times", n)
 	}
 }
@@ -468,13 +461,7 @@ func TestGatewayRolloutEndsHeldCallsWithAResult(t *testing.T) {
 	if again.Str("text") != "after the rollout" {
 		t.Errorf("re-attached by dispatch id: %v", again.Fields)
 	}
-	n := 0
-	for _, p := range received(t, log) {
-		if strings.Contains(p, "after the rollout") {
-			n++
-		}
-	}
-	if n != 1 {
+	if n := timesTyped(t, log, "after the rollout"); n != 1 {
 		t.Errorf("the message was typed %d times", n)
 	}
 }
@@ -509,4 +496,16 @@ func TestProcessTools(t *testing.T) {
 	if st := call(t, other, "process_status", nil); len(st.Fields["processes"].([]any)) != 0 {
 		t.Errorf("another caller sees processes: %v", st.Fields)
 	}
+}
+
+// timesTyped counts the prompts in an agent's received log that contain s.
+func timesTyped(t *testing.T, log, s string) int {
+	t.Helper()
+	n := 0
+	for _, p := range received(t, log) {
+		if strings.Contains(p, s) {
+			n++
+		}
+	}
+	return n
 }
