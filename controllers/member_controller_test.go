@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -476,12 +477,21 @@ func claudeStandIn(t *testing.T, body string) string {
 
 // TestBlockedAtStart: an agent that shows a dialog before it was ever ready
 // stays starting, with its own condition and the dialog's text, for as
-// long as it waits; once someone answers, it becomes Ready.
+// long as it waits; once someone answers (and the dialog is gone from the
+// screen, as an agent's TUI redraws it), it becomes Ready.
 func TestBlockedAtStart(t *testing.T) {
 	dialog := `printf '%s\n' '────────────────────────' ' Accessing workspace:' '' ' Quick safety check: Is this a project you trust?' ' ❯ No, exit' '   Yes, I trust this folder' '' ' Enter to confirm · Esc to cancel'
 read answer
+printf '\033[2J\033[H'
 exec ` + scriptedAgent
-	h := startHerdr(t, func(o *paneserver.Options) { o.AgentCommands["claude"] = claudeStandIn(t, dialog) })
+	h := startHerdr(t, func(o *paneserver.Options) {
+		o.AgentCommands["claude"] = claudeStandIn(t, dialog)
+		// The real herdr never calls an agent with a dialog on its screen
+		// ready; the pane server does not read screens and calls it ready
+		// once the settle delay passes. herdr's own delay keeps fleetd's
+		// look at the screen ahead of it on a busy machine.
+		o.AgentSettle = 3 * time.Second
+	})
 	ns := env.Namespace(t)
 	startControllers(t, ns, h.socket)
 	create(t, testutil.MakeMember("w1", ns).Agent(fleetv1alpha1.AgentClaude).Obj())
