@@ -249,7 +249,8 @@ func generateLoad() error {
 }
 
 // BenchmarkBridgeListBytes measures what one bridge_list puts on the wire
-// (text content and structured content) with 500 members, against what the
+// (text content and structured content) with 500 members, all of them on
+// one page and the default page of 100, against what the
 // full member records twice over, bridge_list's old answer, come to for the
 // same members. Report the ratio: full-bytes/op over response-bytes/op.
 func BenchmarkBridgeListBytes(b *testing.B) {
@@ -296,6 +297,12 @@ func BenchmarkBridgeListBytes(b *testing.B) {
 		raw, _ := json.Marshal(res)
 		respBytes = len(raw)
 	}
+	page, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bridge_list"})
+	if err != nil || page.IsError {
+		b.Fatal(err, page)
+	}
+	pageJSON, _ := json.Marshal(page)
+	b.ReportMetric(float64(len(pageJSON)), "default-page-bytes")
 	b.ReportMetric(float64(respBytes), "response-bytes/op")
 	b.ReportMetric(float64(2*len(fullJSON)), "full-bytes/op")
 	b.ReportMetric(float64(2*len(fullJSON))/float64(respBytes), "full/compact")
