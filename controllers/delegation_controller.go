@@ -99,7 +99,11 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	typed := r.typedIn(req.NamespacedName, byName)
 
 	now := r.Clock.Now()
-	dec := delegation.Decide(view, list.Items, now, r.Policy, typed, gone)
+	moot, err := r.mootCarriers(ctx, req.Namespace, list.Items)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	dec := delegation.Decide(view, list.Items, now, r.Policy, delegation.Seen{Typed: typed, GoneSenders: gone, MootCarriers: moot})
 	for _, step := range dec.Steps {
 		if err := r.apply(ctx, req.NamespacedName, step, byName[step.Name], view, command, now); err != nil {
 			if errors.Is(err, errConflict) || apierrors.IsConflict(err) {
@@ -145,6 +149,34 @@ func (r *DelegationReconciler) goneSenders(ctx context.Context, ns string, ds []
 		}
 	}
 	return gone, nil
+}
+
+// mootCarriers finds the queued Delegations that carry a question into its
+// sender's pane whose question is no longer open: answered (through
+// bridge_poll), withdrawn (the worker's bridge_ask ended), or its message
+// settled. Typing them would only show a question nobody can answer any
+// more.
+func (r *DelegationReconciler) mootCarriers(ctx context.Context, ns string, ds []fleetv1alpha1.Delegation) (sets.Set[string], error) {
+	moot := sets.New[string]()
+	for i := range ds {
+		d := &ds[i]
+		if d.Spec.InReplyTo == "" || delegation.Typed(d) || delegation.Settled(d.Status.Phase) {
+			continue
+		}
+		original := &fleetv1alpha1.Delegation{}
+		err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: d.Spec.InReplyTo}, original)
+		switch {
+		case apierrors.IsNotFound(err):
+			// Whatever it carries, the carrier holds all of it.
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("getting delegation %s, carried by %s: %w", d.Spec.InReplyTo, d.Name, err)
+		}
+		if delegation.CarriesOpenQuestion(original, d.Name) == delegation.QuestionMoot {
+			moot.Insert(d.Name)
+		}
+	}
+	return moot, nil
 }
 
 // memberViewOf is what Decide needs of a Member.

@@ -129,11 +129,23 @@ func SortQueue(ds []v1.Delegation) {
 	})
 }
 
-// Decide is the injector: given a member, every Delegation addressed to it
-// and the time, it says what settles, what is picked up, what to deliver and
-// when to look again. typed names the Delegations this controller saw typed
-// (it forgets them when it restarts); goneSenders names the Members that
-// sent some of ds and no longer exist.
+// Seen is what the controller gathered for Decide beside the Delegations.
+type Seen struct {
+	// Typed names the Delegations this controller saw typed (it forgets
+	// them when it restarts).
+	Typed sets.Set[string]
+	// GoneSenders names the Members that sent some of the Delegations and
+	// no longer exist.
+	GoneSenders sets.Set[string]
+	// MootCarriers names Delegations that carry a question into its
+	// sender's pane, and whose question was answered or withdrawn (or its
+	// message settled) before they were typed.
+	MootCarriers sets.Set[string]
+}
+
+// Decide is the injector: given a member, every Delegation addressed to it,
+// the time and what the controller saw, it says what settles, what is
+// picked up, what to deliver and when to look again.
 //
 // The rules, per member:
 //   - FIFO by creation; the head is typed only while the member is ready and
@@ -151,7 +163,8 @@ func SortQueue(ds []v1.Delegation) {
 //   - A message whose typing a controller restart left unproven is never
 //     typed again: any status change since the typing confirms it (what
 //     happened while nobody watched is unknown), else it fails.
-func Decide(m Member, ds []v1.Delegation, now time.Time, policy Policy, typed sets.Set[string], goneSenders sets.Set[string]) Decision {
+func Decide(m Member, ds []v1.Delegation, now time.Time, policy Policy, seen Seen) Decision {
+	typed, goneSenders := seen.Typed, seen.GoneSenders
 	ds = append([]v1.Delegation(nil), ds...)
 	SortQueue(ds)
 	var dec Decision
@@ -192,6 +205,8 @@ func Decide(m Member, ds []v1.Delegation, now time.Time, policy Policy, typed se
 			step(StepTimeOut, d, v1.ReasonTimedOut, "")
 		case !Typed(d) && CancelRequested(d):
 			step(StepCancel, d, v1.ReasonCancelled, "its sender withdrew it before it was delivered")
+		case !Typed(d) && seen.MootCarriers.Has(d.Name):
+			step(StepCancel, d, v1.ReasonCancelled, "the question it carries was answered or withdrawn before it could be typed")
 		case !Typed(d) && d.Spec.Hops > policy.MaxHops:
 			step(StepFail, d, v1.ReasonLoopGuard, "refused: %d detached replies in a row without a primary's message (limit %d)", d.Spec.Hops, policy.MaxHops)
 		case Typed(d):

@@ -20,10 +20,27 @@ func TestDecide(t *testing.T) {
 		ds     []v1.Delegation
 		now    time.Time
 		// restarted: the controller remembers typing none of ds.
-		restarted   bool
+		restarted bool
+		// moot names question carriers whose question is no longer open.
+		moot        sets.Set[string]
 		want        []Step
 		wantRequeue time.Duration
 	}{
+		"a carrier of a question no longer open is withdrawn, the next delivered": {
+			member: idle(1),
+			ds:     []v1.Delegation{mk("a-q1", 0).queued().obj(), mk("b", time.Second).queued().obj()},
+			moot:   sets.New("a-q1"),
+			want: []Step{
+				{Kind: StepCancel, Name: "a-q1", Reason: v1.ReasonCancelled, Message: "the question it carries was answered or withdrawn before it could be typed"},
+				{Kind: StepDeliver, Name: "b"},
+			},
+		},
+		"a carrier already typed goes on": {
+			member: working(2),
+			ds:     []v1.Delegation{mk("a-q1", 0).typed(1).obj()},
+			moot:   sets.New("a-q1"), wantRequeue: 50 * time.Second,
+			want: []Step{{Kind: StepPickup, Name: "a-q1"}},
+		},
 		"a new one is delivered to an idle member": {
 			member: idle(1),
 			ds:     []v1.Delegation{mk("a", 0).obj()},
@@ -340,7 +357,7 @@ func TestDecide(t *testing.T) {
 			if tc.restarted {
 				typed = sets.New[string]()
 			}
-			dec := Decide(tc.member, tc.ds, now, policy, typed, nil)
+			dec := Decide(tc.member, tc.ds, now, policy, Seen{Typed: typed, MootCarriers: tc.moot})
 			if diff := cmp.Diff(tc.want, dec.Steps); diff != "" {
 				t.Errorf("steps (-want +got):\n%s", diff)
 			}
@@ -439,7 +456,7 @@ func TestDecideRetention(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			dec := Decide(tc.member, tc.ds, t0.Add(tc.now), keep, typedNames(tc.ds), tc.goneSenders)
+			dec := Decide(tc.member, tc.ds, t0.Add(tc.now), keep, Seen{Typed: typedNames(tc.ds), GoneSenders: tc.goneSenders})
 			if diff := cmp.Diff(tc.want, dec.Steps); diff != "" {
 				t.Errorf("steps (-want +got):\n%s", diff)
 			}

@@ -320,6 +320,36 @@ func QuestionNeedsCarrying(d *v1.Delegation) bool {
 	return !Waits(d) || d.Status.DetachedAt != nil
 }
 
+// CarriedQuestion says what became of the question a carrier types into
+// d's sender's pane.
+type CarriedQuestion int
+
+const (
+	// NotAQuestionCarrier: carrier carries no question of d (its reply,
+	// say).
+	NotAQuestionCarrier CarriedQuestion = iota
+	// QuestionOpen: the question still waits for its answer.
+	QuestionOpen
+	// QuestionMoot: it was answered or withdrawn, or d settled.
+	QuestionMoot
+)
+
+// CarriesOpenQuestion says whether carrier carries one of d's questions,
+// and whether that question is still open.
+func CarriesOpenQuestion(d *v1.Delegation, carrier string) CarriedQuestion {
+	for i := range d.Status.Questions {
+		q := &d.Status.Questions[i]
+		if q.CarriedAs != carrier {
+			continue
+		}
+		if q.Answer != nil || q.WithdrawnAt != nil || Settled(d.Status.Phase) {
+			return QuestionMoot
+		}
+		return QuestionOpen
+	}
+	return NotAQuestionCarrier
+}
+
 // TurnID is the id of a Delegation's n-th question (counting from 1): any
 // gateway replica finds the Delegation from it, with no state of its own.
 func TurnID(delegation string, n int) string { return fmt.Sprintf("%s.q%d", delegation, n) }

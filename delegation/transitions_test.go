@@ -539,3 +539,32 @@ func TestTurnIDs(t *testing.T) {
 		}
 	}
 }
+
+func TestCarriesOpenQuestion(t *testing.T) {
+	asked := func(mutate func(d *v1.Delegation)) *v1.Delegation {
+		d := mk("a", 0).from(v1.PrincipalMember, "lead").detached().typed(1).then(askAt(1, "which way?")).obj()
+		QuestionCarried(&d, "a-q1")
+		if mutate != nil {
+			mutate(&d)
+		}
+		return &d
+	}
+	cases := map[string]struct {
+		d       *v1.Delegation
+		carrier string
+		want    CarriedQuestion
+	}{
+		"open":                {d: asked(nil), carrier: "a-q1", want: QuestionOpen},
+		"answered":            {d: asked(func(d *v1.Delegation) { _, _ = Answer(d, t0, TurnID("a", 1), "left") }), carrier: "a-q1", want: QuestionMoot},
+		"withdrawn":           {d: asked(func(d *v1.Delegation) { WithdrawQuestion(d, t0, TurnID("a", 1)) }), carrier: "a-q1", want: QuestionMoot},
+		"the message settled": {d: asked(func(d *v1.Delegation) { Cancel(d, t0, "withdrawn") }), carrier: "a-q1", want: QuestionMoot},
+		"the reply's carrier": {d: asked(nil), carrier: "a-reply", want: NotAQuestionCarrier},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := CarriesOpenQuestion(tc.d, tc.carrier); got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/internal/devenv"
 	"github.com/fleetd/fleetd/internal/mcpclient"
 )
@@ -508,4 +509,31 @@ func timesTyped(t *testing.T, log, s string) int {
 		}
 	}
 	return n
+}
+
+// TestMootQuestionIsNotTyped: a question for a busy member sender that is
+// withdrawn (the worker's bridge_ask timed out) before the sender is free is
+// never typed into its pane.
+func TestMootQuestionIsNotTyped(t *testing.T) {
+	dumpOnFailure(t)
+	senderLog := member(t, "e2e-moot-sender")
+	member(t, "e2e-moot-worker")
+	busy := call(t, session(t, w.token), "bridge_send", map[string]any{"sessionId": "e2e-moot-sender", "content": "sleep: 6", "wait": false})
+	waitDelegationPhase(t, busy.Str("dispatchId"), "Working")
+
+	asSender := session(t, memberToken(t, "e2e-moot-sender"))
+	r := call(t, asSender, "bridge_send", map[string]any{"sessionId": "e2e-moot-worker", "content": "sleep: 20", "wait": false})
+	wantOutcome(t, r, "dispatched")
+	id := r.Str("dispatchId")
+	waitDelegationPhase(t, id, "Working")
+	ask := call(t, session(t, memberToken(t, "e2e-moot-worker")), "bridge_ask", map[string]any{"content": "which way, moot?", "timeoutMs": 1500})
+	if ask.IsError || ask.Str("outcome") != "timeout" {
+		t.Fatalf("bridge_ask: %v", ask.Fields)
+	}
+	waitPhase(t, id+"-q1", fleetv1alpha1.DelegationCancelled)
+	waitDelegationPhase(t, busy.Str("dispatchId"), "TurnDone")
+	time.Sleep(2 * time.Second) // room for a wrong delivery to show up
+	if n := timesTyped(t, senderLog, "which way, moot?"); n != 0 {
+		t.Errorf("the withdrawn question was typed %d times", n)
+	}
 }
