@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 )
 
 // ClaudeContextWindow is the context window of the Claude models fleetd
@@ -37,38 +39,68 @@ func (u ContextUsage) RemainingPercent() int32 {
 	return int32(max(0, min(100, left)))
 }
 
-// ClaudeContextUsage reads the usage of the latest model call in a Claude
-// Code transcript (its JSON lines, as the hooks name it). The transcript
-// must lie within dir, the member's agent directory: its path comes from
-// the pane. ok is false when the transcript has no model call yet.
-func ClaudeContextUsage(dir, transcript string) (ContextUsage, bool, error) {
+// ContextUsageOf reads the usage of the latest model call from the
+// transcript an agent's hooks named: Claude Code's session JSON lines, or
+// Codex's rollout. The transcript must lie within dir, the member's agent
+// directory: its path comes from the pane. ok is false when the transcript
+// has no model call yet, or the agent kind keeps no usage fleetd reads.
+func ContextUsageOf(kind fleetv1alpha1.AgentKind, dir, transcript string) (ContextUsage, bool, error) {
+	var latest func([]byte) (ContextUsage, bool)
+	switch kind {
+	case fleetv1alpha1.AgentClaude:
+		latest = latestClaudeUsage
+	case fleetv1alpha1.AgentCodex:
+		latest = latestCodexUsage
+	default:
+		return ContextUsage{}, false, nil
+	}
+	tail, err := transcriptTailOf(dir, transcript)
+	if err != nil || tail == nil {
+		return ContextUsage{}, false, err
+	}
+	u, ok := latest(tail)
+	return u, ok, nil
+}
+
+// transcriptTailOf reads the end of a transcript within dir; nil when it
+// does not exist (yet).
+func transcriptTailOf(dir, transcript string) ([]byte, error) {
 	rel, err := filepath.Rel(dir, transcript)
 	if err != nil || !filepath.IsAbs(transcript) || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return ContextUsage{}, false, fmt.Errorf("transcript %s is not within the agent directory %s", transcript, dir)
+		return nil, fmt.Errorf("transcript %s is not within the agent directory %s", transcript, dir)
 	}
 	f, err := os.Open(transcript)
 	if errors.Is(err, os.ErrNotExist) {
-		return ContextUsage{}, false, nil
+		return nil, nil
 	}
 	if err != nil {
-		return ContextUsage{}, false, err
+		return nil, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return ContextUsage{}, false, err
+		return nil, err
 	}
 	if off := fi.Size() - transcriptTail; off > 0 {
 		if _, err := f.Seek(off, io.SeekStart); err != nil {
-			return ContextUsage{}, false, err
+			return nil, err
 		}
 	}
 	tail, err := io.ReadAll(io.LimitReader(f, transcriptTail))
-	if err != nil {
-		return ContextUsage{}, false, err
+	if tail == nil {
+		tail = []byte{}
 	}
-	u, ok := latestClaudeUsage(tail)
-	return u, ok, nil
+	return tail, err
+}
+
+// eachLine calls f with every line of lines; a partial first line (the
+// tail cut it) fails to parse wherever it is used and is skipped there.
+func eachLine(lines []byte, f func([]byte)) {
+	sc := bufio.NewScanner(bytes.NewReader(lines))
+	sc.Buffer(make([]byte, 0, 64<<10), transcriptTail)
+	for sc.Scan() {
+		f(sc.Bytes())
+	}
 }
 
 // claudeEntry is the part of a transcript line that carries usage.
@@ -87,17 +119,15 @@ type claudeEntry struct {
 }
 
 // latestClaudeUsage finds the last main-conversation model call in lines
-// of a transcript. A partial first line (the tail cut it) and lines that
-// do not parse are skipped.
+// of a Claude Code transcript: what the model was sent (input, cache
+// writes and reads) and wrote.
 func latestClaudeUsage(lines []byte) (ContextUsage, bool) {
 	var found ContextUsage
 	ok := false
-	sc := bufio.NewScanner(bytes.NewReader(lines))
-	sc.Buffer(make([]byte, 0, 64<<10), transcriptTail)
-	for sc.Scan() {
+	eachLine(lines, func(line []byte) {
 		var e claudeEntry
-		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Type != "assistant" || e.IsSidechain || e.Message.Usage == nil || e.Message.Model == "<synthetic>" {
-			continue
+		if json.Unmarshal(line, &e) != nil || e.Type != "assistant" || e.IsSidechain || e.Message.Usage == nil || e.Message.Model == "<synthetic>" {
+			return
 		}
 		us := e.Message.Usage
 		window := int64(ClaudeContextWindow)
@@ -106,6 +136,36 @@ func latestClaudeUsage(lines []byte) (ContextUsage, bool) {
 		}
 		found = ContextUsage{Used: us.InputTokens + us.CacheCreationInputTokens + us.CacheReadInputTokens + us.OutputTokens, Window: window}
 		ok = true
-	}
+	})
+	return found, ok
+}
+
+// codexEntry is the part of a Codex rollout line that carries usage: a
+// token_count event, with the latest call's usage and the model's window.
+type codexEntry struct {
+	Type    string `json:"type"`
+	Payload struct {
+		Type string `json:"type"`
+		Info *struct {
+			LastTokenUsage struct {
+				TotalTokens int64 `json:"total_tokens"`
+			} `json:"last_token_usage"`
+			ModelContextWindow int64 `json:"model_context_window"`
+		} `json:"info"`
+	} `json:"payload"`
+}
+
+// latestCodexUsage finds the last token count in lines of a Codex rollout.
+func latestCodexUsage(lines []byte) (ContextUsage, bool) {
+	var found ContextUsage
+	ok := false
+	eachLine(lines, func(line []byte) {
+		var e codexEntry
+		if json.Unmarshal(line, &e) != nil || e.Type != "event_msg" || e.Payload.Type != "token_count" || e.Payload.Info == nil || e.Payload.Info.ModelContextWindow <= 0 {
+			return
+		}
+		found = ContextUsage{Used: e.Payload.Info.LastTokenUsage.TotalTokens, Window: e.Payload.Info.ModelContextWindow}
+		ok = true
+	})
 	return found, ok
 }

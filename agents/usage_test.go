@@ -1,10 +1,13 @@
 package agents
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 )
 
 func TestClaudeContextUsage(t *testing.T) {
@@ -36,7 +39,7 @@ func TestClaudeContextUsage(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tc.transcript), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			got, ok, err := ClaudeContextUsage(dir, path)
+			got, ok, err := ContextUsageOf(fleetv1alpha1.AgentClaude, dir, path)
 			if err != nil || ok != tc.wantOK || got != tc.want {
 				t.Fatalf("got %+v %v %v, want %+v %v", got, ok, err, tc.want, tc.wantOK)
 			}
@@ -53,21 +56,60 @@ func TestClaudeContextUsage(t *testing.T) {
 		if err := os.WriteFile(path, []byte(filler+main), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if got, ok, err := ClaudeContextUsage(dir, path); err != nil || !ok || got.Used != 50000 {
+		if got, ok, err := ContextUsageOf(fleetv1alpha1.AgentClaude, dir, path); err != nil || !ok || got.Used != 50000 {
 			t.Errorf("got %+v %v %v", got, ok, err)
 		}
 	})
 	t.Run("a transcript outside the agent directory is refused", func(t *testing.T) {
 		for _, p := range []string{"/etc/passwd", filepath.Join(t.TempDir(), "s.jsonl"), "relative.jsonl"} {
-			if _, _, err := ClaudeContextUsage(t.TempDir(), p); err == nil {
+			if _, _, err := ContextUsageOf(fleetv1alpha1.AgentClaude, t.TempDir(), p); err == nil {
 				t.Errorf("%s was read", p)
 			}
 		}
 	})
 	t.Run("a missing transcript is no usage yet", func(t *testing.T) {
 		dir := t.TempDir()
-		if _, ok, err := ClaudeContextUsage(dir, filepath.Join(dir, "gone.jsonl")); err != nil || ok {
+		if _, ok, err := ContextUsageOf(fleetv1alpha1.AgentClaude, dir, filepath.Join(dir, "gone.jsonl")); err != nil || ok {
 			t.Errorf("ok %v err %v", ok, err)
 		}
 	})
+}
+
+// TestCodexContextUsage reads token counts as the pinned Codex writes them
+// in its rollout (values from a real run against the stand-in model).
+func TestCodexContextUsage(t *testing.T) {
+	count := func(last, window int) string {
+		return fmt.Sprintf(`{"timestamp":"2026-12-01T17:34:20.000Z","type":"event_msg","payload":{"type":"token_count","info":{"total_token_usage":{"input_tokens":47451,"cached_input_tokens":0,"output_tokens":24,"reasoning_output_tokens":0,"total_tokens":47475},"last_token_usage":{"input_tokens":%d,"cached_input_tokens":0,"output_tokens":8,"reasoning_output_tokens":0,"total_tokens":%d},"last_usage_includes_reasoning":true,"model_context_window":%d},"rate_limits":null}}`+"\n", last-8, last, window)
+	}
+	heartbeat := `{"timestamp":"2026-12-01T17:34:18.000Z","type":"event_msg","payload":{"type":"token_count","info":null,"rate_limits":null}}` + "\n"
+	meta := `{"timestamp":"2026-12-01T17:34:18.000Z","type":"session_meta","payload":{"id":"s","cli_version":"0.171.0"}}` + "\n"
+	cases := map[string]struct {
+		rollout     string
+		want        ContextUsage
+		wantOK      bool
+		wantPercent int32
+	}{
+		"no model call yet":          {rollout: meta + heartbeat},
+		"the latest call counts":     {rollout: meta + count(15709, 475000) + heartbeat + count(15923, 475000), want: ContextUsage{Used: 15923, Window: 475000}, wantOK: true, wantPercent: 96},
+		"a count without its window": {rollout: meta + count(15709, 0)},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "codex", "sessions", "rollout.jsonl")
+			if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte(tc.rollout), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			got, ok, err := ContextUsageOf(fleetv1alpha1.AgentCodex, dir, path)
+			if err != nil || ok != tc.wantOK || got != tc.want {
+				t.Fatalf("got %+v %v %v, want %+v %v", got, ok, err, tc.want, tc.wantOK)
+			}
+			if ok && got.RemainingPercent() != tc.wantPercent {
+				t.Errorf("remaining %d%%, want %d%%", got.RemainingPercent(), tc.wantPercent)
+			}
+		})
+	}
 }

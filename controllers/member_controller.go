@@ -292,13 +292,12 @@ func (r *MemberReconciler) observeHooks(ctx context.Context, s *memberScope, a *
 }
 
 // observeContext records how much context the agent's session has left,
-// from the usage its transcript records (Claude Code's; other agents report
-// none).
+// from the usage its transcript records (Claude Code's and Codex's).
 func (r *MemberReconciler) observeContext(ctx context.Context, m *fleetv1alpha1.Member, st agents.HookStatus) {
-	if m.Status.AgentKind != fleetv1alpha1.AgentClaude || st.TranscriptPath == "" {
+	if st.TranscriptPath == "" {
 		return
 	}
-	u, ok, err := agents.ClaudeContextUsage(r.home(m).Dir, st.TranscriptPath)
+	u, ok, err := agents.ContextUsageOf(m.Status.AgentKind, r.home(m).Dir, st.TranscriptPath)
 	switch {
 	case err != nil:
 		log.FromContext(ctx).Info("Reading the agent's context usage", "member", klog.KObj(m), "error", err.Error())

@@ -295,7 +295,7 @@ Always: pending (your messages still in progress, with any open question), outco
 
 	descWhoami = `Say who the gateway takes you for: principal kind (Member, ServiceAccount or Static), name, namespace, and for members their team and role; plus which tool namespaces are switched on. Identity comes only from your token.`
 
-	descTeamStatus = `Show your team: every member with its role, status, pane ids, queue depth, message in flight, and contextRemainingPercent (how much of its context window its session had left at its latest model call; null where the agent reports no usage). Members see their own team; primaries pass team. Returns at once. Errors: not_team_member (you are not in that team).`
+	descTeamStatus = `Show your team: every member with its role, status, pane ids, queue depth, message in flight, and contextRemainingPercent (how much of its context window its session had left at its latest model call, from Claude Code's or Codex's transcript; null for agents that keep none). Members see their own team; primaries pass team. Returns at once. Errors: not_team_member (you are not in that team).`
 
 	descTeamMessage = `Send a message to one team member (recipient = its name, or any of its ids) or to every other member of your team (recipient = "broadcast"; includeSelf:true to send it to yourself too). Does not wait: returns at once with the dispatch ids; replies arrive through bridge_poll, or typed into your pane if you are a member. Primaries pass team.`
 

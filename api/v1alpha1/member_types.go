@@ -167,7 +167,7 @@ type MemberStatus struct {
 
 	// contextRemainingPercent is how much of its context window the agent's
 	// session had left at its latest model call, where the agent reports
-	// its usage (Claude Code's transcript).
+	// its usage (the transcripts of Claude Code and Codex).
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100

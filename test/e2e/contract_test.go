@@ -321,6 +321,8 @@ func TestListAndStatus(t *testing.T) {
 	}
 	if ms := st.Fields["members"].([]any); len(ms) != 1 || ms[0].(map[string]any)["paneId"] == "" {
 		t.Errorf("the full record of e2e-ls-b: %v", ms)
+	} else if left, present := ms[0].(map[string]any)["contextRemainingPercent"]; !present || left != nil {
+		t.Errorf("a plain command reports no usage: contextRemainingPercent should be null, got %v (present %v)", left, present)
 	}
 	// bridge_status only looks: bridge_poll still has the outcome.
 	if p := call(t, s, "bridge_poll", nil); !pollHas(p, done.Str("dispatchId"), "reply", "finished") {

@@ -57,7 +57,7 @@ type MemberStatusApplyConfiguration struct {
 	AgentStatusSince *metav1.Time `json:"agentStatusSince,omitempty"`
 	// contextRemainingPercent is how much of its context window the agent's
 	// session had left at its latest model call, where the agent reports
-	// its usage (Claude Code's transcript).
+	// its usage (the transcripts of Claude Code and Codex).
 	ContextRemainingPercent *int32 `json:"contextRemainingPercent,omitempty"`
 	// stateChangeSeq is herdr's state_change_seq for the pane's agent: it
 	// advances on every status change, so a pickup between two samples shows.
