@@ -62,17 +62,27 @@ func ContextUsageOf(kind fleetv1alpha1.AgentKind, dir, transcript string) (Conte
 	return u, ok, nil
 }
 
-// transcriptTailOf reads the end of a transcript within dir; nil when it
-// does not exist (yet).
+// transcriptTailOf reads the end of a transcript within dir, symbolic
+// links resolved; nil when it does not exist (yet).
 func transcriptTailOf(dir, transcript string) ([]byte, error) {
-	rel, err := filepath.Rel(dir, transcript)
-	if err != nil || !filepath.IsAbs(transcript) || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+	if !filepath.IsAbs(transcript) || !within(dir, transcript) {
 		return nil, fmt.Errorf("transcript %s is not within the agent directory %s", transcript, dir)
 	}
-	f, err := os.Open(transcript)
+	real, err := filepath.EvalSymlinks(transcript)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
+	if err != nil {
+		return nil, err
+	}
+	realDir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !within(realDir, real) {
+		return nil, fmt.Errorf("transcript %s leads out of the agent directory %s (to %s)", transcript, dir, real)
+	}
+	f, err := os.Open(real)
 	if err != nil {
 		return nil, err
 	}
@@ -91,6 +101,12 @@ func transcriptTailOf(dir, transcript string) ([]byte, error) {
 		tail = []byte{}
 	}
 	return tail, err
+}
+
+// within says whether path lies in dir.
+func within(dir, path string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // eachLine calls f with every line of lines; a partial first line (the

@@ -67,6 +67,27 @@ func TestClaudeContextUsage(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a link out of the agent directory is refused", func(t *testing.T) {
+		outside := filepath.Join(t.TempDir(), "s.jsonl")
+		if err := os.WriteFile(outside, []byte(main), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		for _, link := range []string{filepath.Join(dir, "s.jsonl"), filepath.Join(dir, "projects")} {
+			target := outside
+			if filepath.Base(link) == "projects" {
+				target = filepath.Dir(outside)
+			}
+			if err := os.Symlink(target, link); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, p := range []string{filepath.Join(dir, "s.jsonl"), filepath.Join(dir, "projects", "s.jsonl")} {
+			if _, _, err := ContextUsageOf(fleetv1alpha1.AgentClaude, dir, p); err == nil {
+				t.Errorf("%s was read through its link", p)
+			}
+		}
+	})
 	t.Run("a missing transcript is no usage yet", func(t *testing.T) {
 		dir := t.TempDir()
 		if _, ok, err := ContextUsageOf(fleetv1alpha1.AgentClaude, dir, filepath.Join(dir, "gone.jsonl")); err != nil || ok {
