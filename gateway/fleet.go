@@ -44,15 +44,12 @@ func (g *Gateway) bridgeStatus(ctx context.Context, c *call, in StatusInput) (*S
 		}
 		out.Members = []MemberView{v}
 	}
-	ds, err := g.delegationsFrom(ctx, c.who, statePending)
+	// What bridge_poll would show, and the caller's messages in progress.
+	inbox, pending, err := g.inbox(ctx, c.who)
 	if err != nil {
 		return nil, err
 	}
-	var pending []*fleetv1alpha1.Delegation
-	for i := range ds {
-		pending = append(pending, &ds[i])
-	}
-	sortForPoll(pending)
+	out.Outcomes, out.Questions = inbox.Outcomes, inbox.Questions
 	for _, d := range pending {
 		v := DelegationView{
 			DispatchID: d.Name, Member: d.Spec.To, Phase: string(delegation.Phase(d)),
@@ -64,12 +61,6 @@ func (g *Gateway) bridgeStatus(ctx context.Context, c *call, in StatusInput) (*S
 		}
 		out.Pending = append(out.Pending, v)
 	}
-	// What bridge_poll would show: the same entries, not acknowledged.
-	inbox, err := g.bridgePoll(ctx, c, PollInput{})
-	if err != nil {
-		return nil, err
-	}
-	out.Outcomes, out.Questions = inbox.Outcomes, inbox.Questions
 	return out, nil
 }
 
@@ -113,15 +104,8 @@ func (g *Gateway) bridgeList(ctx context.Context, c *call, in ListInput) (*ListO
 	out := &ListOutput{Members: []MemberSummary{}}
 	for i := range members {
 		m := &members[i]
-		if !strings.HasPrefix(m.Name, in.NamePrefix) || (in.Team != "" && m.Spec.Team != in.Team) || (in.Profile != "" && m.Spec.Profile != in.Profile) {
-			continue
-		}
-		q, err := g.queueOf(ctx, m.Namespace, m.Name)
-		if err != nil {
-			return nil, err
-		}
-		sum := memberSummary(m, c.who, q)
-		if in.Status != "" && !strings.EqualFold(sum.Status, in.Status) {
+		if !strings.HasPrefix(m.Name, in.NamePrefix) || (in.Team != "" && m.Spec.Team != in.Team) || (in.Profile != "" && m.Spec.Profile != in.Profile) ||
+			(in.Status != "" && !strings.EqualFold(summaryStatus(m), in.Status)) {
 			continue
 		}
 		out.Total++
@@ -134,7 +118,12 @@ func (g *Gateway) bridgeList(ctx context.Context, c *call, in ListInput) (*ListO
 			}
 			continue
 		}
-		out.Members = append(out.Members, sum)
+		// Only the members on the page need their queues.
+		q, err := g.queueOf(ctx, m.Namespace, m.Name)
+		if err != nil {
+			return nil, err
+		}
+		out.Members = append(out.Members, memberSummary(m, c.who, q))
 	}
 	return out, nil
 }
@@ -150,29 +139,30 @@ func (g *Gateway) bridgeStop(ctx context.Context, c *call, in StopInput) (*StopO
 
 // bridgeProfiles lists the Profiles of the caller's namespace.
 func (g *Gateway) bridgeProfiles(ctx context.Context, c *call, _ ProfilesInput) (*ProfilesOutput, error) {
-	ps, err := g.profiles(ctx, c.who.Namespace)
+	views, err := g.profileViews(ctx, c.who.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	return &ProfilesOutput{Profiles: views}, nil
+}
+
+// profileViews shows the Profiles of a namespace, by name.
+func (g *Gateway) profileViews(ctx context.Context, namespace string) ([]ProfileView, error) {
+	ps, err := g.profiles(ctx, namespace)
 	if err != nil {
 		return nil, err
 	}
 	def := defaultProfile(ps)
-	out := &ProfilesOutput{Profiles: make([]ProfileView, 0, len(ps))}
+	views := make([]ProfileView, 0, len(ps))
 	for i := range ps {
 		p := &ps[i]
-		out.Profiles = append(out.Profiles, ProfileView{
+		views = append(views, ProfileView{
 			Name: p.Name, Description: p.Spec.Description, Agent: string(p.Spec.Agent), Command: p.Spec.Command,
 			Model: p.Spec.Model, Effort: string(p.Spec.Effort), Billing: string(billingOf(p)), Default: def != nil && def.Name == p.Name,
 		})
 	}
-	slices.SortFunc(out.Profiles, func(a, b ProfileView) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
-	return out, nil
+	slices.SortFunc(views, func(a, b ProfileView) int { return strings.Compare(a.Name, b.Name) })
+	return views, nil
 }
 
 // bridgeWhoami reports the caller's identity as the gateway resolved it.

@@ -17,33 +17,41 @@ import (
 // bridgePoll lists the caller's outcomes that nobody waited for, and the
 // open questions addressed to it.
 func (g *Gateway) bridgePoll(ctx context.Context, c *call, _ PollInput) (*PollOutput, error) {
-	done, err := g.delegationsFrom(ctx, c.who, statePollable)
+	out, _, err := g.inbox(ctx, c.who)
+	return out, err
+}
+
+// inbox is what waits for p: the outcomes nobody waited for and the open
+// questions (bridge_poll), and p's messages still in progress, in poll
+// order.
+func (g *Gateway) inbox(ctx context.Context, p *Principal) (*PollOutput, []*fleetv1alpha1.Delegation, error) {
+	done, err := g.delegationsFrom(ctx, p, statePollable)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	pending, err := g.delegationsFrom(ctx, c.who, statePending)
+	ds, err := g.delegationsFrom(ctx, p, statePending)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := &PollOutput{Outcomes: []PolledOutcome{}, Questions: []OpenQuestion{}}
-	var ready, asking []*fleetv1alpha1.Delegation
+	var ready, pending []*fleetv1alpha1.Delegation
 	for i := range done {
 		ready = append(ready, &done[i])
 	}
-	for i := range pending {
-		if delegation.OpenQuestion(&pending[i]) != nil {
-			asking = append(asking, &pending[i])
-		}
+	for i := range ds {
+		pending = append(pending, &ds[i])
 	}
 	sortForPoll(ready)
-	sortForPoll(asking)
+	sortForPoll(pending)
 	for _, d := range ready {
 		out.Outcomes = append(out.Outcomes, polledOutcome(d))
 	}
-	for _, d := range asking {
-		out.Questions = append(out.Questions, openQuestionView(d))
+	for _, d := range pending {
+		if delegation.OpenQuestion(d) != nil {
+			out.Questions = append(out.Questions, openQuestionView(d))
+		}
 	}
-	return out, nil
+	return out, pending, nil
 }
 
 // polledOutcome shows a settled Delegation to its sender.

@@ -172,11 +172,11 @@ func (g *Gateway) capabilities(ctx context.Context, p *Principal) (*Capabilities
 		c.Namespaces = append(c.Namespaces, nc)
 	}
 	if c.TeamEnabled {
-		profiles, err := g.bridgeProfiles(ctx, &call{who: p}, ProfilesInput{})
+		profiles, err := g.profileViews(ctx, p.Namespace)
 		if err != nil {
 			return nil, err
 		}
-		for _, pr := range profiles.Profiles {
+		for _, pr := range profiles {
 			c.TeamModelPresets = append(c.TeamModelPresets, ModelPreset{
 				Name: pr.Name, Description: pr.Description, Agent: pr.Agent, Model: pr.Model,
 				Effort: pr.Effort, Billing: pr.Billing, Default: pr.Default,

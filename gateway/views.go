@@ -48,20 +48,26 @@ type MemberSummary struct {
 
 // memberSummary shows m compactly.
 func memberSummary(m *fleetv1alpha1.Member, caller *Principal, q queue) MemberSummary {
-	status := strings.ToLower(string(m.Status.Phase))
-	switch {
-	case m.DeletionTimestamp != nil:
-		status = "terminating"
-	case m.Status.Phase == fleetv1alpha1.MemberReady && m.Status.AgentStatus != "":
-		status = string(m.Status.AgentStatus)
-	case status == "":
-		status = "pending"
-	}
-	sum := MemberSummary{Name: m.Name, Status: status, QueueDepth: q.depth, Team: m.Spec.Team, Profile: m.Spec.Profile, Self: isCaller(m, caller)}
+	sum := MemberSummary{Name: m.Name, Status: summaryStatus(m), QueueDepth: q.depth, Team: m.Spec.Team, Profile: m.Spec.Profile, Self: isCaller(m, caller)}
 	if m.Status.AgentStatus == fleetv1alpha1.AgentBlocked {
 		sum.Waiting = m.Status.AgentMessage
 	}
 	return sum
+}
+
+// summaryStatus is a member's status in one word: a ready member's agent
+// status, else its phase in lower case.
+func summaryStatus(m *fleetv1alpha1.Member) string {
+	switch status := strings.ToLower(string(m.Status.Phase)); {
+	case m.DeletionTimestamp != nil:
+		return "terminating"
+	case m.Status.Phase == fleetv1alpha1.MemberReady && m.Status.AgentStatus != "":
+		return string(m.Status.AgentStatus)
+	case status == "":
+		return "pending"
+	default:
+		return status
+	}
 }
 
 // queue is what a member's queue holds.

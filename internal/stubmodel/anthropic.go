@@ -93,14 +93,8 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	default:
 		prompt, results := turnOf(req.Messages)
 		logged.Kind, logged.Prompt, logged.Step = KindTurn, prompt, len(results)
-		script, err := Script(prompt)
-		if err != nil {
-			logged.Answer = "text"
-			blocks = []block{{Type: "text", Text: "I cannot follow that: " + err.Error()}}
-			break
-		}
-		next := nextStep(script, results)
-		if !sleep(r, next.delay) {
+		next, ok := stepOf(r, prompt, results)
+		if !ok {
 			return
 		}
 		if next.tool == "" {
@@ -236,16 +230,7 @@ func sideAnswer(outputConfig json.RawMessage) string {
 
 // streamMessage writes a message as the Messages API's server-sent events.
 func streamMessage(w http.ResponseWriter, model string, blocks []block, stop string, usage map[string]int) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	flusher, _ := w.(http.Flusher)
-	send := func(event string, data any) {
-		b, _ := json.Marshal(data)
-		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b)
-		if flusher != nil {
-			flusher.Flush()
-		}
-	}
+	send := eventStream(w)
 	send("message_start", map[string]any{"type": "message_start", "message": map[string]any{
 		"id": newID("msg"), "type": "message", "role": "assistant", "model": model, "content": []any{},
 		"stop_reason": nil, "stop_sequence": nil, "usage": map[string]int{"input_tokens": usage["input_tokens"], "output_tokens": 1},

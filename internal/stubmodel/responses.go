@@ -90,14 +90,8 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 	default:
 		prompt, results := responsesTurnOf(req.Input)
 		logged.Kind, logged.Prompt, logged.Step = KindTurn, prompt, len(results)
-		script, err := Script(prompt)
-		if err != nil {
-			logged.Answer = "text"
-			item = messageItem("I cannot follow that: " + err.Error())
-			break
-		}
-		next := nextStep(script, results)
-		if !sleep(r, next.delay) {
+		next, ok := stepOf(r, prompt, results)
+		if !ok {
 			return
 		}
 		if next.tool == "" {
@@ -120,16 +114,10 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response", "status": "completed", "output": []any{item}, "usage": usage})
 		return
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	flusher, _ := w.(http.Flusher)
+	stream := eventStream(w)
 	send := func(event string, data map[string]any) {
 		data["type"] = event
-		b, _ := json.Marshal(data)
-		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b)
-		if flusher != nil {
-			flusher.Flush()
-		}
+		stream(event, data)
 	}
 	send("response.created", map[string]any{"response": map[string]any{"id": id, "status": "in_progress"}})
 	send("response.output_item.added", map[string]any{"output_index": 0, "item": item})

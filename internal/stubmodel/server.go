@@ -22,6 +22,7 @@ package stubmodel
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -154,6 +155,21 @@ func sleep(r *http.Request, d time.Duration) bool {
 		return true
 	case <-r.Context().Done():
 		return false
+	}
+}
+
+// eventStream starts a server-sent events response on w and returns what
+// sends one event, flushed at once.
+func eventStream(w http.ResponseWriter) func(event string, data any) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	flusher, _ := w.(http.Flusher)
+	return func(event string, data any) {
+		b, _ := json.Marshal(data)
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b)
+		if flusher != nil {
+			flusher.Flush()
+		}
 	}
 }
 

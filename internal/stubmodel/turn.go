@@ -1,6 +1,7 @@
 package stubmodel
 
 import (
+	"net/http"
 	"strings"
 	"time"
 )
@@ -70,4 +71,17 @@ func withFinalReply(script []Action) []Action {
 		return append(script[:len(script):len(script)], Action{Kind: ActReply, Arg: "{answer}"})
 	}
 	return script
+}
+
+// stepOf is the model's next answer in the turn that prompt starts, after
+// its tool calls' results so far: a prompt the script language refuses is
+// answered with why. It waits out the step's delay first; ok is false when
+// the client went away meanwhile.
+func stepOf(r *http.Request, prompt string, results []string) (next step, ok bool) {
+	script, err := Script(prompt)
+	if err != nil {
+		return step{text: "I cannot follow that: " + err.Error()}, true
+	}
+	next = nextStep(script, results)
+	return next, sleep(r, next.delay)
 }
