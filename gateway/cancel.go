@@ -5,9 +5,6 @@ import (
 	"errors"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
-
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/delegation"
 )
@@ -24,10 +21,7 @@ func (g *Gateway) bridgeCancel(ctx context.Context, c *call, in CancelInput) (*C
 	if in.DispatchID == "" {
 		return nil, errorf(CodeInvalidArgument, "dispatchId must name the message to withdraw, as bridge_send returned it")
 	}
-	d, err := g.getDelegation(ctx, types.NamespacedName{Namespace: c.who.Namespace, Name: in.DispatchID})
-	if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
-		return nil, errorf(CodeNotFound, "no message %s in namespace %s", in.DispatchID, c.who.Namespace)
-	}
+	d, err := g.message(ctx, c.who.Namespace, in.DispatchID)
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -102,10 +101,7 @@ func (g *Gateway) bridgeAck(ctx context.Context, c *call, in AckInput) (*AckOutp
 			if id == "" {
 				return nil, errorf(CodeInvalidArgument, "ids must not be empty")
 			}
-			d, err := g.getDelegation(ctx, types.NamespacedName{Namespace: c.who.Namespace, Name: id})
-			if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
-				return nil, errorf(CodeNotFound, "no message %s", id)
-			}
+			d, err := g.message(ctx, c.who.Namespace, id)
 			if err != nil {
 				return nil, err
 			}

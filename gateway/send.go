@@ -168,10 +168,7 @@ func (g *Gateway) rejoin(ctx context.Context, c *call, in SendInput, wait bool) 
 	if in.TurnID != "" || in.IdempotencyKey != "" || in.SessionID != "" {
 		return nil, errorf(CodeInvalidArgument, "dispatchId re-attaches to a message you sent; pass it alone (with timeoutMs or wait), without turnId, idempotencyKey or sessionId")
 	}
-	d, err := g.getDelegation(ctx, types.NamespacedName{Namespace: c.who.Namespace, Name: in.DispatchID})
-	if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
-		return nil, errorf(CodeNotFound, "no message %s in namespace %s", in.DispatchID, c.who.Namespace)
-	}
+	d, err := g.message(ctx, c.who.Namespace, in.DispatchID)
 	if err != nil {
 		return nil, err
 	}

@@ -113,6 +113,16 @@ func (g *Gateway) getDelegation(ctx context.Context, key types.NamespacedName) (
 	return &d, nil
 }
 
+// message reads the Delegation a caller in namespace names by its dispatch
+// id; not_found when there is none (a malformed id names none either).
+func (g *Gateway) message(ctx context.Context, namespace, id string) (*fleetv1alpha1.Delegation, error) {
+	d, err := g.getDelegation(ctx, types.NamespacedName{Namespace: namespace, Name: id})
+	if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
+		return nil, errorf(CodeNotFound, "no message %s in namespace %s", id, namespace)
+	}
+	return d, err
+}
+
 // delegationsTo lists the Delegations in state sent to a member, from the
 // cache.
 func (g *Gateway) delegationsTo(ctx context.Context, namespace, member, state string) ([]fleetv1alpha1.Delegation, error) {
