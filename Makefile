@@ -55,7 +55,7 @@ verify: manifests generate ## Regenerate everything and fail if the tree changed
 
 .PHONY: test
 test: controlplane build agents ## Run unit, integration and e2e tests (the real agent CLIs included) against a real API server.
-	go test $(TEST_FLAGS) $(PKGS)
+	FLEETD_REQUIRE_APISERVER=1 go test $(TEST_FLAGS) $(PKGS)
 	$(MAKE) fuzz
 
 .PHONY: test-e2e

@@ -17,6 +17,16 @@ const (
 	BillingAPI Billing = "api"
 )
 
+// BillingOf is the billing mode a Profile's workers run with: subscription
+// unless it says api. A Member without a Profile cannot carry an API
+// endpoint, so it runs on a subscription too (p nil).
+func BillingOf(p *Profile) Billing {
+	if p == nil || p.Spec.Billing == "" {
+		return BillingSubscription
+	}
+	return p.Spec.Billing
+}
+
 // Effort is how hard a worker's model thinks.
 // +kubebuilder:validation:Enum=low;medium;high;xhigh;max
 type Effort string

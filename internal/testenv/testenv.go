@@ -1,15 +1,23 @@
 // Package testenv starts a real kube-apiserver and etcd (built from pinned
 // modules by `make controlplane`) with fleetd's CRDs installed, for
 // integration tests: one API server per test package, a namespace per test.
+//
+// The API server starts lazily, when the first test asks for it (Namespace
+// or Require), so a package's pure table tests run in milliseconds on a
+// machine with only Go. Where the control plane is not built, the tests
+// that need it are skipped, or fail when FLEETD_REQUIRE_APISERVER is set
+// (make test sets it, so nothing is skipped silently there).
 package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -29,7 +37,12 @@ import (
 	"github.com/fleetd/fleetd/internal/scheme"
 )
 
-// Env is a running API server with fleetd's CRDs.
+// RequireEnv names the variable that turns a missing control plane from a
+// skip into a failure.
+const RequireEnv = "FLEETD_REQUIRE_APISERVER"
+
+// Env is a package's API server with fleetd's CRDs. Its fields are set once
+// it has started: after Namespace or Require returned.
 type Env struct {
 	// Config reaches the API server as an administrator.
 	Config *rest.Config
@@ -41,6 +54,9 @@ type Env struct {
 	CRDs []schema.GroupVersionResource
 
 	env *envtest.Environment
+
+	once     sync.Once
+	startErr error
 }
 
 // RepoRoot is the root of the fleetd checkout.
@@ -52,9 +68,8 @@ func RepoRoot() string {
 // Scheme returns a scheme with the built-in kinds and fleetd's.
 func Scheme() *k8sruntime.Scheme { return scheme.New() }
 
-// Start starts an API server for the tests of one package. Call it from
-// TestMain and Stop the result when the tests are done.
-func Start() (*Env, error) {
+// start starts the API server.
+func (e *Env) start() error {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true), zap.Level(zapLevel())))
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
@@ -62,7 +77,7 @@ func Start() (*Env, error) {
 	}
 	for _, b := range []string{"kube-apiserver", "etcd"} {
 		if _, err := os.Stat(filepath.Join(assets, b)); err != nil {
-			return nil, fmt.Errorf("no %s in %s: run `make controlplane` first (or set KUBEBUILDER_ASSETS): %w", b, assets, err)
+			return &missingError{fmt.Errorf("no %s in %s: run `make controlplane` first (or set KUBEBUILDER_ASSETS): %w", b, assets, err)}
 		}
 	}
 	env := &envtest.Environment{
@@ -72,31 +87,48 @@ func Start() (*Env, error) {
 	}
 	cfg, err := env.Start()
 	if err != nil {
-		return nil, fmt.Errorf("starting the API server from %s: %w", assets, err)
+		return fmt.Errorf("starting the API server from %s: %w", assets, err)
 	}
 	s := Scheme()
 	c, err := client.New(cfg, client.Options{Scheme: s})
 	if err != nil {
 		_ = env.Stop()
-		return nil, fmt.Errorf("creating a client: %w", err)
+		return fmt.Errorf("creating a client: %w", err)
 	}
-	e := &Env{Config: cfg, Client: c, Scheme: s, env: env}
+	e.Config, e.Client, e.Scheme, e.env = cfg, c, s, env
 	for _, crd := range env.CRDs {
 		for _, v := range crd.Spec.Versions {
 			e.CRDs = append(e.CRDs, schema.GroupVersionResource{Group: crd.Spec.Group, Version: v.Name, Resource: crd.Spec.Names.Plural})
 		}
 	}
-	return e, nil
+	return nil
 }
 
-// Main runs a package's tests against one API server and stops it after.
-// Use it as `func TestMain(m *testing.M) { testenv.Main(m, &env) }`.
-func Main(m *testing.M, into **Env) {
-	e, err := Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+// missingError says the control plane is not built here.
+type missingError struct{ error }
+
+func (e *missingError) Unwrap() error { return e.error }
+
+// Require starts the API server the first time a test asks for it, and
+// skips (or fails, see RequireEnv) a test that cannot have one.
+func (e *Env) Require(t testing.TB) {
+	t.Helper()
+	e.once.Do(func() { e.startErr = e.start() })
+	var missing *missingError
+	switch {
+	case e.startErr == nil:
+	case errors.As(e.startErr, &missing) && os.Getenv(RequireEnv) == "":
+		t.Skipf("needs an API server: %v", e.startErr)
+	default:
+		t.Fatal(e.startErr)
 	}
+}
+
+// Main runs a package's tests, giving them an API server that starts when
+// the first test asks for it, and stops it after. Use it as
+// `func TestMain(m *testing.M) { testenv.Main(m, &env) }`.
+func Main(m *testing.M, into **Env) {
+	e := &Env{}
 	*into = e
 	code := m.Run()
 	if err := e.Stop(); err != nil {
@@ -105,14 +137,20 @@ func Main(m *testing.M, into **Env) {
 	os.Exit(code)
 }
 
-// Stop stops the API server and etcd.
-func (e *Env) Stop() error { return e.env.Stop() }
+// Stop stops the API server and etcd, if they started.
+func (e *Env) Stop() error {
+	if e.env == nil {
+		return nil
+	}
+	return e.env.Stop()
+}
 
 var namespaceSeq atomic.Int64
 
 // Namespace creates a fresh namespace for one test and deletes it afterwards.
 func (e *Env) Namespace(t testing.TB) string {
 	t.Helper()
+	e.Require(t)
 	name := fmt.Sprintf("t%d-%s", namespaceSeq.Add(1), sanitize(t.Name()))
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if err := e.Client.Create(context.Background(), ns); err != nil {
