@@ -541,8 +541,8 @@ type receivedTail struct {
 // sent, so it would be a duplicate.
 func (r *receivedTail) await(b *testing.B, content string, timeout time.Duration) time.Time {
 	b.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	var at time.Time
+	testutil.Eventually(b, fmt.Sprintf("the agent to receive %q", content), func() (bool, string) {
 		entries, err := r.next()
 		if err != nil {
 			b.Fatal(err)
@@ -551,12 +551,12 @@ func (r *receivedTail) await(b *testing.B, content string, timeout time.Duration
 			if e.Text != content {
 				b.Fatalf("the agent received %q while %q was expected", e.Text, content)
 			}
-			return e.Time
+			at = e.Time
+			return true, ""
 		}
-		time.Sleep(time.Millisecond)
-	}
-	b.Fatalf("the agent never received %q", content)
-	return time.Time{}
+		return false, "nothing received"
+	}, testutil.Within(timeout), testutil.Every(time.Millisecond))
+	return at
 }
 
 // receivedEntry is a line of the scripted agent's received log.
@@ -664,17 +664,12 @@ func resourceOf(path string) string {
 // if the controllers keep writing for timeout.
 func (c *writeCounter) quiesce(b *testing.B, quiet, timeout time.Duration) {
 	b.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	testutil.Eventually(b, fmt.Sprintf("the controllers to make no write for %s, with nothing to do", quiet), func() (bool, string) {
 		c.mu.Lock()
 		last := c.last
 		c.mu.Unlock()
-		if time.Since(last) >= quiet {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	b.Fatalf("the controllers kept writing for %s with nothing to do", timeout)
+		return time.Since(last) >= quiet, fmt.Sprintf("a write %s ago", time.Since(last).Round(time.Millisecond))
+	}, testutil.Within(timeout), testutil.Every(100*time.Millisecond))
 }
 
 func (c *writeCounter) snapshot() writeTally {

@@ -74,7 +74,7 @@ func getDelegation(ns, name string) (*fleetv1alpha1.Delegation, error) {
 func waitPhase(t testing.TB, ns, name string, want fleetv1alpha1.DelegationPhase) *fleetv1alpha1.Delegation {
 	t.Helper()
 	var d *fleetv1alpha1.Delegation
-	eventually(t, fmt.Sprintf("delegation %s %s", name, want), func() (bool, string) {
+	testutil.Eventually(t, fmt.Sprintf("delegation %s %s", name, want), func() (bool, string) {
 		var err error
 		d, err = getDelegation(ns, name)
 		if err != nil {
@@ -218,7 +218,7 @@ func TestDialogTheStatusMissedPostponesTheDelivery(t *testing.T) {
 	if err := typeInto(hc, m.Status.PaneID, "dialog: hold on"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the agent blocked in herdr", func() (bool, string) {
+	testutil.Eventually(t, "the agent blocked in herdr", func() (bool, string) {
 		a, err := hc.AgentGet(context.Background(), m.Status.PaneID)
 		if err != nil {
 			return false, err.Error()
@@ -227,7 +227,7 @@ func TestDialogTheStatusMissedPostponesTheDelivery(t *testing.T) {
 	})
 	injector := startInjectorOnly(t, ns, h.socket)
 	create(t, sequenced(testutil.MakeDelegation("postponed", ns, "w1", "silent: postponed").Obj(), 1))
-	eventually(t, "herdr's refusal recorded", func() (bool, string) {
+	testutil.Eventually(t, "herdr's refusal recorded", func() (bool, string) {
 		d, err := getDelegation(ns, "postponed")
 		if err != nil {
 			return false, err.Error()
@@ -293,7 +293,7 @@ func TestControllerStoppedMidBurstTypesEachOnce(t *testing.T) {
 	}
 	// Stop the controllers a few times in the middle of the burst.
 	for stops := 0; stops < 3; stops++ {
-		eventually(t, "progress", func() (bool, string) {
+		testutil.Eventually(t, "progress", func() (bool, string) {
 			got := len(received(t, log))
 			return got >= (stops+1)*4, fmt.Sprintf("%d received", got)
 		})
@@ -301,7 +301,7 @@ func TestControllerStoppedMidBurstTypesEachOnce(t *testing.T) {
 		run = startControllers(t, ns, h.socket)
 	}
 	settled := 0
-	eventually(t, "every delegation settled", func() (bool, string) {
+	testutil.Eventually(t, "every delegation settled", func() (bool, string) {
 		var list fleetv1alpha1.DelegationList
 		if err := env.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
 			return false, err.Error()
@@ -432,7 +432,7 @@ func TestRetentionDeletesSettledDelegations(t *testing.T) {
 	if err := env.Client.Delete(ctx, testutil.MakeMember("sender", ns).Obj()); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the member gone from the cache", func() (bool, string) {
+	testutil.Eventually(t, "the member gone from the cache", func() (bool, string) {
 		err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sender"}, &fleetv1alpha1.Member{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
@@ -456,7 +456,7 @@ func TestAnOutcomeOwedToADeletedMemberGoesAtOnce(t *testing.T) {
 	if err := env.Client.Delete(context.Background(), testutil.MakeMember("sender", ns).Obj()); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the outcome owed to the deleted member deleted", func() (bool, string) {
+	testutil.Eventually(t, "the outcome owed to the deleted member deleted", func() (bool, string) {
 		d, err := getDelegation(ns, "owed")
 		return apierrors.IsNotFound(err), fmt.Sprintf("err %v, phase %s", err, d.Status.Phase)
 	})
@@ -500,7 +500,7 @@ func injectorByHand(t *testing.T, ns string, clk clock.PassiveClock, retention t
 	}
 	cached := func(t *testing.T, what string, cond func(map[string]fleetv1alpha1.Delegation) bool) {
 		t.Helper()
-		eventually(t, "the cache shows "+what, func() (bool, string) {
+		testutil.Eventually(t, "the cache shows "+what, func() (bool, string) {
 			var list fleetv1alpha1.DelegationList
 			if err := r.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
 				return false, err.Error()
@@ -544,7 +544,7 @@ func TestDetachedReplyIsTypedIntoAMemberSendersPane(t *testing.T) {
 		t.Fatalf("a detached reply not yet carried is not owed to its sender")
 	}
 
-	eventually(t, "the reply typed into the sender's pane", func() (bool, string) {
+	testutil.Eventually(t, "the reply typed into the sender's pane", func() (bool, string) {
 		got := received(t, leadLog)
 		for _, p := range got {
 			if strings.Contains(p, "Reply from w1 to your message task") && strings.Contains(p, "the report is in docs/report.md") {
@@ -557,7 +557,7 @@ func TestDetachedReplyIsTypedIntoAMemberSendersPane(t *testing.T) {
 	if carrier.Spec.From.Name != "w1" || carrier.Spec.To != "lead" || carrier.Spec.InReplyTo != "task" {
 		t.Errorf("carrier spec %+v", carrier.Spec)
 	}
-	eventually(t, "the original acknowledged", func() (bool, string) {
+	testutil.Eventually(t, "the original acknowledged", func() (bool, string) {
 		d, err := getDelegation(ns, "task")
 		if err != nil {
 			return false, err.Error()
@@ -677,7 +677,7 @@ func TestTheInjectorNeverWritesAMember(t *testing.T) {
 	}
 	startInjectorOnly(t, ns, h.socket)
 	create(t, testutil.MakeDelegation("d", ns, "w1", "silent: one").Obj())
-	eventually(t, "the message typed", func() (bool, string) {
+	testutil.Eventually(t, "the message typed", func() (bool, string) {
 		got := received(t, log)
 		return len(got) == 1, fmt.Sprintf("received %q", got)
 	})

@@ -34,7 +34,7 @@ func getMember(t testing.TB, ns, name string) (*fleetv1alpha1.Member, error) {
 func waitReady(t testing.TB, ns, name string) *fleetv1alpha1.Member {
 	t.Helper()
 	var m *fleetv1alpha1.Member
-	eventually(t, "member "+name+" Ready", func() (bool, string) {
+	testutil.Eventually(t, "member "+name+" Ready", func() (bool, string) {
 		var err error
 		m, err = getMember(t, ns, name)
 		if err != nil {
@@ -125,7 +125,7 @@ func TestMemberBecomesReadyAndMirrorsAgentStatus(t *testing.T) {
 func waitAgentStatus(t testing.TB, ns, name string, want fleetv1alpha1.AgentStatus) *fleetv1alpha1.Member {
 	t.Helper()
 	var m *fleetv1alpha1.Member
-	eventually(t, fmt.Sprintf("member %s agentStatus %s", name, want), func() (bool, string) {
+	testutil.Eventually(t, fmt.Sprintf("member %s agentStatus %s", name, want), func() (bool, string) {
 		var err error
 		m, err = getMember(t, ns, name)
 		if err != nil {
@@ -176,7 +176,7 @@ func TestKilledAgentIsRecreatedAndCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	var m *fleetv1alpha1.Member
-	eventually(t, "a recreated pane", func() (bool, string) {
+	testutil.Eventually(t, "a recreated pane", func() (bool, string) {
 		var err error
 		m, err = getMember(t, ns, "crashy")
 		if err != nil {
@@ -196,7 +196,7 @@ func TestKilledAgentIsRecreatedAndCounted(t *testing.T) {
 
 func waitEvent(t testing.TB, ns, name, reason string) {
 	t.Helper()
-	eventually(t, "event "+reason, func() (bool, string) {
+	testutil.Eventually(t, "event "+reason, func() (bool, string) {
 		var list eventsv1.EventList
 		if err := env.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
 			return false, err.Error()
@@ -225,7 +225,7 @@ func TestHerdrRestartHealsEveryMember(t *testing.T) {
 	}
 
 	h.stop()
-	eventually(t, "HerdrReachable=False", func() (bool, string) {
+	testutil.Eventually(t, "HerdrReachable=False", func() (bool, string) {
 		m, err := getMember(t, ns, "a1")
 		if err != nil {
 			return false, err.Error()
@@ -236,7 +236,7 @@ func TestHerdrRestartHealsEveryMember(t *testing.T) {
 	h.start(t)
 
 	for _, n := range names {
-		eventually(t, n+" healed", func() (bool, string) {
+		testutil.Eventually(t, n+" healed", func() (bool, string) {
 			m, err := getMember(t, ns, n)
 			if err != nil {
 				return false, err.Error()
@@ -296,7 +296,7 @@ func TestAdoptsAPaneCreatedButNotRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	startControllers(t, ns, h.socket)
-	eventually(t, "adoption", func() (bool, string) {
+	testutil.Eventually(t, "adoption", func() (bool, string) {
 		m, err := getMember(t, ns, "orphan")
 		if err != nil {
 			return false, err.Error()
@@ -317,7 +317,7 @@ func TestDeleteCleansUp(t *testing.T) {
 	if err := env.Client.Delete(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "member deleted", func() (bool, string) {
+	testutil.Eventually(t, "member deleted", func() (bool, string) {
 		_, err := getMember(t, ns, "gone")
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
@@ -341,7 +341,7 @@ func TestDeleteWhileHerdrIsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Bounded by cleanupTimeout, then released with a Warning.
-	eventually(t, "member deleted without herdr", func() (bool, string) {
+	testutil.Eventually(t, "member deleted without herdr", func() (bool, string) {
 		_, err := getMember(t, ns, "orphaned")
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
@@ -355,7 +355,7 @@ func TestSubscriptionBoundaryRefusesThePane(t *testing.T) {
 	// The API server lets this through (it is only a command line), the
 	// controller does not: the endpoint would reach a subscription worker.
 	create(t, testutil.MakeMember("smuggler", ns).Command("env", "ANTHROPIC_BASE_URL=http://evil", scriptedAgent).Obj())
-	eventually(t, "SubscriptionBoundary", func() (bool, string) {
+	testutil.Eventually(t, "SubscriptionBoundary", func() (bool, string) {
 		m, err := getMember(t, ns, "smuggler")
 		if err != nil {
 			return false, err.Error()
@@ -393,7 +393,7 @@ func TestFiftyMembersAllReachReady(t *testing.T) {
 			t.Fatalf("creating a member: %v", err)
 		}
 	}
-	eventually(t, "50 members Ready", func() (bool, string) {
+	testutil.Eventually(t, "50 members Ready", func() (bool, string) {
 		var list fleetv1alpha1.MemberList
 		if err := env.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
 			return false, err.Error()
@@ -497,7 +497,7 @@ exec ` + scriptedAgent
 	create(t, testutil.MakeMember("w1", ns).Agent(fleetv1alpha1.AgentClaude).Obj())
 
 	var m *fleetv1alpha1.Member
-	eventually(t, "the member blocked at start with the dialog's text", func() (bool, string) {
+	testutil.Eventually(t, "the member blocked at start with the dialog's text", func() (bool, string) {
 		var err error
 		if m, err = getMember(t, ns, "w1"); err != nil {
 			return false, err.Error()
@@ -544,7 +544,7 @@ func TestAnotherSourceOwnsThePane(t *testing.T) {
 	if err := env.Client.Patch(context.Background(), m, patch); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "AgentHooks names the other source", func() (bool, string) {
+	testutil.Eventually(t, "AgentHooks names the other source", func() (bool, string) {
 		m, err := getMember(t, ns, "w1")
 		if err != nil {
 			return false, err.Error()
@@ -569,7 +569,7 @@ func TestAgentNameHeldByAnEarlierPaneIsFreed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the holder's shell", func() (bool, string) {
+		testutil.Eventually(t, "the holder's shell", func() (bool, string) {
 			_, err := hc.AgentStart(context.Background(), herdr.AgentStartParams{Name: name, Kind: "claude", PaneID: ws.RootPane.PaneID})
 			return err == nil, fmt.Sprint(err)
 		})
@@ -590,7 +590,7 @@ func TestAgentNameHeldByAnEarlierPaneIsFreed(t *testing.T) {
 			t.Errorf("the earlier pane of w1 still holds its name")
 		}
 	}
-	eventually(t, "w2 explains the name it cannot have", func() (bool, string) {
+	testutil.Eventually(t, "w2 explains the name it cannot have", func() (bool, string) {
 		m, err := getMember(t, ns, "w2")
 		if err != nil {
 			return false, err.Error()

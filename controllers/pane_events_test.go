@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fleetd/fleetd/herdr"
+	"github.com/fleetd/fleetd/internal/testutil"
 )
 
 // TestPaneEventsFollowAPaneIDReusedAfterAHerdrRestart: herdr restarts, the
@@ -65,7 +66,7 @@ func TestPaneEventsFollowAPaneIDReusedAfterAHerdrRestart(t *testing.T) {
 
 	h.stop()
 	h.start(t)
-	eventually(t, "the pane stream ended by herdr", func() (bool, string) {
+	testutil.Eventually(t, "the pane stream ended by herdr", func() (bool, string) {
 		pe.mu.Lock()
 		defer pe.mu.Unlock()
 		return !pe.tracked[key].running(), "still running"

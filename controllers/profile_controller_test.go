@@ -24,7 +24,7 @@ func withSecretEnv(p *fleetv1alpha1.Profile, secret, key string) *fleetv1alpha1.
 func waitProfile(t *testing.T, ns, name string, cond func(*fleetv1alpha1.Profile) bool) *fleetv1alpha1.Profile {
 	t.Helper()
 	p := &fleetv1alpha1.Profile{}
-	eventually(t, "profile "+name, func() (bool, string) {
+	testutil.Eventually(t, "profile "+name, func() (bool, string) {
 		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, p); err != nil {
 			return false, err.Error()
 		}

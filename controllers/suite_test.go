@@ -27,7 +27,6 @@ import (
 	"github.com/fleetd/fleetd/herdr"
 	"github.com/fleetd/fleetd/herdr/paneserver"
 	"github.com/fleetd/fleetd/internal/testenv"
-	"github.com/fleetd/fleetd/internal/testutil"
 )
 
 var (
@@ -184,13 +183,6 @@ func (c *controllerRun) stop() {
 }
 
 func ptrTo[T any](v T) *T { return &v }
-
-// eventually polls cond until it holds or the deadline passes. Deadlines are
-// generous: they catch a hang, not slowness.
-func eventually(t testing.TB, what string, cond func() (bool, string)) {
-	t.Helper()
-	testutil.Eventually(t, 60*time.Second, 50*time.Millisecond, what, cond)
-}
 
 // typeInto types text into the pane of a plain-command member the way the
 // injector does: herdr's agent.prompt refuses agents it does not know.

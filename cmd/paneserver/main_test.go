@@ -11,9 +11,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/fleetd/fleetd/herdr"
+	"github.com/fleetd/fleetd/internal/testutil"
 )
 
 // runMainEnv makes the test binary run main instead of the tests, so the
@@ -63,7 +63,7 @@ func TestSignalEndsPanes(t *testing.T) {
 			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 
 			client := herdr.NewClient(socket)
-			poll(t, "the server answers", func() error {
+			testutil.Eventually(t, "the server answers", func() error {
 				_, err := client.Ping(t.Context())
 				return err
 			})
@@ -83,7 +83,7 @@ func TestSignalEndsPanes(t *testing.T) {
 			if _, err := os.Stat(socket); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("socket still there after SIGTERM: %v", err)
 			}
-			poll(t, fmt.Sprintf("job %d is gone", pid), func() error {
+			testutil.Eventually(t, fmt.Sprintf("job %d is gone", pid), func() error {
 				stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 				if errors.Is(err, os.ErrNotExist) || (err == nil && strings.Contains(string(stat), ") Z ")) {
 					return nil
@@ -97,7 +97,7 @@ func TestSignalEndsPanes(t *testing.T) {
 // backgroundJob starts a long sleep in the background of pane and returns its pid.
 func backgroundJob(t *testing.T, client *herdr.Client, pane string) int {
 	t.Helper()
-	poll(t, "the shell prompts", func() error {
+	testutil.Eventually(t, "the shell prompts", func() error {
 		read, err := client.PaneRead(t.Context(), herdr.ReadParams{PaneID: pane, Source: herdr.ReadSourceVisible})
 		if err == nil && strings.TrimSpace(read.Text) == "" {
 			err = errors.New("empty screen")
@@ -110,7 +110,7 @@ func backgroundJob(t *testing.T, client *herdr.Client, pane string) int {
 	}
 	line := regexp.MustCompile(`(?m)^job=\[(\d+)\]$`)
 	var pid int
-	poll(t, "the job's pid shows", func() error {
+	testutil.Eventually(t, "the job's pid shows", func() error {
 		read, err := client.PaneRead(t.Context(), herdr.ReadParams{PaneID: pane, Source: herdr.ReadSourceRecentUnwrapped})
 		if err != nil {
 			return err
@@ -123,19 +123,4 @@ func backgroundJob(t *testing.T, client *herdr.Client, pane string) int {
 		return err
 	})
 	return pid
-}
-
-func poll(t *testing.T, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -244,16 +244,3 @@ func (h *fakeHerdr) states() []string {
 	}
 	return states
 }
-
-// eventually polls cond until it holds, and fails the test with describe()
-// when it does not within the timeout.
-func eventually(t *testing.T, what string, cond func() bool, describe func() string) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; %s", what, describe())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}

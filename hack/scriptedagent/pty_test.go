@@ -10,9 +10,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/creack/pty"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/fleetd/fleetd/internal/testutil"
 )
 
 // buildAgent builds the scripted-agent binary into a temporary directory.
@@ -134,32 +137,32 @@ func (p *pane) typeText(s string) {
 // waitStates waits until the reported states are exactly want.
 func (p *pane) waitStates(want ...string) {
 	p.t.Helper()
-	eventually(p.t, "states "+strings.Join(want, ","), func() bool {
-		return slices.Equal(p.herdr.states(), want)
-	}, func() string {
-		return "reported " + strings.Join(p.herdr.states(), ",") + "; screen:\n" + p.screen.String()
-	})
+	testutil.Eventually(p.t, "states "+strings.Join(want, ","), func() (bool, string) {
+		states := p.herdr.states()
+		return slices.Equal(states, want), "reported " + strings.Join(states, ",") + "; screen:\n" + p.screen.String()
+	}, testutil.Within(20*time.Second))
 }
 
 // waitScreen waits until the screen shows text.
 func (p *pane) waitScreen(text string) {
 	p.t.Helper()
-	eventually(p.t, "screen to show "+text, func() bool {
-		return strings.Contains(p.screen.String(), text)
-	}, func() string { return "screen:\n" + p.screen.String() })
+	testutil.Eventually(p.t, "screen to show "+text, func() (bool, string) {
+		screen := p.screen.String()
+		return strings.Contains(screen, text), "screen:\n" + screen
+	}, testutil.Within(20*time.Second))
 }
 
 // waitExit waits for the agent to exit and returns its exit status.
 func (p *pane) waitExit() int {
 	p.t.Helper()
-	eventually(p.t, "the agent to exit", func() bool {
+	testutil.Eventually(p.t, "the agent to exit", func() (bool, string) {
 		select {
 		case <-p.exited:
-			return true
+			return true, ""
 		default:
-			return false
+			return false, "screen:\n" + p.screen.String()
 		}
-	}, func() string { return "screen:\n" + p.screen.String() })
+	}, testutil.Within(20*time.Second))
 	var exit *exec.ExitError
 	if errors.As(p.exitErr, &exit) {
 		return exit.ExitCode()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fleetd/fleetd/herdr"
 	"github.com/fleetd/fleetd/herdr/paneserver"
+	"github.com/fleetd/fleetd/internal/testutil"
 )
 
 // waitReady polls agent.get the way herdr's CLI does until the agent can
@@ -23,7 +24,7 @@ import (
 func (h *harness) waitReady(target string) *herdr.AgentInfo {
 	h.t.Helper()
 	var agent *herdr.AgentInfo
-	eventually(h.t, "agent "+target+" is ready", func() error {
+	testutil.Eventually(h.t, "agent "+target+" is ready", func() error {
 		var err error
 		if agent, err = h.client.AgentGet(h.t.Context(), target); err != nil {
 			return err
@@ -32,7 +33,7 @@ func (h *harness) waitReady(target string) *herdr.AgentInfo {
 			return fmt.Errorf("agent is %+v", agent)
 		}
 		return nil
-	})
+	}, testutil.Within(waitFor))
 	return agent
 }
 
@@ -64,7 +65,7 @@ func TestAgentStart(t *testing.T) {
 	}
 
 	h.run(pane, "hello agent")
-	eventually(t, "the agent echoes", func() error {
+	testutil.Eventually(t, "the agent echoes", func() error {
 		read, err := h.client.AgentRead(t.Context(), herdr.ReadParams{Target: "a1", Source: herdr.ReadSourceRecentUnwrapped})
 		if err != nil {
 			return err
@@ -73,7 +74,7 @@ func TestAgentStart(t *testing.T) {
 			return fmt.Errorf("agent pane shows %q", read.Text)
 		}
 		return nil
-	})
+	}, testutil.Within(waitFor))
 
 	other := h.pane()
 	cases := map[string]struct {
@@ -95,13 +96,13 @@ func TestAgentStart(t *testing.T) {
 	if err := h.client.PaneSendKeys(t.Context(), pane, "ctrl+d"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the agent is released", func() error {
+	testutil.Eventually(t, "the agent is released", func() error {
 		_, err := h.client.AgentGet(t.Context(), "a1")
 		if !errors.Is(err, herdr.ErrAgentNotFound) {
 			return fmt.Errorf("AgentGet() = %v, want ErrAgentNotFound", err)
 		}
 		return nil
-	})
+	}, testutil.Within(waitFor))
 }
 
 func TestAgentStartErrors(t *testing.T) {
@@ -462,7 +463,7 @@ func TestHeldCallEndsOnClientByte(t *testing.T) {
 // prompt was submitted (the terminal's echo alone shows it once).
 func (h *harness) waitSubmitted(paneID, line string) {
 	h.t.Helper()
-	eventually(h.t, fmt.Sprintf("pane %s shows %q submitted", paneID, line), func() error {
+	testutil.Eventually(h.t, fmt.Sprintf("pane %s shows %q submitted", paneID, line), func() error {
 		read, err := h.client.PaneRead(h.t.Context(), herdr.ReadParams{PaneID: paneID, Source: herdr.ReadSourceRecentUnwrapped, Lines: ptr(1000)})
 		if err != nil {
 			return err
@@ -477,5 +478,5 @@ func (h *harness) waitSubmitted(paneID, line string) {
 			return fmt.Errorf("pane shows:\n%s", read.Text)
 		}
 		return nil
-	})
+	}, testutil.Within(waitFor))
 }

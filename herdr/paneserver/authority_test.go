@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleetd/fleetd/herdr"
 	"github.com/fleetd/fleetd/herdr/paneserver"
+	"github.com/fleetd/fleetd/internal/testutil"
 )
 
 // reportStep is one report or release in a sequence, and what the pane
@@ -141,7 +142,7 @@ func TestReportOutlivesNothingButItsAgent(t *testing.T) {
 			if err := h.client.PaneSendKeys(t.Context(), pane, "ctrl+d"); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, "the pane shows what outlives the agent", func() error {
+			testutil.Eventually(t, "the pane shows what outlives the agent", func() error {
 				info, err := h.paneInfo(pane)
 				if err != nil {
 					return err
@@ -150,7 +151,7 @@ func TestReportOutlivesNothingButItsAgent(t *testing.T) {
 					return fmt.Errorf("pane shows agent %q (%s), want %q", deref(info.Agent), info.AgentStatus, tc.wantAgent)
 				}
 				return nil
-			})
+			}, testutil.Within(waitFor))
 		})
 	}
 }
@@ -222,12 +223,12 @@ func TestAgentStartReadiness(t *testing.T) {
 		if err := h.client.PaneReportAgent(t.Context(), herdr.PaneReportAgentParams{PaneID: pane, Source: "fleetd", Agent: "claude", State: herdr.AgentStateBlocked}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the start timeout passes", func() error {
+		testutil.Eventually(t, "the start timeout passes", func() error {
 			if time.Since(start) < time.Duration(timeout)*time.Millisecond+500*time.Millisecond {
 				return errors.New("not yet")
 			}
 			return nil
-		})
+		}, testutil.Within(waitFor))
 		agent, err := h.client.AgentGet(t.Context(), "dialog")
 		if err != nil {
 			t.Fatalf("AgentGet() after the deadline = %v; a blocked launch keeps its name", err)
@@ -248,12 +249,12 @@ func TestAgentStartReadiness(t *testing.T) {
 		if _, err := h2.client.AgentStart(t.Context(), herdr.AgentStartParams{Name: "never", Kind: "claude", PaneID: pane, TimeoutMS: &timeout}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the name is dropped at the deadline", func() error {
+		testutil.Eventually(t, "the name is dropped at the deadline", func() error {
 			if _, err := h2.client.AgentGet(t.Context(), "never"); !errors.Is(err, herdr.ErrAgentNotFound) {
 				return fmt.Errorf("AgentGet() = %v", err)
 			}
 			return nil
-		})
+		}, testutil.Within(waitFor))
 	})
 }
 
@@ -327,7 +328,7 @@ func TestRestartRestoresLayout(t *testing.T) {
 // label.
 func (h *harness) awaitAgent(pane, label string) {
 	h.t.Helper()
-	eventually(h.t, "pane "+pane+" runs "+label, func() error {
+	testutil.Eventually(h.t, "pane "+pane+" runs "+label, func() error {
 		info, err := h.paneInfo(pane)
 		if err != nil {
 			return err
@@ -336,7 +337,7 @@ func (h *harness) awaitAgent(pane, label string) {
 			return fmt.Errorf("pane shows agent %q", deref(info.Agent))
 		}
 		return nil
-	})
+	}, testutil.Within(waitFor))
 }
 
 func (h *harness) paneInfo(pane string) (*herdr.PaneInfo, error) {

@@ -21,12 +21,13 @@ import (
 
 	"github.com/fleetd/fleetd/herdr"
 	"github.com/fleetd/fleetd/herdr/paneserver"
+	"github.com/fleetd/fleetd/internal/testutil"
 )
 
 // schemaFile is herdr's published API schema, as herdr ships it.
 const schemaFile = "testdata/herdr-api.schema.json"
 
-// waitFor bounds every poll. It is generous: the tests share a small,
+// waitFor bounds every poll and wait. It is generous: the tests share a small,
 // busy machine, and a poll that succeeds returns at once.
 const waitFor = 60 * time.Second
 
@@ -438,7 +439,7 @@ func (h *harness) workspace(p herdr.WorkspaceCreateParams) *herdr.WorkspaceCreat
 // earlier is echoed before the prompt, which then shares a line with the
 // command's output.
 func (h *harness) awaitPrompt(paneID string) error {
-	return poll("pane "+paneID+" shows a prompt", func() error {
+	return testutil.Poll("pane "+paneID+" shows a prompt", func() error {
 		read, err := h.client.PaneRead(h.t.Context(), herdr.ReadParams{PaneID: paneID, Source: herdr.ReadSourceVisible})
 		if err != nil {
 			return err
@@ -447,7 +448,7 @@ func (h *harness) awaitPrompt(paneID string) error {
 			return errors.New("the screen is empty")
 		}
 		return nil
-	})
+	}, testutil.Within(waitFor))
 }
 
 // pane creates a workspace and returns its pane's id.
@@ -488,7 +489,7 @@ func (h *harness) waitLine(paneID, line string) string {
 // awaitLine is waitLine for goroutines other than the test's.
 func (h *harness) awaitLine(paneID, line string) (string, error) {
 	var text string
-	err := poll(fmt.Sprintf("pane %s shows line %q", paneID, line), func() error {
+	err := testutil.Poll(fmt.Sprintf("pane %s shows line %q", paneID, line), func() error {
 		read, err := h.client.PaneRead(h.t.Context(), herdr.ReadParams{PaneID: paneID, Source: herdr.ReadSourceRecentUnwrapped, Lines: ptr(1000)})
 		if err != nil {
 			return err
@@ -498,31 +499,8 @@ func (h *harness) awaitLine(paneID, line string) (string, error) {
 			return fmt.Errorf("pane shows:\n%s", text)
 		}
 		return nil
-	})
+	}, testutil.Within(waitFor))
 	return text, err
-}
-
-// eventually polls cond until it returns nil, failing the test at waitFor.
-func eventually(t testing.TB, what string, cond func() error) {
-	t.Helper()
-	if err := poll(what, cond); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// poll polls cond until it returns nil or waitFor passes.
-func poll(what string, cond func() error) error {
-	deadline := time.Now().Add(waitFor)
-	for {
-		err := cond()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out waiting until %s: %w", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // rawCall sends one line straight to the server and returns the lines it

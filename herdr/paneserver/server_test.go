@@ -19,6 +19,7 @@ import (
 
 	"github.com/fleetd/fleetd/herdr"
 	"github.com/fleetd/fleetd/herdr/paneserver"
+	"github.com/fleetd/fleetd/internal/testutil"
 )
 
 func TestPing(t *testing.T) {
@@ -138,7 +139,7 @@ func TestPaneEnvironment(t *testing.T) {
 func (h *harness) waitLineMatching(paneID string, re *regexp.Regexp) string {
 	h.t.Helper()
 	var found string
-	eventually(h.t, fmt.Sprintf("pane %s shows a line matching %s", paneID, re), func() error {
+	testutil.Eventually(h.t, fmt.Sprintf("pane %s shows a line matching %s", paneID, re), func() error {
 		read, err := h.client.PaneRead(h.t.Context(), herdr.ReadParams{PaneID: paneID, Source: herdr.ReadSourceRecentUnwrapped, Lines: ptr(1000)})
 		if err != nil {
 			return err
@@ -150,7 +151,7 @@ func (h *harness) waitLineMatching(paneID string, re *regexp.Regexp) string {
 			}
 		}
 		return fmt.Errorf("pane shows:\n%s", read.Text)
-	})
+	}, testutil.Within(waitFor))
 	return found
 }
 
@@ -309,7 +310,7 @@ func (h *harness) waitLinePID(paneID, label string) int {
 // once its parent died it waits only for init to reap it.
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("process %d is gone", pid), func() error {
+	testutil.Eventually(t, fmt.Sprintf("process %d is gone", pid), func() error {
 		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		if errors.Is(err, os.ErrNotExist) {
 			return nil
@@ -324,7 +325,7 @@ func waitGone(t *testing.T, pid int) {
 			return nil
 		}
 		return fmt.Errorf("process %d still runs: %s", pid, stat)
-	})
+	}, testutil.Within(waitFor))
 }
 
 func TestPaneReadSources(t *testing.T) {
@@ -414,7 +415,7 @@ func TestVisibleScreenFollowsEscapes(t *testing.T) {
 	pane := h.pane()
 	h.run(pane, `echo before; printf '\033[2J\033[5;1Hxxxxx\033[5;3HY\033[2;4HZ\033[7;1H'`)
 	want := []string{"", "   Z", "", "", "xxYxx", ""}
-	eventually(t, "the drawing is on screen", func() error {
+	testutil.Eventually(t, "the drawing is on screen", func() error {
 		read, err := h.client.PaneRead(t.Context(), herdr.ReadParams{PaneID: pane, Source: herdr.ReadSourceVisible})
 		if err != nil {
 			return err
@@ -427,7 +428,7 @@ func TestVisibleScreenFollowsEscapes(t *testing.T) {
 			return fmt.Errorf("screen mismatch (-want +got):\n%s", diff)
 		}
 		return nil
-	})
+	}, testutil.Within(waitFor))
 }
 
 func TestPaneSendKeys(t *testing.T) {

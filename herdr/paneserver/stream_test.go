@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleetd/fleetd/herdr"
 	"github.com/fleetd/fleetd/herdr/paneserver"
+	"github.com/fleetd/fleetd/internal/testutil"
 )
 
 // fastReconnect makes a client's streams reconnect quickly.
@@ -277,12 +278,12 @@ func TestStreamLosesNoStatusAcrossCuts(t *testing.T) {
 		}
 		if i%50 == 0 {
 			// Let the stream reconnect, so that cuts land on live connections.
-			eventually(t, "the stream reconnects", func() error {
+			testutil.Eventually(t, "the stream reconnects", func() error {
 				if _, resyncs := view.get(); resyncs <= i/50 {
 					return fmt.Errorf("%d resyncs", resyncs)
 				}
 				return nil
-			})
+			}, testutil.Within(waitFor))
 		}
 	}
 	// The last change lands right after a cut, from an agent label never
@@ -301,12 +302,12 @@ func TestStreamLosesNoStatusAcrossCuts(t *testing.T) {
 	if want != (agentView{Agent: "finisher", Status: herdr.AgentStatusBlocked}) {
 		t.Fatalf("herdr holds %+v, not the last report", want)
 	}
-	eventually(t, "the consumer sees herdr's state", func() error {
+	testutil.Eventually(t, "the consumer sees herdr's state", func() error {
 		if got, _ := view.get(); got != want {
 			return fmt.Errorf("consumer sees %+v, herdr holds %+v", got, want)
 		}
 		return nil
-	})
+	}, testutil.Within(waitFor))
 	if _, resyncs := view.get(); resyncs < 2 {
 		t.Errorf("stream resynced %d times: the cuts did not reach it", resyncs)
 	}
@@ -381,12 +382,12 @@ func TestStreamRecoversFromBrokenFrames(t *testing.T) {
 		`{"data":{}}` + "\n",
 	} {
 		// The connection a resync replaced closes on its own time.
-		eventually(t, "one connection is left", func() error {
+		testutil.Eventually(t, "one connection is left", func() error {
 			if n := h.relay.clientCount(); n != 1 {
 				return fmt.Errorf("%d connections", n)
 			}
 			return nil
-		})
+		}, testutil.Within(waitFor))
 		if n := h.relay.inject(garbage); n != 1 {
 			t.Fatalf("injected into %d connections, want the stream's one", n)
 		}
