@@ -4,14 +4,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/fleetd/fleetd/api/v1alpha1"
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 )
 
 // notDelivered are the reasons a settled Delegation was never typed.
 var notDelivered = map[string]bool{
-	v1.ReasonDeliveryRefused:     true,
-	v1.ReasonDeliveryUnconfirmed: true,
-	v1.ReasonLoopGuard:           true,
+	fleetv1alpha1.ReasonDeliveryRefused:     true,
+	fleetv1alpha1.ReasonDeliveryUnconfirmed: true,
+	fleetv1alpha1.ReasonLoopGuard:           true,
 }
 
 // setConditions sets d's conditions from its phase, with reason and msg for
@@ -23,7 +23,7 @@ var notDelivered = map[string]bool{
 //   - Settled: True in a terminal phase, with how it settled.
 //   - Ready: True once settled with an outcome its sender can use (a reply
 //     or turn_done).
-func setConditions(d *v1.Delegation, reason, msg string) {
+func setConditions(d *fleetv1alpha1.Delegation, reason, msg string) {
 	set := func(typ string, ok bool, reason, msg string) {
 		status := metav1.ConditionFalse
 		if ok {
@@ -33,22 +33,22 @@ func setConditions(d *v1.Delegation, reason, msg string) {
 	}
 	switch {
 	case Typed(d) && !notDelivered[reason]:
-		set(v1.ConditionDelivered, true, v1.ReasonDelivered, "typed into pane "+d.Status.PaneID)
+		set(fleetv1alpha1.ConditionDelivered, true, fleetv1alpha1.ReasonDelivered, "typed into pane "+d.Status.PaneID)
 	case notDelivered[reason] || Settled(d.Status.Phase):
 		// It never will be, and this is why.
-		set(v1.ConditionDelivered, false, reason, msg)
+		set(fleetv1alpha1.ConditionDelivered, false, reason, msg)
 	case msg != "":
-		set(v1.ConditionDelivered, false, v1.ReasonQueued, msg)
+		set(fleetv1alpha1.ConditionDelivered, false, fleetv1alpha1.ReasonQueued, msg)
 	default:
-		set(v1.ConditionDelivered, false, v1.ReasonQueued, "waiting for member "+d.Spec.To)
+		set(fleetv1alpha1.ConditionDelivered, false, fleetv1alpha1.ReasonQueued, "waiting for member "+d.Spec.To)
 	}
 	settled := Settled(d.Status.Phase)
-	settledReason, readyReason := v1.ReasonInProgress, v1.ReasonInProgress
+	settledReason, readyReason := fleetv1alpha1.ReasonInProgress, fleetv1alpha1.ReasonInProgress
 	if settled {
 		settledReason, readyReason = reason, reason
 	}
-	set(v1.ConditionSettled, settled, settledReason, msg)
-	good := d.Status.Outcome == v1.OutcomeReply || d.Status.Outcome == v1.OutcomeTurnDone
-	set(v1.ConditionReady, settled && good, readyReason, msg)
+	set(fleetv1alpha1.ConditionSettled, settled, settledReason, msg)
+	good := d.Status.Outcome == fleetv1alpha1.OutcomeReply || d.Status.Outcome == fleetv1alpha1.OutcomeTurnDone
+	set(fleetv1alpha1.ConditionReady, settled && good, readyReason, msg)
 	d.Status.ObservedGeneration = d.Generation
 }

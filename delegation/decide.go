@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/sets"
 
-	v1 "github.com/fleetd/fleetd/api/v1alpha1"
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 )
 
 // Policy tunes Decide.
@@ -38,7 +38,7 @@ type Member struct {
 	// behind it.
 	PaneID, TerminalID string
 	// Status is the agent's status.
-	Status v1.AgentStatus
+	Status fleetv1alpha1.AgentStatus
 	// Seq is herdr's state_change_seq for the agent now, and WorkingSeq the
 	// seq at which it was last seen working or blocked: a later WorkingSeq
 	// than a message's typing proves its pickup.
@@ -50,7 +50,9 @@ type Member struct {
 }
 
 // idle says whether the agent waits for input; done is idle, unseen.
-func (m Member) idle() bool { return m.Status == v1.AgentIdle || m.Status == v1.AgentDone }
+func (m Member) idle() bool {
+	return m.Status == fleetv1alpha1.AgentIdle || m.Status == fleetv1alpha1.AgentDone
+}
 
 // canTakeInput says whether typing now would reach an idle prompt.
 func (m Member) canTakeInput() bool {
@@ -110,13 +112,13 @@ type Decision struct {
 
 // SortQueue orders Delegations by creation: timestamp, then the gateway's
 // nanosecond sequence, then name.
-func SortQueue(ds []v1.Delegation) {
+func SortQueue(ds []fleetv1alpha1.Delegation) {
 	sort.SliceStable(ds, func(i, j int) bool {
 		a, b := &ds[i], &ds[j]
 		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
 			return a.CreationTimestamp.Before(&b.CreationTimestamp)
 		}
-		sa, sb := a.Annotations[v1.AnnotationSequence], b.Annotations[v1.AnnotationSequence]
+		sa, sb := a.Annotations[fleetv1alpha1.AnnotationSequence], b.Annotations[fleetv1alpha1.AnnotationSequence]
 		if sa != sb {
 			ta, ea := time.Parse(time.RFC3339Nano, sa)
 			tb, eb := time.Parse(time.RFC3339Nano, sb)
@@ -163,9 +165,9 @@ type Seen struct {
 //   - A message whose typing a controller restart left unproven is never
 //     typed again: any status change since the typing confirms it (what
 //     happened while nobody watched is unknown), else it fails.
-func Decide(m Member, ds []v1.Delegation, now time.Time, policy Policy, seen Seen) Decision {
+func Decide(m Member, ds []fleetv1alpha1.Delegation, now time.Time, policy Policy, seen Seen) Decision {
 	typed, goneSenders := seen.Typed, seen.GoneSenders
-	ds = append([]v1.Delegation(nil), ds...)
+	ds = append([]fleetv1alpha1.Delegation(nil), ds...)
 	SortQueue(ds)
 	var dec Decision
 	later := func(at time.Time) {
@@ -173,14 +175,14 @@ func Decide(m Member, ds []v1.Delegation, now time.Time, policy Policy, seen See
 			dec.RequeueAfter = d
 		}
 	}
-	step := func(kind StepKind, d *v1.Delegation, reason, format string, args ...any) {
+	step := func(kind StepKind, d *fleetv1alpha1.Delegation, reason, format string, args ...any) {
 		dec.Steps = append(dec.Steps, Step{Kind: kind, Name: d.Name, Reason: reason, Message: fmt.Sprintf(format, args...)})
 	}
 
 	var (
-		flying   *v1.Delegation // typed, not settled
-		lastType *v1.Delegation // most recently typed, any phase
-		queue    []*v1.Delegation
+		flying   *fleetv1alpha1.Delegation // typed, not settled
+		lastType *fleetv1alpha1.Delegation // most recently typed, any phase
+		queue    []*fleetv1alpha1.Delegation
 	)
 	for i := range ds {
 		d := &ds[i]
@@ -196,19 +198,19 @@ func Decide(m Member, ds []v1.Delegation, now time.Time, policy Policy, seen See
 		deadline := Deadline(d)
 		switch {
 		case m.Gone:
-			step(StepWorkerGone, d, v1.ReasonWorkerGone, "member %s is gone", d.Spec.To)
+			step(StepWorkerGone, d, fleetv1alpha1.ReasonWorkerGone, "member %s is gone", d.Spec.To)
 		case Typed(d) && d.Status.PaneID != "" && m.PaneID != "" && !typedInto(d, m):
-			step(StepWorkerGone, d, v1.ReasonWorkerGone, "pane %s was lost while the message was in it", d.Status.PaneID)
+			step(StepWorkerGone, d, fleetv1alpha1.ReasonWorkerGone, "pane %s was lost while the message was in it", d.Status.PaneID)
 		case Typed(d) && CancelRequested(d):
-			step(StepInterrupt, d, v1.ReasonCancelled, "")
+			step(StepInterrupt, d, fleetv1alpha1.ReasonCancelled, "")
 		case Typed(d) && !now.Before(deadline):
-			step(StepTimeOut, d, v1.ReasonTimedOut, "")
+			step(StepTimeOut, d, fleetv1alpha1.ReasonTimedOut, "")
 		case !Typed(d) && CancelRequested(d):
-			step(StepCancel, d, v1.ReasonCancelled, "its sender withdrew it before it was delivered")
+			step(StepCancel, d, fleetv1alpha1.ReasonCancelled, "its sender withdrew it before it was delivered")
 		case !Typed(d) && seen.MootCarriers.Has(d.Name):
-			step(StepCancel, d, v1.ReasonCancelled, "the question it carries was answered or withdrawn before it could be typed")
+			step(StepCancel, d, fleetv1alpha1.ReasonCancelled, "the question it carries was answered or withdrawn before it could be typed")
 		case !Typed(d) && d.Spec.Hops > policy.MaxHops:
-			step(StepFail, d, v1.ReasonLoopGuard, "refused: %d detached replies in a row without a primary's message (limit %d)", d.Spec.Hops, policy.MaxHops)
+			step(StepFail, d, fleetv1alpha1.ReasonLoopGuard, "refused: %d detached replies in a row without a primary's message (limit %d)", d.Spec.Hops, policy.MaxHops)
 		case Typed(d):
 			flying = d
 			picked := PickedUp(d, m.WorkingSeq)
@@ -225,16 +227,16 @@ func Decide(m Member, ds []v1.Delegation, now time.Time, policy Policy, seen See
 					later(waitUntil)
 					continue
 				default:
-					step(StepFail, d, v1.ReasonDeliveryUnconfirmed, "delivery was interrupted and no pickup proves it was typed; it is not typed again")
+					step(StepFail, d, fleetv1alpha1.ReasonDeliveryUnconfirmed, "delivery was interrupted and no pickup proves it was typed; it is not typed again")
 					flying = nil
 					continue
 				}
 			}
 			switch {
-			case picked && d.Status.Phase != v1.DelegationAsking && m.idle() && m.Seq > m.WorkingSeq:
-				step(StepTurnDone, d, v1.ReasonTurnDone, "")
+			case picked && d.Status.Phase != fleetv1alpha1.DelegationAsking && m.idle() && m.Seq > m.WorkingSeq:
+				step(StepTurnDone, d, fleetv1alpha1.ReasonTurnDone, "")
 				flying = nil
-			case picked && d.Status.Phase == v1.DelegationDelivered:
+			case picked && d.Status.Phase == fleetv1alpha1.DelegationDelivered:
 				step(StepPickup, d, "", "")
 			case QuestionNeedsCarrying(d):
 				step(StepCarryQuestion, d, "", "")
@@ -258,10 +260,10 @@ func Decide(m Member, ds []v1.Delegation, now time.Time, policy Policy, seen See
 			}
 			continue
 		}
-		senderGone := (d.Spec.From.Kind == v1.PrincipalMember && goneSenders.Has(d.Spec.From.Name)) ||
+		senderGone := (d.Spec.From.Kind == fleetv1alpha1.PrincipalMember && goneSenders.Has(d.Spec.From.Name)) ||
 			// A Kubernetes user reads outcomes with kubectl: none is owed
 			// to it through the gateway.
-			d.Spec.From.Kind == v1.PrincipalUser
+			d.Spec.From.Kind == fleetv1alpha1.PrincipalUser
 		if at, keep := Expiry(d, policy.Retention, senderGone); !keep {
 			if now.Before(at) {
 				later(at)
@@ -293,12 +295,12 @@ func Decide(m Member, ds []v1.Delegation, now time.Time, policy Policy, seen See
 // earlier terminal (that agent is gone; the new one's seq starts afresh). A
 // settled one never seen picked up (a reply faster than a status sample)
 // gates for the confirm window at most.
-func gates(d *v1.Delegation, m Member, now time.Time, policy Policy) bool {
+func gates(d *fleetv1alpha1.Delegation, m Member, now time.Time, policy Policy) bool {
 	if !typedInto(d, m) || PickedUp(d, m.WorkingSeq) {
 		return false
 	}
 	switch d.Status.Phase {
-	case v1.DelegationFailed, v1.DelegationWorkerGone, v1.DelegationCancelled, v1.DelegationTurnDone:
+	case fleetv1alpha1.DelegationFailed, fleetv1alpha1.DelegationWorkerGone, fleetv1alpha1.DelegationCancelled, fleetv1alpha1.DelegationTurnDone:
 		return false
 	}
 	return InFlight(d) || now.Before(LastChange(d).Add(policy.ConfirmWindow))
@@ -307,7 +309,7 @@ func gates(d *v1.Delegation, m Member, now time.Time, policy Policy) bool {
 // typedInto says whether d was typed into the member's current terminal.
 // herdr reuses pane ids after a restart, so the terminal id decides where
 // both are known.
-func typedInto(d *v1.Delegation, m Member) bool {
+func typedInto(d *fleetv1alpha1.Delegation, m Member) bool {
 	if d.Status.PaneID != m.PaneID {
 		return false
 	}

@@ -28,63 +28,63 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	v1 "github.com/fleetd/fleetd/api/v1alpha1"
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 )
 
 // Settled reports whether a phase is terminal: Replied, TurnDone, TimedOut,
 // Failed, WorkerGone or Cancelled.
-func Settled(p v1.DelegationPhase) bool {
+func Settled(p fleetv1alpha1.DelegationPhase) bool {
 	switch p {
-	case v1.DelegationReplied, v1.DelegationTurnDone, v1.DelegationTimedOut,
-		v1.DelegationFailed, v1.DelegationWorkerGone, v1.DelegationCancelled:
+	case fleetv1alpha1.DelegationReplied, fleetv1alpha1.DelegationTurnDone, fleetv1alpha1.DelegationTimedOut,
+		fleetv1alpha1.DelegationFailed, fleetv1alpha1.DelegationWorkerGone, fleetv1alpha1.DelegationCancelled:
 		return true
 	}
 	return false
 }
 
 // Phase is d's phase, Pending for a Delegation nothing has happened to.
-func Phase(d *v1.Delegation) v1.DelegationPhase {
-	return cmp.Or(d.Status.Phase, v1.DelegationPending)
+func Phase(d *fleetv1alpha1.Delegation) fleetv1alpha1.DelegationPhase {
+	return cmp.Or(d.Status.Phase, fleetv1alpha1.DelegationPending)
 }
 
 // Typed reports whether d was typed into a pane, or is being: the intent to
 // type it was recorded.
-func Typed(d *v1.Delegation) bool { return d.Status.DeliveringAt != nil }
+func Typed(d *fleetv1alpha1.Delegation) bool { return d.Status.DeliveringAt != nil }
 
 // Queued reports whether d waits in its member's queue: neither typed nor
 // settled.
-func Queued(d *v1.Delegation) bool { return !Typed(d) && !Settled(d.Status.Phase) }
+func Queued(d *fleetv1alpha1.Delegation) bool { return !Typed(d) && !Settled(d.Status.Phase) }
 
 // InFlight reports whether d is in its member's hands: typed and not
 // settled. A worker's reply or question applies to it.
-func InFlight(d *v1.Delegation) bool { return Typed(d) && !Settled(d.Status.Phase) }
+func InFlight(d *fleetv1alpha1.Delegation) bool { return Typed(d) && !Settled(d.Status.Phase) }
 
 // PickedUp reports whether the member was seen working on d: its status
 // was working (or blocked on a dialog) at a state_change_seq after d was
 // typed. A status that only flickered (idle, unknown, idle) is no pickup.
-func PickedUp(d *v1.Delegation, workingSeq int64) bool {
+func PickedUp(d *fleetv1alpha1.Delegation, workingSeq int64) bool {
 	return Typed(d) && workingSeq > d.Status.DeliveringSeq
 }
 
 // LateReplyAllowed reports whether a worker's reply would still be recorded
 // on d: it timed out after it was typed and has no reply yet.
-func LateReplyAllowed(d *v1.Delegation) bool {
-	return d.Status.Phase == v1.DelegationTimedOut && Typed(d) && d.Status.Reply == nil
+func LateReplyAllowed(d *fleetv1alpha1.Delegation) bool {
+	return d.Status.Phase == fleetv1alpha1.DelegationTimedOut && Typed(d) && d.Status.Reply == nil
 }
 
 // Deadline is when d times out: its timeoutSeconds (the default when unset)
 // counted from its creation.
-func Deadline(d *v1.Delegation) time.Time {
+func Deadline(d *fleetv1alpha1.Delegation) time.Time {
 	timeout := d.Spec.TimeoutSeconds
 	if timeout <= 0 {
-		timeout = v1.DefaultTimeoutSeconds
+		timeout = fleetv1alpha1.DefaultTimeoutSeconds
 	}
 	return d.CreationTimestamp.Add(time.Duration(timeout) * time.Second)
 }
 
 // Waits reports whether d's sender blocks on its outcome (bridge_send, the
 // default) rather than dispatching it detached.
-func Waits(d *v1.Delegation) bool { return d.Spec.Wait == nil || *d.Spec.Wait }
+func Waits(d *fleetv1alpha1.Delegation) bool { return d.Spec.Wait == nil || *d.Spec.Wait }
 
 // Unclaimed reports whether a settled outcome is still owed to its sender,
 // who collects it with bridge_poll and bridge_ack: nobody held a call for it
@@ -93,18 +93,18 @@ func Waits(d *v1.Delegation) bool { return d.Spec.Wait == nil || *d.Spec.Wait }
 // bridge_send, or the controller once the reply was typed into a member
 // sender's pane). A Delegation that carries a reply back (inReplyTo) is
 // plumbing and owed to nobody.
-func Unclaimed(d *v1.Delegation) bool {
+func Unclaimed(d *fleetv1alpha1.Delegation) bool {
 	if !Settled(d.Status.Phase) || d.Status.AcknowledgedAt != nil || d.Spec.InReplyTo != "" {
 		return false
 	}
-	late := d.Status.Phase == v1.DelegationTimedOut && d.Status.Reply != nil
+	late := d.Status.Phase == fleetv1alpha1.DelegationTimedOut && d.Status.Reply != nil
 	return !Waits(d) || d.Status.DetachedAt != nil || late
 }
 
 // LastChange is the latest moment a settled d changed: when it settled,
 // when a (late) reply came, when its sender acknowledged it. Zero while it
 // has not settled.
-func LastChange(d *v1.Delegation) time.Time {
+func LastChange(d *fleetv1alpha1.Delegation) time.Time {
 	var last time.Time
 	for _, t := range []*metav1.Time{d.Status.SettledAt, d.Status.RepliedAt, d.Status.AcknowledgedAt} {
 		if t != nil && t.After(last) {
@@ -117,30 +117,30 @@ func LastChange(d *v1.Delegation) time.Time {
 // Outcome is what d's sender gets for a settled d: its recorded outcome, or
 // the one its phase implies for a Delegation an older writer settled
 // without one.
-func Outcome(d *v1.Delegation) v1.Outcome {
+func Outcome(d *fleetv1alpha1.Delegation) fleetv1alpha1.Outcome {
 	if d.Status.Outcome != "" {
 		return d.Status.Outcome
 	}
 	switch d.Status.Phase {
-	case v1.DelegationReplied:
-		return v1.OutcomeReply
-	case v1.DelegationTurnDone:
-		return v1.OutcomeTurnDone
-	case v1.DelegationTimedOut:
-		return v1.OutcomeTimeout
-	case v1.DelegationFailed:
-		return v1.OutcomeDeliveryFailed
-	case v1.DelegationWorkerGone:
-		return v1.OutcomeWorkerGone
-	case v1.DelegationCancelled:
-		return v1.OutcomeCancelled
+	case fleetv1alpha1.DelegationReplied:
+		return fleetv1alpha1.OutcomeReply
+	case fleetv1alpha1.DelegationTurnDone:
+		return fleetv1alpha1.OutcomeTurnDone
+	case fleetv1alpha1.DelegationTimedOut:
+		return fleetv1alpha1.OutcomeTimeout
+	case fleetv1alpha1.DelegationFailed:
+		return fleetv1alpha1.OutcomeDeliveryFailed
+	case fleetv1alpha1.DelegationWorkerGone:
+		return fleetv1alpha1.OutcomeWorkerGone
+	case fleetv1alpha1.DelegationCancelled:
+		return fleetv1alpha1.OutcomeCancelled
 	}
 	return ""
 }
 
 // OpenQuestion is d's open question: the last one without an answer that
 // its worker still waits for; nil when there is none or d has settled.
-func OpenQuestion(d *v1.Delegation) *v1.Question {
+func OpenQuestion(d *fleetv1alpha1.Delegation) *fleetv1alpha1.Question {
 	if Settled(d.Status.Phase) {
 		return nil
 	}
@@ -154,7 +154,7 @@ func OpenQuestion(d *v1.Delegation) *v1.Question {
 }
 
 // FindQuestion returns d's question with turnID, nil when there is none.
-func FindQuestion(d *v1.Delegation, turnID string) *v1.Question {
+func FindQuestion(d *fleetv1alpha1.Delegation, turnID string) *fleetv1alpha1.Question {
 	for i := range d.Status.Questions {
 		if d.Status.Questions[i].TurnID == turnID {
 			return &d.Status.Questions[i]
@@ -165,14 +165,14 @@ func FindQuestion(d *v1.Delegation, turnID string) *v1.Question {
 
 // SettledMessage is how d settled, as its conditions explain it, or
 // fallback.
-func SettledMessage(d *v1.Delegation, fallback string) string {
+func SettledMessage(d *fleetv1alpha1.Delegation, fallback string) string {
 	for _, c := range d.Status.Conditions {
-		if c.Type == v1.ConditionSettled && c.Status == metav1.ConditionTrue && c.Message != "" {
+		if c.Type == fleetv1alpha1.ConditionSettled && c.Status == metav1.ConditionTrue && c.Message != "" {
 			return c.Message
 		}
 	}
 	for _, c := range d.Status.Conditions {
-		if c.Type == v1.ConditionDelivered && c.Status == metav1.ConditionFalse && c.Message != "" {
+		if c.Type == fleetv1alpha1.ConditionDelivered && c.Status == metav1.ConditionFalse && c.Message != "" {
 			return c.Message
 		}
 	}

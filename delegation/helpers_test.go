@@ -6,7 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 
-	v1 "github.com/fleetd/fleetd/api/v1alpha1"
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 )
 
 var (
@@ -20,18 +20,18 @@ func at(seconds int) *metav1.Time {
 
 // dlg builds Delegations for tables: created at t0+offset, sent by a
 // static principal to member w with a 60 s deadline.
-type dlg struct{ v1.Delegation }
+type dlg struct{ fleetv1alpha1.Delegation }
 
 func mk(name string, offset time.Duration) *dlg {
 	d := &dlg{}
 	d.Name = name
 	d.CreationTimestamp = metav1.NewTime(t0.Add(offset))
-	d.Spec = v1.DelegationSpec{From: v1.Principal{Kind: v1.PrincipalStatic, Name: "p"}, To: "w", Content: "hi", TimeoutSeconds: 60}
+	d.Spec = fleetv1alpha1.DelegationSpec{From: fleetv1alpha1.Principal{Kind: fleetv1alpha1.PrincipalStatic, Name: "p"}, To: "w", Content: "hi", TimeoutSeconds: 60}
 	return d
 }
 
 // queued is a new Delegation as the API server shows it.
-func (d *dlg) queued() *dlg { d.Status.Phase = v1.DelegationQueued; return d }
+func (d *dlg) queued() *dlg { d.Status.Phase = fleetv1alpha1.DelegationQueued; return d }
 
 // typed records the intent to type it into pane w1:p1 (terminal term-1) at
 // t0 and seq, as BeginDelivery does.
@@ -41,25 +41,25 @@ func (d *dlg) typed(seq int64) *dlg {
 }
 
 // then applies a transition.
-func (d *dlg) then(f func(*v1.Delegation)) *dlg { f(&d.Delegation); return d }
+func (d *dlg) then(f func(*fleetv1alpha1.Delegation)) *dlg { f(&d.Delegation); return d }
 
 func (d *dlg) seqAnno(ns int) *dlg {
-	d.Annotations = map[string]string{v1.AnnotationSequence: t0.Add(time.Duration(ns)).Format(time.RFC3339Nano)}
+	d.Annotations = map[string]string{fleetv1alpha1.AnnotationSequence: t0.Add(time.Duration(ns)).Format(time.RFC3339Nano)}
 	return d
 }
 
-func (d *dlg) from(kind v1.PrincipalKind, name string) *dlg {
-	d.Spec.From = v1.Principal{Kind: kind, Name: name}
+func (d *dlg) from(kind fleetv1alpha1.PrincipalKind, name string) *dlg {
+	d.Spec.From = fleetv1alpha1.Principal{Kind: kind, Name: name}
 	return d
 }
 
 func (d *dlg) detached() *dlg { f := false; d.Spec.Wait = &f; return d }
 
-func (d *dlg) obj() v1.Delegation { return d.Delegation }
+func (d *dlg) obj() fleetv1alpha1.Delegation { return d.Delegation }
 
 // replyAt is a transition that replies text at t0+seconds.
-func replyAt(seconds int, text string) func(*v1.Delegation) {
-	return func(d *v1.Delegation) {
+func replyAt(seconds int, text string) func(*fleetv1alpha1.Delegation) {
+	return func(d *fleetv1alpha1.Delegation) {
 		if err := Reply(d, at(seconds).Time, text); err != nil {
 			panic(err)
 		}
@@ -67,8 +67,8 @@ func replyAt(seconds int, text string) func(*v1.Delegation) {
 }
 
 // askAt is a transition that asks text at t0+seconds.
-func askAt(seconds int, text string) func(*v1.Delegation) {
-	return func(d *v1.Delegation) {
+func askAt(seconds int, text string) func(*fleetv1alpha1.Delegation) {
+	return func(d *fleetv1alpha1.Delegation) {
 		if _, err := Ask(d, at(seconds).Time, text); err != nil {
 			panic(err)
 		}
@@ -76,13 +76,13 @@ func askAt(seconds int, text string) func(*v1.Delegation) {
 }
 
 func idle(seq int64) Member {
-	return Member{Ready: true, PaneID: "w1:p1", TerminalID: "term-1", Status: v1.AgentIdle, Seq: seq}
+	return Member{Ready: true, PaneID: "w1:p1", TerminalID: "term-1", Status: fleetv1alpha1.AgentIdle, Seq: seq}
 }
 
 // working is a member seen working at seq.
 func working(seq int64) Member {
 	m := idle(seq)
-	m.Status, m.WorkingSeq = v1.AgentWorking, seq
+	m.Status, m.WorkingSeq = fleetv1alpha1.AgentWorking, seq
 	return m
 }
 
@@ -96,7 +96,7 @@ func idleAfterWork(seq int64) Member {
 func with(m Member, f func(*Member)) Member { f(&m); return m }
 
 // typedNames is what a controller that typed them all remembers.
-func typedNames(ds []v1.Delegation) sets.Set[string] {
+func typedNames(ds []fleetv1alpha1.Delegation) sets.Set[string] {
 	s := sets.New[string]()
 	for i := range ds {
 		if Typed(&ds[i]) {

@@ -5,7 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 
-	v1 "github.com/fleetd/fleetd/api/v1alpha1"
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 )
 
 // Expiry says when retention may delete d: retention after its last
@@ -15,9 +15,9 @@ import (
 // until bridge_ack, and nothing else holds it), unless that sender will
 // never collect it (senderGone: a Member that no longer exists, a kubectl
 // user).
-func Expiry(d *v1.Delegation, retention time.Duration, senderGone bool) (at time.Time, keep bool) {
+func Expiry(d *fleetv1alpha1.Delegation, retention time.Duration, senderGone bool) (at time.Time, keep bool) {
 	if retention <= 0 || !Settled(d.Status.Phase) ||
-		!meta.IsStatusConditionTrue(d.Status.Conditions, v1.ConditionSettled) ||
+		!meta.IsStatusConditionTrue(d.Status.Conditions, fleetv1alpha1.ConditionSettled) ||
 		NeedsCarrying(d) || (Unclaimed(d) && !senderGone) {
 		return time.Time{}, true
 	}

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
-	v1 "github.com/fleetd/fleetd/api/v1alpha1"
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 )
 
 // Errors of transitions that do not apply to a Delegation as it is.
@@ -22,7 +22,7 @@ var (
 	// ErrSettled: the Delegation has settled already.
 	ErrSettled = errors.New("the message has settled")
 	// ErrTooManyQuestions: the Delegation carries the most questions one can.
-	ErrTooManyQuestions = fmt.Errorf("a message carries at most %d questions", v1.MaxQuestions)
+	ErrTooManyQuestions = fmt.Errorf("a message carries at most %d questions", fleetv1alpha1.MaxQuestions)
 	// ErrNoQuestion: there is no question with that turn id.
 	ErrNoQuestion = errors.New("no such question")
 	// ErrAnsweredDifferently: the question already has another answer.
@@ -41,39 +41,39 @@ type Target struct {
 // BeginDelivery records the intent to type d into the member's pane, before
 // it is typed: a controller that stops in between never types it twice (a
 // pickup proves the typing, see Decide). It is the one write of delivery.
-func BeginDelivery(d *v1.Delegation, now time.Time, to Target) {
+func BeginDelivery(d *fleetv1alpha1.Delegation, now time.Time, to Target) {
 	t := metav1.NewTime(now)
 	s := &d.Status
-	s.Phase = v1.DelegationDelivered
+	s.Phase = fleetv1alpha1.DelegationDelivered
 	s.DeliveringAt, s.DeliveringSeq = &t, to.Seq
 	s.PaneID, s.TerminalID = to.PaneID, to.TerminalID
 	if s.QueuedAt == nil {
 		s.QueuedAt = &metav1.Time{Time: d.CreationTimestamp.Time}
 	}
 	s.Deadline = &metav1.Time{Time: Deadline(d)}
-	setConditions(d, v1.ReasonDelivered, "typed into pane "+to.PaneID)
+	setConditions(d, fleetv1alpha1.ReasonDelivered, "typed into pane "+to.PaneID)
 }
 
 // DeliveryPostponed takes back an intent to type d that herdr refused for a
 // reason of the moment (a dialog on screen that the member's status did not
 // show yet): d waits in the queue again.
-func DeliveryPostponed(d *v1.Delegation, msg string) {
+func DeliveryPostponed(d *fleetv1alpha1.Delegation, msg string) {
 	s := &d.Status
-	s.Phase = v1.DelegationQueued
+	s.Phase = fleetv1alpha1.DelegationQueued
 	s.DeliveringAt, s.DeliveringSeq, s.PaneID, s.TerminalID = nil, 0, "", ""
-	setConditions(d, v1.ReasonQueued, msg)
+	setConditions(d, fleetv1alpha1.ReasonQueued, msg)
 }
 
 // Pickup records that the member was seen working on d.
-func Pickup(d *v1.Delegation, now time.Time) {
+func Pickup(d *fleetv1alpha1.Delegation, now time.Time) {
 	markPickedUp(d, now)
-	if d.Status.Phase == v1.DelegationDelivered {
-		d.Status.Phase = v1.DelegationWorking
+	if d.Status.Phase == fleetv1alpha1.DelegationDelivered {
+		d.Status.Phase = fleetv1alpha1.DelegationWorking
 	}
-	setConditions(d, v1.ReasonDelivered, "the member picked it up")
+	setConditions(d, fleetv1alpha1.ReasonDelivered, "the member picked it up")
 }
 
-func markPickedUp(d *v1.Delegation, now time.Time) {
+func markPickedUp(d *fleetv1alpha1.Delegation, now time.Time) {
 	s := &d.Status
 	if s.DeliveredAt == nil {
 		// The pickup proves the typing that the intent announced.
@@ -87,38 +87,38 @@ func markPickedUp(d *v1.Delegation, now time.Time) {
 
 // TurnDone settles d because the member ended the turn in which it picked
 // d up without replying; tail is the terminal's last lines.
-func TurnDone(d *v1.Delegation, now time.Time, tail string) {
+func TurnDone(d *fleetv1alpha1.Delegation, now time.Time, tail string) {
 	markPickedUp(d, now)
 	d.Status.Tail = &tail
-	settle(d, now, v1.DelegationTurnDone, v1.OutcomeTurnDone, v1.ReasonTurnDone, "the member ended its turn without replying")
+	settle(d, now, fleetv1alpha1.DelegationTurnDone, fleetv1alpha1.OutcomeTurnDone, fleetv1alpha1.ReasonTurnDone, "the member ended its turn without replying")
 }
 
 // TimeOut settles d because its deadline passed after it was typed. A reply
 // that comes later is still recorded (LateReply).
-func TimeOut(d *v1.Delegation, now time.Time) {
-	settle(d, now, v1.DelegationTimedOut, v1.OutcomeTimeout, v1.ReasonTimedOut, "the deadline passed; a later reply takes the detached path")
+func TimeOut(d *fleetv1alpha1.Delegation, now time.Time) {
+	settle(d, now, fleetv1alpha1.DelegationTimedOut, fleetv1alpha1.OutcomeTimeout, fleetv1alpha1.ReasonTimedOut, "the deadline passed; a later reply takes the detached path")
 }
 
 // WorkerGone settles d because its member, or the pane d was typed into,
 // went away.
-func WorkerGone(d *v1.Delegation, now time.Time, msg string) {
-	settle(d, now, v1.DelegationWorkerGone, v1.OutcomeWorkerGone, v1.ReasonWorkerGone, msg)
+func WorkerGone(d *fleetv1alpha1.Delegation, now time.Time, msg string) {
+	settle(d, now, fleetv1alpha1.DelegationWorkerGone, fleetv1alpha1.OutcomeWorkerGone, fleetv1alpha1.ReasonWorkerGone, msg)
 }
 
 // Fail settles d because it could not be delivered: herdr refused it
 // (ReasonDeliveryRefused), a restart left its typing unproven
 // (ReasonDeliveryUnconfirmed), or the loop guard stopped it
 // (ReasonLoopGuard).
-func Fail(d *v1.Delegation, now time.Time, reason, msg string) {
-	settle(d, now, v1.DelegationFailed, v1.OutcomeDeliveryFailed, reason, msg)
+func Fail(d *fleetv1alpha1.Delegation, now time.Time, reason, msg string) {
+	settle(d, now, fleetv1alpha1.DelegationFailed, fleetv1alpha1.OutcomeDeliveryFailed, reason, msg)
 }
 
 // Cancel settles d because it was withdrawn.
-func Cancel(d *v1.Delegation, now time.Time, msg string) {
-	settle(d, now, v1.DelegationCancelled, v1.OutcomeCancelled, v1.ReasonCancelled, msg)
+func Cancel(d *fleetv1alpha1.Delegation, now time.Time, msg string) {
+	settle(d, now, fleetv1alpha1.DelegationCancelled, fleetv1alpha1.OutcomeCancelled, fleetv1alpha1.ReasonCancelled, msg)
 }
 
-func settle(d *v1.Delegation, now time.Time, phase v1.DelegationPhase, outcome v1.Outcome, reason, msg string) {
+func settle(d *fleetv1alpha1.Delegation, now time.Time, phase fleetv1alpha1.DelegationPhase, outcome fleetv1alpha1.Outcome, reason, msg string) {
 	t := metav1.NewTime(now)
 	s := &d.Status
 	s.Phase, s.Outcome, s.SettledAt = phase, outcome, &t
@@ -130,8 +130,8 @@ func settle(d *v1.Delegation, now time.Time, phase v1.DelegationPhase, outcome v
 
 // CancelRequested reports whether d's sender withdrew it: bridge_cancel, or
 // the cancel annotation a kubectl user sets.
-func CancelRequested(d *v1.Delegation) bool {
-	return d.Status.CancelRequestedAt != nil || d.Annotations[v1.AnnotationCancel] == "true"
+func CancelRequested(d *fleetv1alpha1.Delegation) bool {
+	return d.Status.CancelRequestedAt != nil || d.Annotations[fleetv1alpha1.AnnotationCancel] == "true"
 }
 
 // RequestCancel withdraws d on its sender's behalf. A queued d settles
@@ -139,7 +139,7 @@ func CancelRequested(d *v1.Delegation) bool {
 // interrupts the member's turn and settles it (Interrupted). A settled d
 // stays as it is: whatever settled it first wins. It reports whether
 // anything changed.
-func RequestCancel(d *v1.Delegation, now time.Time) bool {
+func RequestCancel(d *fleetv1alpha1.Delegation, now time.Time) bool {
 	switch {
 	case Settled(d.Status.Phase):
 		return false
@@ -151,13 +151,13 @@ func RequestCancel(d *v1.Delegation, now time.Time) bool {
 	}
 	t := metav1.NewTime(now)
 	d.Status.CancelRequestedAt = &t
-	setConditions(d, v1.ReasonDelivered, "its sender withdrew it; the member's turn is being interrupted")
+	setConditions(d, fleetv1alpha1.ReasonDelivered, "its sender withdrew it; the member's turn is being interrupted")
 	return true
 }
 
 // Interrupted settles d Cancelled once its member's turn was interrupted,
 // with key, on its sender's request.
-func Interrupted(d *v1.Delegation, now time.Time, key string) {
+func Interrupted(d *fleetv1alpha1.Delegation, now time.Time, key string) {
 	Cancel(d, now, "its sender withdrew it; the member's turn was interrupted with "+key)
 }
 
@@ -165,21 +165,21 @@ func Interrupted(d *v1.Delegation, now time.Time, key string) {
 // is not in flight: a turn that ended (TurnDone) or a message not typed yet
 // has nothing to reply to, which is how a reply and the end of its turn
 // never both settle one message.
-func Reply(d *v1.Delegation, now time.Time, text string) error {
+func Reply(d *fleetv1alpha1.Delegation, now time.Time, text string) error {
 	if !InFlight(d) {
 		return ErrNotInFlight
 	}
 	t := metav1.NewTime(now)
 	d.Status.Reply, d.Status.RepliedAt = ptr.To(text), &t
 	markPickedUp(d, now)
-	settle(d, now, v1.DelegationReplied, v1.OutcomeReply, v1.ReasonReplied, "the member replied")
+	settle(d, now, fleetv1alpha1.DelegationReplied, fleetv1alpha1.OutcomeReply, fleetv1alpha1.ReasonReplied, "the member replied")
 	return nil
 }
 
 // LateReply records a reply to d that came after its deadline: the sender
 // gets it through bridge_poll (or typed into its pane), even if it had
 // acknowledged the timeout already.
-func LateReply(d *v1.Delegation, now time.Time, text string) error {
+func LateReply(d *fleetv1alpha1.Delegation, now time.Time, text string) error {
 	if !LateReplyAllowed(d) {
 		return ErrNotInFlight
 	}
@@ -191,26 +191,26 @@ func LateReply(d *v1.Delegation, now time.Time, text string) error {
 
 // Ask records the worker's question on an in-flight d and returns its turn
 // id, by which the sender answers.
-func Ask(d *v1.Delegation, now time.Time, text string) (string, error) {
+func Ask(d *fleetv1alpha1.Delegation, now time.Time, text string) (string, error) {
 	if !InFlight(d) {
 		return "", ErrNotInFlight
 	}
 	n := len(d.Status.Questions) + 1
-	if n > v1.MaxQuestions {
+	if n > fleetv1alpha1.MaxQuestions {
 		return "", ErrTooManyQuestions
 	}
 	turn := TurnID(d.Name, n)
-	d.Status.Questions = append(d.Status.Questions, v1.Question{TurnID: turn, Text: text, AskedAt: metav1.NewTime(now)})
+	d.Status.Questions = append(d.Status.Questions, fleetv1alpha1.Question{TurnID: turn, Text: text, AskedAt: metav1.NewTime(now)})
 	markPickedUp(d, now)
-	d.Status.Phase = v1.DelegationAsking
-	setConditions(d, v1.ReasonDelivered, "the member asked a question")
+	d.Status.Phase = fleetv1alpha1.DelegationAsking
+	setConditions(d, fleetv1alpha1.ReasonDelivered, "the member asked a question")
 	return turn, nil
 }
 
 // Answer records the sender's answer to question turn of d. It reports
 // false, with no error, when nothing changes: the same answer again, or a
 // d that settled meanwhile (its outcome is the answer the sender waits for).
-func Answer(d *v1.Delegation, now time.Time, turn, text string) (bool, error) {
+func Answer(d *fleetv1alpha1.Delegation, now time.Time, turn, text string) (bool, error) {
 	q := FindQuestion(d, turn)
 	switch {
 	case q == nil:
@@ -233,7 +233,7 @@ func Answer(d *v1.Delegation, now time.Time, turn, text string) (bool, error) {
 // WithdrawQuestion records that the worker stopped waiting for the answer
 // to turn (its bridge_ask ended): d is worked on again, and the end of its
 // turn settles it. It reports whether anything changed.
-func WithdrawQuestion(d *v1.Delegation, now time.Time, turn string) bool {
+func WithdrawQuestion(d *fleetv1alpha1.Delegation, now time.Time, turn string) bool {
 	q := FindQuestion(d, turn)
 	if q == nil || q.Answer != nil || q.WithdrawnAt != nil || Settled(d.Status.Phase) {
 		return false
@@ -244,17 +244,17 @@ func WithdrawQuestion(d *v1.Delegation, now time.Time, turn string) bool {
 	return true
 }
 
-func resumeIfAnswered(d *v1.Delegation) {
-	if d.Status.Phase == v1.DelegationAsking && OpenQuestion(d) == nil {
-		d.Status.Phase = v1.DelegationWorking
-		setConditions(d, v1.ReasonDelivered, "the member works on it")
+func resumeIfAnswered(d *fleetv1alpha1.Delegation) {
+	if d.Status.Phase == fleetv1alpha1.DelegationAsking && OpenQuestion(d) == nil {
+		d.Status.Phase = fleetv1alpha1.DelegationWorking
+		setConditions(d, fleetv1alpha1.ReasonDelivered, "the member works on it")
 	}
 }
 
 // Detach records that the blocking sender stopped waiting (its call timed
 // out or went away): a reply then takes the detached path. It reports
 // whether anything changed.
-func Detach(d *v1.Delegation, now time.Time) bool {
+func Detach(d *fleetv1alpha1.Delegation, now time.Time) bool {
 	if d.Status.DetachedAt != nil {
 		return false
 	}
@@ -265,7 +265,7 @@ func Detach(d *v1.Delegation, now time.Time) bool {
 
 // Reattach records that the sender waits on d again (a retried
 // bridge_send, or an answer), so a reply goes to the waiter.
-func Reattach(d *v1.Delegation) bool {
+func Reattach(d *fleetv1alpha1.Delegation) bool {
 	if d.Status.DetachedAt == nil || Settled(d.Status.Phase) || !Waits(d) {
 		return false
 	}
@@ -276,7 +276,7 @@ func Reattach(d *v1.Delegation) bool {
 // Acknowledge records that d's outcome reached its sender: bridge_ack, a
 // re-attached bridge_send, or the typing of the Delegation that carried its
 // reply. It refuses a d that has not settled.
-func Acknowledge(d *v1.Delegation, now time.Time) (bool, error) {
+func Acknowledge(d *fleetv1alpha1.Delegation, now time.Time) (bool, error) {
 	if !Settled(d.Status.Phase) {
 		return false, ErrNotInFlight
 	}
@@ -290,20 +290,20 @@ func Acknowledge(d *v1.Delegation, now time.Time) (bool, error) {
 
 // ReplyCarried records the Delegation that carries d's reply into its
 // member sender's pane.
-func ReplyCarried(d *v1.Delegation, carrier string) { d.Status.ReplyDeliveredAs = carrier }
+func ReplyCarried(d *fleetv1alpha1.Delegation, carrier string) { d.Status.ReplyDeliveredAs = carrier }
 
 // NeedsCarrying reports whether d's reply waits to be carried into its
 // member sender's pane: nobody waits for it and it was not carried yet.
-func NeedsCarrying(d *v1.Delegation) bool {
-	if d.Status.Reply == nil || d.Status.ReplyDeliveredAs != "" || d.Status.AcknowledgedAt != nil || d.Spec.From.Kind != v1.PrincipalMember {
+func NeedsCarrying(d *fleetv1alpha1.Delegation) bool {
+	if d.Status.Reply == nil || d.Status.ReplyDeliveredAs != "" || d.Status.AcknowledgedAt != nil || d.Spec.From.Kind != fleetv1alpha1.PrincipalMember {
 		return false
 	}
-	return !Waits(d) || d.Status.DetachedAt != nil || d.Status.Phase == v1.DelegationTimedOut
+	return !Waits(d) || d.Status.DetachedAt != nil || d.Status.Phase == fleetv1alpha1.DelegationTimedOut
 }
 
 // QuestionCarried records the Delegation that carries d's open question
 // into its member sender's pane.
-func QuestionCarried(d *v1.Delegation, carrier string) {
+func QuestionCarried(d *fleetv1alpha1.Delegation, carrier string) {
 	if q := OpenQuestion(d); q != nil {
 		q.CarriedAs = carrier
 	}
@@ -312,9 +312,9 @@ func QuestionCarried(d *v1.Delegation, carrier string) {
 // QuestionNeedsCarrying reports whether d's open question waits to be
 // carried into its member sender's pane: nobody waits for it (the message
 // was sent detached, or its sender's call ended) and it was not carried yet.
-func QuestionNeedsCarrying(d *v1.Delegation) bool {
+func QuestionNeedsCarrying(d *fleetv1alpha1.Delegation) bool {
 	q := OpenQuestion(d)
-	if q == nil || q.CarriedAs != "" || d.Spec.From.Kind != v1.PrincipalMember {
+	if q == nil || q.CarriedAs != "" || d.Spec.From.Kind != fleetv1alpha1.PrincipalMember {
 		return false
 	}
 	return !Waits(d) || d.Status.DetachedAt != nil
@@ -336,7 +336,7 @@ const (
 
 // CarriesOpenQuestion says whether carrier carries one of d's questions,
 // and whether that question is still open.
-func CarriesOpenQuestion(d *v1.Delegation, carrier string) CarriedQuestion {
+func CarriesOpenQuestion(d *fleetv1alpha1.Delegation, carrier string) CarriedQuestion {
 	for i := range d.Status.Questions {
 		q := &d.Status.Questions[i]
 		if q.CarriedAs != carrier {
@@ -361,7 +361,7 @@ func ParseTurnID(id string) (string, bool) {
 		return "", false
 	}
 	n, err := strconv.Atoi(id[i+2:])
-	if err != nil || n < 1 || n > v1.MaxQuestions || strconv.Itoa(n) != id[i+2:] {
+	if err != nil || n < 1 || n > fleetv1alpha1.MaxQuestions || strconv.Itoa(n) != id[i+2:] {
 		return "", false
 	}
 	name := id[:i]

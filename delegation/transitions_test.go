@@ -9,11 +9,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	v1 "github.com/fleetd/fleetd/api/v1alpha1"
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 )
 
 // conds is a Delegation's conditions as status:reason, by type.
-func conds(d *v1.Delegation) map[string]string {
+func conds(d *fleetv1alpha1.Delegation) map[string]string {
 	out := map[string]string{}
 	for _, c := range d.Status.Conditions {
 		out[c.Type] = string(c.Status) + ":" + c.Reason
@@ -22,10 +22,10 @@ func conds(d *v1.Delegation) map[string]string {
 }
 
 func condsOf(delivered, settled, ready string) map[string]string {
-	return map[string]string{v1.ConditionDelivered: delivered, v1.ConditionSettled: settled, v1.ConditionReady: ready}
+	return map[string]string{fleetv1alpha1.ConditionDelivered: delivered, fleetv1alpha1.ConditionSettled: settled, fleetv1alpha1.ConditionReady: ready}
 }
 
-const inProgress = "False:" + v1.ReasonInProgress
+const inProgress = "False:" + fleetv1alpha1.ReasonInProgress
 
 // TestTransitions drives each transition from a state and checks the
 // phase, outcome, conditions and error it leaves: phase and conditions are
@@ -33,7 +33,7 @@ const inProgress = "False:" + v1.ReasonInProgress
 func TestTransitions(t *testing.T) {
 	typed := func() *dlg { return mk("a", 0).queued().typed(1) }
 	asked := func() *dlg {
-		return typed().then(func(d *v1.Delegation) {
+		return typed().then(func(d *fleetv1alpha1.Delegation) {
 			if _, err := Ask(d, t0, "which?"); err != nil {
 				panic(err)
 			}
@@ -41,22 +41,22 @@ func TestTransitions(t *testing.T) {
 	}
 	cases := map[string]struct {
 		from      *dlg
-		do        func(d *v1.Delegation) error
+		do        func(d *fleetv1alpha1.Delegation) error
 		wantErr   error
-		wantPhase v1.DelegationPhase
-		wantOut   v1.Outcome
+		wantPhase fleetv1alpha1.DelegationPhase
+		wantOut   fleetv1alpha1.Outcome
 		wantConds map[string]string
-		check     func(t *testing.T, d *v1.Delegation)
+		check     func(t *testing.T, d *fleetv1alpha1.Delegation)
 	}{
 		"begin delivery": {
 			from: mk("a", 0).queued(),
-			do: func(d *v1.Delegation) error {
+			do: func(d *fleetv1alpha1.Delegation) error {
 				BeginDelivery(d, at(1).Time, Target{PaneID: "w1:p1", TerminalID: "t", Seq: 7})
 				return nil
 			},
-			wantPhase: v1.DelegationDelivered,
-			wantConds: condsOf("True:"+v1.ReasonDelivered, inProgress, inProgress),
-			check: func(t *testing.T, d *v1.Delegation) {
+			wantPhase: fleetv1alpha1.DelegationDelivered,
+			wantConds: condsOf("True:"+fleetv1alpha1.ReasonDelivered, inProgress, inProgress),
+			check: func(t *testing.T, d *fleetv1alpha1.Delegation) {
 				s := d.Status
 				if s.DeliveringSeq != 7 || s.PaneID != "w1:p1" || s.TerminalID != "t" || !s.DeliveringAt.Equal(at(1)) || s.DeliveredAt != nil {
 					t.Errorf("delivery record: %+v", s)
@@ -71,10 +71,10 @@ func TestTransitions(t *testing.T) {
 		},
 		"delivery postponed": {
 			from:      typed(),
-			do:        func(d *v1.Delegation) error { DeliveryPostponed(d, "a dialog is on screen"); return nil },
-			wantPhase: v1.DelegationQueued,
-			wantConds: condsOf("False:"+v1.ReasonQueued, inProgress, inProgress),
-			check: func(t *testing.T, d *v1.Delegation) {
+			do:        func(d *fleetv1alpha1.Delegation) error { DeliveryPostponed(d, "a dialog is on screen"); return nil },
+			wantPhase: fleetv1alpha1.DelegationQueued,
+			wantConds: condsOf("False:"+fleetv1alpha1.ReasonQueued, inProgress, inProgress),
+			check: func(t *testing.T, d *fleetv1alpha1.Delegation) {
 				if !Queued(d) || d.Status.DeliveringAt != nil || d.Status.PaneID != "" {
 					t.Errorf("not back in the queue: %+v", d.Status)
 				}
@@ -82,10 +82,10 @@ func TestTransitions(t *testing.T) {
 		},
 		"pickup": {
 			from:      typed(),
-			do:        func(d *v1.Delegation) error { Pickup(d, at(2).Time); return nil },
-			wantPhase: v1.DelegationWorking,
-			wantConds: condsOf("True:"+v1.ReasonDelivered, inProgress, inProgress),
-			check: func(t *testing.T, d *v1.Delegation) {
+			do:        func(d *fleetv1alpha1.Delegation) error { Pickup(d, at(2).Time); return nil },
+			wantPhase: fleetv1alpha1.DelegationWorking,
+			wantConds: condsOf("True:"+fleetv1alpha1.ReasonDelivered, inProgress, inProgress),
+			check: func(t *testing.T, d *fleetv1alpha1.Delegation) {
 				if !d.Status.PickedUpAt.Equal(at(2)) || !d.Status.DeliveredAt.Equal(d.Status.DeliveringAt) {
 					t.Errorf("pickedUpAt %v deliveredAt %v", d.Status.PickedUpAt, d.Status.DeliveredAt)
 				}
@@ -93,16 +93,16 @@ func TestTransitions(t *testing.T) {
 		},
 		"a pickup leaves a question open": {
 			from:      asked(),
-			do:        func(d *v1.Delegation) error { Pickup(d, at(2).Time); return nil },
-			wantPhase: v1.DelegationAsking,
-			wantConds: condsOf("True:"+v1.ReasonDelivered, inProgress, inProgress),
+			do:        func(d *fleetv1alpha1.Delegation) error { Pickup(d, at(2).Time); return nil },
+			wantPhase: fleetv1alpha1.DelegationAsking,
+			wantConds: condsOf("True:"+fleetv1alpha1.ReasonDelivered, inProgress, inProgress),
 		},
 		"turn done": {
 			from:      typed(),
-			do:        func(d *v1.Delegation) error { TurnDone(d, at(3).Time, "$ tail"); return nil },
-			wantPhase: v1.DelegationTurnDone, wantOut: v1.OutcomeTurnDone,
-			wantConds: condsOf("True:"+v1.ReasonDelivered, "True:"+v1.ReasonTurnDone, "True:"+v1.ReasonTurnDone),
-			check: func(t *testing.T, d *v1.Delegation) {
+			do:        func(d *fleetv1alpha1.Delegation) error { TurnDone(d, at(3).Time, "$ tail"); return nil },
+			wantPhase: fleetv1alpha1.DelegationTurnDone, wantOut: fleetv1alpha1.OutcomeTurnDone,
+			wantConds: condsOf("True:"+fleetv1alpha1.ReasonDelivered, "True:"+fleetv1alpha1.ReasonTurnDone, "True:"+fleetv1alpha1.ReasonTurnDone),
+			check: func(t *testing.T, d *fleetv1alpha1.Delegation) {
 				if ptr.Deref(d.Status.Tail, "") != "$ tail" || d.Status.PickedUpAt == nil || !d.Status.SettledAt.Equal(at(3)) {
 					t.Errorf("tail %v pickedUpAt %v settledAt %v", d.Status.Tail, d.Status.PickedUpAt, d.Status.SettledAt)
 				}
@@ -110,98 +110,101 @@ func TestTransitions(t *testing.T) {
 		},
 		"time out": {
 			from:      typed(),
-			do:        func(d *v1.Delegation) error { TimeOut(d, at(60).Time); return nil },
-			wantPhase: v1.DelegationTimedOut, wantOut: v1.OutcomeTimeout,
-			wantConds: condsOf("True:"+v1.ReasonDelivered, "True:"+v1.ReasonTimedOut, "False:"+v1.ReasonTimedOut),
+			do:        func(d *fleetv1alpha1.Delegation) error { TimeOut(d, at(60).Time); return nil },
+			wantPhase: fleetv1alpha1.DelegationTimedOut, wantOut: fleetv1alpha1.OutcomeTimeout,
+			wantConds: condsOf("True:"+fleetv1alpha1.ReasonDelivered, "True:"+fleetv1alpha1.ReasonTimedOut, "False:"+fleetv1alpha1.ReasonTimedOut),
 		},
 		"worker gone before delivery": {
 			from:      mk("a", 0).queued(),
-			do:        func(d *v1.Delegation) error { WorkerGone(d, at(3).Time, "member w is gone"); return nil },
-			wantPhase: v1.DelegationWorkerGone, wantOut: v1.OutcomeWorkerGone,
-			wantConds: condsOf("False:"+v1.ReasonWorkerGone, "True:"+v1.ReasonWorkerGone, "False:"+v1.ReasonWorkerGone),
+			do:        func(d *fleetv1alpha1.Delegation) error { WorkerGone(d, at(3).Time, "member w is gone"); return nil },
+			wantPhase: fleetv1alpha1.DelegationWorkerGone, wantOut: fleetv1alpha1.OutcomeWorkerGone,
+			wantConds: condsOf("False:"+fleetv1alpha1.ReasonWorkerGone, "True:"+fleetv1alpha1.ReasonWorkerGone, "False:"+fleetv1alpha1.ReasonWorkerGone),
 		},
 		"refused by herdr": {
 			from: typed(),
-			do: func(d *v1.Delegation) error {
-				Fail(d, at(1).Time, v1.ReasonDeliveryRefused, "agent_prompt_failed")
+			do: func(d *fleetv1alpha1.Delegation) error {
+				Fail(d, at(1).Time, fleetv1alpha1.ReasonDeliveryRefused, "agent_prompt_failed")
 				return nil
 			},
-			wantPhase: v1.DelegationFailed, wantOut: v1.OutcomeDeliveryFailed,
-			wantConds: condsOf("False:"+v1.ReasonDeliveryRefused, "True:"+v1.ReasonDeliveryRefused, "False:"+v1.ReasonDeliveryRefused),
-			check: func(t *testing.T, d *v1.Delegation) {
+			wantPhase: fleetv1alpha1.DelegationFailed, wantOut: fleetv1alpha1.OutcomeDeliveryFailed,
+			wantConds: condsOf("False:"+fleetv1alpha1.ReasonDeliveryRefused, "True:"+fleetv1alpha1.ReasonDeliveryRefused, "False:"+fleetv1alpha1.ReasonDeliveryRefused),
+			check: func(t *testing.T, d *fleetv1alpha1.Delegation) {
 				if got := SettledMessage(d, ""); got != "agent_prompt_failed" {
 					t.Errorf("SettledMessage = %q", got)
 				}
 			},
 		},
 		"stopped by the loop guard": {
-			from:      mk("a", 0).queued(),
-			do:        func(d *v1.Delegation) error { Fail(d, at(1).Time, v1.ReasonLoopGuard, "refused"); return nil },
-			wantPhase: v1.DelegationFailed, wantOut: v1.OutcomeDeliveryFailed,
-			wantConds: condsOf("False:"+v1.ReasonLoopGuard, "True:"+v1.ReasonLoopGuard, "False:"+v1.ReasonLoopGuard),
+			from: mk("a", 0).queued(),
+			do: func(d *fleetv1alpha1.Delegation) error {
+				Fail(d, at(1).Time, fleetv1alpha1.ReasonLoopGuard, "refused")
+				return nil
+			},
+			wantPhase: fleetv1alpha1.DelegationFailed, wantOut: fleetv1alpha1.OutcomeDeliveryFailed,
+			wantConds: condsOf("False:"+fleetv1alpha1.ReasonLoopGuard, "True:"+fleetv1alpha1.ReasonLoopGuard, "False:"+fleetv1alpha1.ReasonLoopGuard),
 		},
 		"cancel": {
 			from:      mk("a", 0).queued(),
-			do:        func(d *v1.Delegation) error { Cancel(d, at(1).Time, "withdrawn"); return nil },
-			wantPhase: v1.DelegationCancelled, wantOut: v1.OutcomeCancelled,
-			wantConds: condsOf("False:"+v1.ReasonCancelled, "True:"+v1.ReasonCancelled, "False:"+v1.ReasonCancelled),
+			do:        func(d *fleetv1alpha1.Delegation) error { Cancel(d, at(1).Time, "withdrawn"); return nil },
+			wantPhase: fleetv1alpha1.DelegationCancelled, wantOut: fleetv1alpha1.OutcomeCancelled,
+			wantConds: condsOf("False:"+fleetv1alpha1.ReasonCancelled, "True:"+fleetv1alpha1.ReasonCancelled, "False:"+fleetv1alpha1.ReasonCancelled),
 		},
 		"cancel a queued message: it settles at once": {
 			from: mk("a", 0).queued(),
-			do: func(d *v1.Delegation) error {
+			do: func(d *fleetv1alpha1.Delegation) error {
 				if !RequestCancel(d, at(2).Time) {
 					return errors.New("nothing changed")
 				}
 				return nil
 			},
-			wantPhase: v1.DelegationCancelled, wantOut: v1.OutcomeCancelled,
-			wantConds: condsOf("False:"+v1.ReasonCancelled, "True:"+v1.ReasonCancelled, "False:"+v1.ReasonCancelled),
+			wantPhase: fleetv1alpha1.DelegationCancelled, wantOut: fleetv1alpha1.OutcomeCancelled,
+			wantConds: condsOf("False:"+fleetv1alpha1.ReasonCancelled, "True:"+fleetv1alpha1.ReasonCancelled, "False:"+fleetv1alpha1.ReasonCancelled),
 		},
 		"cancel a message in flight: it waits for the interrupt": {
 			from: typed(),
-			do: func(d *v1.Delegation) error {
+			do: func(d *fleetv1alpha1.Delegation) error {
 				if !RequestCancel(d, at(2).Time) || RequestCancel(d, at(3).Time) {
 					return errors.New("want one change")
 				}
 				return nil
 			},
-			wantPhase: v1.DelegationDelivered,
-			wantConds: condsOf("True:"+v1.ReasonDelivered, inProgress, inProgress),
-			check: func(t *testing.T, d *v1.Delegation) {
+			wantPhase: fleetv1alpha1.DelegationDelivered,
+			wantConds: condsOf("True:"+fleetv1alpha1.ReasonDelivered, inProgress, inProgress),
+			check: func(t *testing.T, d *fleetv1alpha1.Delegation) {
 				if !CancelRequested(d) || !d.Status.CancelRequestedAt.Equal(at(2)) {
 					t.Errorf("cancelRequestedAt %v", d.Status.CancelRequestedAt)
 				}
 			},
 		},
 		"the interrupt settles it": {
-			from:      typed().then(func(d *v1.Delegation) { RequestCancel(d, at(2).Time) }),
-			do:        func(d *v1.Delegation) error { Interrupted(d, at(3).Time, "esc"); return nil },
-			wantPhase: v1.DelegationCancelled, wantOut: v1.OutcomeCancelled,
-			wantConds: condsOf("True:"+v1.ReasonDelivered, "True:"+v1.ReasonCancelled, "False:"+v1.ReasonCancelled),
+			from:      typed().then(func(d *fleetv1alpha1.Delegation) { RequestCancel(d, at(2).Time) }),
+			do:        func(d *fleetv1alpha1.Delegation) error { Interrupted(d, at(3).Time, "esc"); return nil },
+			wantPhase: fleetv1alpha1.DelegationCancelled, wantOut: fleetv1alpha1.OutcomeCancelled,
+			wantConds: condsOf("True:"+fleetv1alpha1.ReasonDelivered, "True:"+fleetv1alpha1.ReasonCancelled, "False:"+fleetv1alpha1.ReasonCancelled),
 		},
 		"a reply before the interrupt still wins": {
-			from:      typed().then(func(d *v1.Delegation) { RequestCancel(d, at(2).Time) }),
-			do:        func(d *v1.Delegation) error { return Reply(d, at(3).Time, "done") },
-			wantPhase: v1.DelegationReplied, wantOut: v1.OutcomeReply,
-			wantConds: condsOf("True:"+v1.ReasonDelivered, "True:"+v1.ReasonReplied, "True:"+v1.ReasonReplied),
+			from:      typed().then(func(d *fleetv1alpha1.Delegation) { RequestCancel(d, at(2).Time) }),
+			do:        func(d *fleetv1alpha1.Delegation) error { return Reply(d, at(3).Time, "done") },
+			wantPhase: fleetv1alpha1.DelegationReplied, wantOut: fleetv1alpha1.OutcomeReply,
+			wantConds: condsOf("True:"+fleetv1alpha1.ReasonDelivered, "True:"+fleetv1alpha1.ReasonReplied, "True:"+fleetv1alpha1.ReasonReplied),
 		},
 		"cancelling a settled message changes nothing": {
 			from: typed().then(replyAt(3, "done")),
-			do: func(d *v1.Delegation) error {
+			do: func(d *fleetv1alpha1.Delegation) error {
 				if RequestCancel(d, at(4).Time) {
 					return errors.New("changed")
 				}
 				return nil
 			},
-			wantPhase: v1.DelegationReplied, wantOut: v1.OutcomeReply,
-			wantConds: condsOf("True:"+v1.ReasonDelivered, "True:"+v1.ReasonReplied, "True:"+v1.ReasonReplied),
+			wantPhase: fleetv1alpha1.DelegationReplied, wantOut: fleetv1alpha1.OutcomeReply,
+			wantConds: condsOf("True:"+fleetv1alpha1.ReasonDelivered, "True:"+fleetv1alpha1.ReasonReplied, "True:"+fleetv1alpha1.ReasonReplied),
 		},
 		"reply": {
 			from:      typed(),
-			do:        func(d *v1.Delegation) error { return Reply(d, at(4).Time, "done") },
-			wantPhase: v1.DelegationReplied, wantOut: v1.OutcomeReply,
-			wantConds: condsOf("True:"+v1.ReasonDelivered, "True:"+v1.ReasonReplied, "True:"+v1.ReasonReplied),
-			check: func(t *testing.T, d *v1.Delegation) {
+			do:        func(d *fleetv1alpha1.Delegation) error { return Reply(d, at(4).Time, "done") },
+			wantPhase: fleetv1alpha1.DelegationReplied, wantOut: fleetv1alpha1.OutcomeReply,
+			wantConds: condsOf("True:"+fleetv1alpha1.ReasonDelivered, "True:"+fleetv1alpha1.ReasonReplied, "True:"+fleetv1alpha1.ReasonReplied),
+			check: func(t *testing.T, d *fleetv1alpha1.Delegation) {
 				if ptr.Deref(d.Status.Reply, "") != "done" || !d.Status.RepliedAt.Equal(at(4)) || d.Status.PickedUpAt == nil {
 					t.Errorf("reply record: %+v", d.Status)
 				}
@@ -209,55 +212,55 @@ func TestTransitions(t *testing.T) {
 		},
 		"a reply answers an open question too": {
 			from:      asked(),
-			do:        func(d *v1.Delegation) error { return Reply(d, at(4).Time, "done") },
-			wantPhase: v1.DelegationReplied, wantOut: v1.OutcomeReply,
-			wantConds: condsOf("True:"+v1.ReasonDelivered, "True:"+v1.ReasonReplied, "True:"+v1.ReasonReplied),
+			do:        func(d *fleetv1alpha1.Delegation) error { return Reply(d, at(4).Time, "done") },
+			wantPhase: fleetv1alpha1.DelegationReplied, wantOut: fleetv1alpha1.OutcomeReply,
+			wantConds: condsOf("True:"+fleetv1alpha1.ReasonDelivered, "True:"+fleetv1alpha1.ReasonReplied, "True:"+fleetv1alpha1.ReasonReplied),
 		},
 		"a reply to a message not typed yet is refused": {
 			from:      mk("a", 0).queued(),
-			do:        func(d *v1.Delegation) error { return Reply(d, at(4).Time, "done") },
+			do:        func(d *fleetv1alpha1.Delegation) error { return Reply(d, at(4).Time, "done") },
 			wantErr:   ErrNotInFlight,
-			wantPhase: v1.DelegationQueued,
+			wantPhase: fleetv1alpha1.DelegationQueued,
 		},
 		"a reply after the turn ended is refused: exactly one settles it": {
-			from:      typed().then(func(d *v1.Delegation) { TurnDone(d, at(3).Time, "") }),
-			do:        func(d *v1.Delegation) error { return Reply(d, at(4).Time, "done") },
+			from:      typed().then(func(d *fleetv1alpha1.Delegation) { TurnDone(d, at(3).Time, "") }),
+			do:        func(d *fleetv1alpha1.Delegation) error { return Reply(d, at(4).Time, "done") },
 			wantErr:   ErrNotInFlight,
-			wantPhase: v1.DelegationTurnDone, wantOut: v1.OutcomeTurnDone,
-			wantConds: condsOf("True:"+v1.ReasonDelivered, "True:"+v1.ReasonTurnDone, "True:"+v1.ReasonTurnDone),
+			wantPhase: fleetv1alpha1.DelegationTurnDone, wantOut: fleetv1alpha1.OutcomeTurnDone,
+			wantConds: condsOf("True:"+fleetv1alpha1.ReasonDelivered, "True:"+fleetv1alpha1.ReasonTurnDone, "True:"+fleetv1alpha1.ReasonTurnDone),
 		},
 		"late reply": {
-			from: typed().then(func(d *v1.Delegation) {
+			from: typed().then(func(d *fleetv1alpha1.Delegation) {
 				TimeOut(d, at(60).Time)
 				if _, err := Acknowledge(d, at(61).Time); err != nil {
 					panic(err)
 				}
 			}),
-			do:        func(d *v1.Delegation) error { return LateReply(d, at(70).Time, "late") },
-			wantPhase: v1.DelegationTimedOut, wantOut: v1.OutcomeTimeout,
-			wantConds: condsOf("True:"+v1.ReasonDelivered, "True:"+v1.ReasonTimedOut, "False:"+v1.ReasonTimedOut),
-			check: func(t *testing.T, d *v1.Delegation) {
+			do:        func(d *fleetv1alpha1.Delegation) error { return LateReply(d, at(70).Time, "late") },
+			wantPhase: fleetv1alpha1.DelegationTimedOut, wantOut: fleetv1alpha1.OutcomeTimeout,
+			wantConds: condsOf("True:"+fleetv1alpha1.ReasonDelivered, "True:"+fleetv1alpha1.ReasonTimedOut, "False:"+fleetv1alpha1.ReasonTimedOut),
+			check: func(t *testing.T, d *fleetv1alpha1.Delegation) {
 				if ptr.Deref(d.Status.Reply, "") != "late" || d.Status.AcknowledgedAt != nil || !Unclaimed(d) {
 					t.Errorf("a late reply is owed to its sender again: %+v", d.Status)
 				}
 			},
 		},
 		"a second late reply is refused": {
-			from: typed().then(func(d *v1.Delegation) {
+			from: typed().then(func(d *fleetv1alpha1.Delegation) {
 				TimeOut(d, at(60).Time)
 				_ = LateReply(d, at(70).Time, "late")
 			}),
-			do:        func(d *v1.Delegation) error { return LateReply(d, at(71).Time, "again") },
+			do:        func(d *fleetv1alpha1.Delegation) error { return LateReply(d, at(71).Time, "again") },
 			wantErr:   ErrNotInFlight,
-			wantPhase: v1.DelegationTimedOut, wantOut: v1.OutcomeTimeout,
-			wantConds: condsOf("True:"+v1.ReasonDelivered, "True:"+v1.ReasonTimedOut, "False:"+v1.ReasonTimedOut),
+			wantPhase: fleetv1alpha1.DelegationTimedOut, wantOut: fleetv1alpha1.OutcomeTimeout,
+			wantConds: condsOf("True:"+fleetv1alpha1.ReasonDelivered, "True:"+fleetv1alpha1.ReasonTimedOut, "False:"+fleetv1alpha1.ReasonTimedOut),
 		},
 		"ask": {
 			from:      typed(),
-			do:        func(d *v1.Delegation) error { _, err := Ask(d, at(2).Time, "which?"); return err },
-			wantPhase: v1.DelegationAsking,
-			wantConds: condsOf("True:"+v1.ReasonDelivered, inProgress, inProgress),
-			check: func(t *testing.T, d *v1.Delegation) {
+			do:        func(d *fleetv1alpha1.Delegation) error { _, err := Ask(d, at(2).Time, "which?"); return err },
+			wantPhase: fleetv1alpha1.DelegationAsking,
+			wantConds: condsOf("True:"+fleetv1alpha1.ReasonDelivered, inProgress, inProgress),
+			check: func(t *testing.T, d *fleetv1alpha1.Delegation) {
 				if q := OpenQuestion(d); q == nil || q.TurnID != "a.q1" || q.Text != "which?" {
 					t.Errorf("open question %+v", q)
 				}
@@ -265,72 +268,72 @@ func TestTransitions(t *testing.T) {
 		},
 		"ask on a settled message is refused": {
 			from:      typed().then(replyAt(3, "done")),
-			do:        func(d *v1.Delegation) error { _, err := Ask(d, at(4).Time, "which?"); return err },
+			do:        func(d *fleetv1alpha1.Delegation) error { _, err := Ask(d, at(4).Time, "which?"); return err },
 			wantErr:   ErrNotInFlight,
-			wantPhase: v1.DelegationReplied, wantOut: v1.OutcomeReply,
-			wantConds: condsOf("True:"+v1.ReasonDelivered, "True:"+v1.ReasonReplied, "True:"+v1.ReasonReplied),
+			wantPhase: fleetv1alpha1.DelegationReplied, wantOut: fleetv1alpha1.OutcomeReply,
+			wantConds: condsOf("True:"+fleetv1alpha1.ReasonDelivered, "True:"+fleetv1alpha1.ReasonReplied, "True:"+fleetv1alpha1.ReasonReplied),
 		},
 		"ask past the most questions is refused": {
-			from: typed().then(func(d *v1.Delegation) {
-				for range v1.MaxQuestions {
-					d.Status.Questions = append(d.Status.Questions, v1.Question{Answer: ptr.To("x")})
+			from: typed().then(func(d *fleetv1alpha1.Delegation) {
+				for range fleetv1alpha1.MaxQuestions {
+					d.Status.Questions = append(d.Status.Questions, fleetv1alpha1.Question{Answer: ptr.To("x")})
 				}
 			}),
-			do:        func(d *v1.Delegation) error { _, err := Ask(d, at(4).Time, "which?"); return err },
+			do:        func(d *fleetv1alpha1.Delegation) error { _, err := Ask(d, at(4).Time, "which?"); return err },
 			wantErr:   ErrTooManyQuestions,
-			wantPhase: v1.DelegationDelivered,
-			wantConds: condsOf("True:"+v1.ReasonDelivered, inProgress, inProgress),
+			wantPhase: fleetv1alpha1.DelegationDelivered,
+			wantConds: condsOf("True:"+fleetv1alpha1.ReasonDelivered, inProgress, inProgress),
 		},
 		"answer": {
 			from:      asked(),
-			do:        func(d *v1.Delegation) error { return answer(d, "a.q1", "the blue one", true) },
-			wantPhase: v1.DelegationWorking,
-			wantConds: condsOf("True:"+v1.ReasonDelivered, inProgress, inProgress),
+			do:        func(d *fleetv1alpha1.Delegation) error { return answer(d, "a.q1", "the blue one", true) },
+			wantPhase: fleetv1alpha1.DelegationWorking,
+			wantConds: condsOf("True:"+fleetv1alpha1.ReasonDelivered, inProgress, inProgress),
 		},
 		"the same answer again changes nothing": {
-			from:      asked().then(func(d *v1.Delegation) { _ = answer(d, "a.q1", "blue", true) }),
-			do:        func(d *v1.Delegation) error { return answer(d, "a.q1", "blue", false) },
-			wantPhase: v1.DelegationWorking,
-			wantConds: condsOf("True:"+v1.ReasonDelivered, inProgress, inProgress),
+			from:      asked().then(func(d *fleetv1alpha1.Delegation) { _ = answer(d, "a.q1", "blue", true) }),
+			do:        func(d *fleetv1alpha1.Delegation) error { return answer(d, "a.q1", "blue", false) },
+			wantPhase: fleetv1alpha1.DelegationWorking,
+			wantConds: condsOf("True:"+fleetv1alpha1.ReasonDelivered, inProgress, inProgress),
 		},
 		"another answer is refused": {
-			from:      asked().then(func(d *v1.Delegation) { _ = answer(d, "a.q1", "blue", true) }),
-			do:        func(d *v1.Delegation) error { return answer(d, "a.q1", "red", false) },
+			from:      asked().then(func(d *fleetv1alpha1.Delegation) { _ = answer(d, "a.q1", "blue", true) }),
+			do:        func(d *fleetv1alpha1.Delegation) error { return answer(d, "a.q1", "red", false) },
 			wantErr:   ErrAnsweredDifferently,
-			wantPhase: v1.DelegationWorking,
-			wantConds: condsOf("True:"+v1.ReasonDelivered, inProgress, inProgress),
+			wantPhase: fleetv1alpha1.DelegationWorking,
+			wantConds: condsOf("True:"+fleetv1alpha1.ReasonDelivered, inProgress, inProgress),
 		},
 		"an answer to no such question": {
 			from:      asked(),
-			do:        func(d *v1.Delegation) error { return answer(d, "a.q2", "blue", false) },
+			do:        func(d *fleetv1alpha1.Delegation) error { return answer(d, "a.q2", "blue", false) },
 			wantErr:   ErrNoQuestion,
-			wantPhase: v1.DelegationAsking,
-			wantConds: condsOf("True:"+v1.ReasonDelivered, inProgress, inProgress),
+			wantPhase: fleetv1alpha1.DelegationAsking,
+			wantConds: condsOf("True:"+fleetv1alpha1.ReasonDelivered, inProgress, inProgress),
 		},
 		"an answer after the worker stopped waiting is refused": {
-			from:      asked().then(func(d *v1.Delegation) { WithdrawQuestion(d, at(5).Time, "a.q1") }),
-			do:        func(d *v1.Delegation) error { return answer(d, "a.q1", "blue", false) },
+			from:      asked().then(func(d *fleetv1alpha1.Delegation) { WithdrawQuestion(d, at(5).Time, "a.q1") }),
+			do:        func(d *fleetv1alpha1.Delegation) error { return answer(d, "a.q1", "blue", false) },
 			wantErr:   ErrWithdrawn,
-			wantPhase: v1.DelegationWorking,
-			wantConds: condsOf("True:"+v1.ReasonDelivered, inProgress, inProgress),
+			wantPhase: fleetv1alpha1.DelegationWorking,
+			wantConds: condsOf("True:"+fleetv1alpha1.ReasonDelivered, inProgress, inProgress),
 		},
 		"an answer to a message that settled meanwhile changes nothing": {
 			from:      asked().then(replyAt(5, "done")),
-			do:        func(d *v1.Delegation) error { return answer(d, "a.q1", "blue", false) },
-			wantPhase: v1.DelegationReplied, wantOut: v1.OutcomeReply,
-			wantConds: condsOf("True:"+v1.ReasonDelivered, "True:"+v1.ReasonReplied, "True:"+v1.ReasonReplied),
+			do:        func(d *fleetv1alpha1.Delegation) error { return answer(d, "a.q1", "blue", false) },
+			wantPhase: fleetv1alpha1.DelegationReplied, wantOut: fleetv1alpha1.OutcomeReply,
+			wantConds: condsOf("True:"+fleetv1alpha1.ReasonDelivered, "True:"+fleetv1alpha1.ReasonReplied, "True:"+fleetv1alpha1.ReasonReplied),
 		},
 		"withdraw a question": {
 			from: asked(),
-			do: func(d *v1.Delegation) error {
+			do: func(d *fleetv1alpha1.Delegation) error {
 				if !WithdrawQuestion(d, at(5).Time, "a.q1") {
 					return errors.New("nothing withdrawn")
 				}
 				return nil
 			},
-			wantPhase: v1.DelegationWorking,
-			wantConds: condsOf("True:"+v1.ReasonDelivered, inProgress, inProgress),
-			check: func(t *testing.T, d *v1.Delegation) {
+			wantPhase: fleetv1alpha1.DelegationWorking,
+			wantConds: condsOf("True:"+fleetv1alpha1.ReasonDelivered, inProgress, inProgress),
+			check: func(t *testing.T, d *fleetv1alpha1.Delegation) {
 				if OpenQuestion(d) != nil || !d.Status.Questions[0].WithdrawnAt.Equal(at(5)) {
 					t.Errorf("questions %+v", d.Status.Questions)
 				}
@@ -338,7 +341,7 @@ func TestTransitions(t *testing.T) {
 		},
 		"detach, then reattach": {
 			from: typed(),
-			do: func(d *v1.Delegation) error {
+			do: func(d *fleetv1alpha1.Delegation) error {
 				if !Detach(d, at(5).Time) || Detach(d, at(6).Time) || !d.Status.DetachedAt.Equal(at(5)) {
 					return errors.New("detach")
 				}
@@ -347,28 +350,28 @@ func TestTransitions(t *testing.T) {
 				}
 				return nil
 			},
-			wantPhase: v1.DelegationDelivered,
-			wantConds: condsOf("True:"+v1.ReasonDelivered, inProgress, inProgress),
+			wantPhase: fleetv1alpha1.DelegationDelivered,
+			wantConds: condsOf("True:"+fleetv1alpha1.ReasonDelivered, inProgress, inProgress),
 		},
 		"a settled message cannot be reattached": {
-			from: typed().then(func(d *v1.Delegation) { Detach(d, at(5).Time) }).then(replyAt(6, "done")),
-			do: func(d *v1.Delegation) error {
+			from: typed().then(func(d *fleetv1alpha1.Delegation) { Detach(d, at(5).Time) }).then(replyAt(6, "done")),
+			do: func(d *fleetv1alpha1.Delegation) error {
 				if Reattach(d) {
 					return errors.New("reattached")
 				}
 				return nil
 			},
-			wantPhase: v1.DelegationReplied, wantOut: v1.OutcomeReply,
-			wantConds: condsOf("True:"+v1.ReasonDelivered, "True:"+v1.ReasonReplied, "True:"+v1.ReasonReplied),
-			check: func(t *testing.T, d *v1.Delegation) {
+			wantPhase: fleetv1alpha1.DelegationReplied, wantOut: fleetv1alpha1.OutcomeReply,
+			wantConds: condsOf("True:"+fleetv1alpha1.ReasonDelivered, "True:"+fleetv1alpha1.ReasonReplied, "True:"+fleetv1alpha1.ReasonReplied),
+			check: func(t *testing.T, d *fleetv1alpha1.Delegation) {
 				if !Unclaimed(d) {
 					t.Error("a reply after the waiter left is owed to the sender")
 				}
 			},
 		},
 		"acknowledge": {
-			from: typed().then(replyAt(6, "done")).then(func(d *v1.Delegation) { Detach(d, at(5).Time) }),
-			do: func(d *v1.Delegation) error {
+			from: typed().then(replyAt(6, "done")).then(func(d *fleetv1alpha1.Delegation) { Detach(d, at(5).Time) }),
+			do: func(d *fleetv1alpha1.Delegation) error {
 				if changed, err := Acknowledge(d, at(7).Time); !changed || err != nil {
 					return errors.New("not acknowledged")
 				}
@@ -377,9 +380,9 @@ func TestTransitions(t *testing.T) {
 				}
 				return nil
 			},
-			wantPhase: v1.DelegationReplied, wantOut: v1.OutcomeReply,
-			wantConds: condsOf("True:"+v1.ReasonDelivered, "True:"+v1.ReasonReplied, "True:"+v1.ReasonReplied),
-			check: func(t *testing.T, d *v1.Delegation) {
+			wantPhase: fleetv1alpha1.DelegationReplied, wantOut: fleetv1alpha1.OutcomeReply,
+			wantConds: condsOf("True:"+fleetv1alpha1.ReasonDelivered, "True:"+fleetv1alpha1.ReasonReplied, "True:"+fleetv1alpha1.ReasonReplied),
+			check: func(t *testing.T, d *fleetv1alpha1.Delegation) {
 				if Unclaimed(d) || !d.Status.AcknowledgedAt.Equal(at(7)) {
 					t.Errorf("acknowledgedAt %v", d.Status.AcknowledgedAt)
 				}
@@ -387,13 +390,13 @@ func TestTransitions(t *testing.T) {
 		},
 		"acknowledging a message in flight is refused": {
 			from: typed(),
-			do: func(d *v1.Delegation) error {
+			do: func(d *fleetv1alpha1.Delegation) error {
 				_, err := Acknowledge(d, at(7).Time)
 				return err
 			},
 			wantErr:   ErrNotInFlight,
-			wantPhase: v1.DelegationDelivered,
-			wantConds: condsOf("True:"+v1.ReasonDelivered, inProgress, inProgress),
+			wantPhase: fleetv1alpha1.DelegationDelivered,
+			wantConds: condsOf("True:"+fleetv1alpha1.ReasonDelivered, inProgress, inProgress),
 		},
 	}
 	for name, tc := range cases {
@@ -413,7 +416,7 @@ func TestTransitions(t *testing.T) {
 					t.Errorf("conditions (-want +got):\n%s", diff)
 				}
 			}
-			if Settled(d.Status.Phase) != meta.IsStatusConditionTrue(d.Status.Conditions, v1.ConditionSettled) && d.Status.Conditions != nil {
+			if Settled(d.Status.Phase) != meta.IsStatusConditionTrue(d.Status.Conditions, fleetv1alpha1.ConditionSettled) && d.Status.Conditions != nil {
 				t.Error("the Settled condition disagrees with the phase")
 			}
 			if tc.check != nil {
@@ -424,7 +427,7 @@ func TestTransitions(t *testing.T) {
 }
 
 // answer answers turn and checks whether it changed anything.
-func answer(d *v1.Delegation, turn, text string, wantChanged bool) error {
+func answer(d *fleetv1alpha1.Delegation, turn, text string, wantChanged bool) error {
 	changed, err := Answer(d, at(5).Time, turn, text)
 	if err == nil && changed != wantChanged {
 		return errors.New("answer changed the wrong thing")
@@ -433,13 +436,13 @@ func answer(d *v1.Delegation, turn, text string, wantChanged bool) error {
 }
 
 func TestOutcomeOfAPhaseSettledWithoutOne(t *testing.T) {
-	for phase, want := range map[v1.DelegationPhase]v1.Outcome{
-		v1.DelegationReplied: v1.OutcomeReply, v1.DelegationTurnDone: v1.OutcomeTurnDone,
-		v1.DelegationTimedOut: v1.OutcomeTimeout, v1.DelegationFailed: v1.OutcomeDeliveryFailed,
-		v1.DelegationWorkerGone: v1.OutcomeWorkerGone, v1.DelegationCancelled: v1.OutcomeCancelled,
-		v1.DelegationWorking: "", v1.DelegationQueued: "",
+	for phase, want := range map[fleetv1alpha1.DelegationPhase]fleetv1alpha1.Outcome{
+		fleetv1alpha1.DelegationReplied: fleetv1alpha1.OutcomeReply, fleetv1alpha1.DelegationTurnDone: fleetv1alpha1.OutcomeTurnDone,
+		fleetv1alpha1.DelegationTimedOut: fleetv1alpha1.OutcomeTimeout, fleetv1alpha1.DelegationFailed: fleetv1alpha1.OutcomeDeliveryFailed,
+		fleetv1alpha1.DelegationWorkerGone: fleetv1alpha1.OutcomeWorkerGone, fleetv1alpha1.DelegationCancelled: fleetv1alpha1.OutcomeCancelled,
+		fleetv1alpha1.DelegationWorking: "", fleetv1alpha1.DelegationQueued: "",
 	} {
-		d := &v1.Delegation{Status: v1.DelegationStatus{Phase: phase}}
+		d := &fleetv1alpha1.Delegation{Status: fleetv1alpha1.DelegationStatus{Phase: phase}}
 		if got := Outcome(d); got != want {
 			t.Errorf("Outcome(%s) = %q, want %q", phase, got, want)
 		}
@@ -458,17 +461,17 @@ func TestUnclaimed(t *testing.T) {
 		"detached, settled":     {d: replied().detached(), want: true},
 		"detached, in flight":   {d: mk("a", 0).detached().typed(1)},
 		"the waiter got it":     {d: replied()},
-		"the waiter left":       {d: replied().then(func(d *v1.Delegation) { Detach(d, t0) }), want: true},
-		"acknowledged":          {d: replied().detached().then(func(d *v1.Delegation) { _, _ = Acknowledge(d, t0) })},
-		"timed out, waiter got": {d: mk("a", 0).typed(1).then(func(d *v1.Delegation) { TimeOut(d, t0) })},
-		"a late reply after the waiter got timeout": {d: mk("a", 0).typed(1).then(func(d *v1.Delegation) {
+		"the waiter left":       {d: replied().then(func(d *fleetv1alpha1.Delegation) { Detach(d, t0) }), want: true},
+		"acknowledged":          {d: replied().detached().then(func(d *fleetv1alpha1.Delegation) { _, _ = Acknowledge(d, t0) })},
+		"timed out, waiter got": {d: mk("a", 0).typed(1).then(func(d *fleetv1alpha1.Delegation) { TimeOut(d, t0) })},
+		"a late reply after the waiter got timeout": {d: mk("a", 0).typed(1).then(func(d *fleetv1alpha1.Delegation) {
 			TimeOut(d, t0)
 			_ = LateReply(d, t0, "late")
 		}), want: true},
-		"a reply on its way to the sender's pane": {d: replied().detached().then(func(d *v1.Delegation) { ReplyCarried(d, "a-reply") }), want: true},
-		"a carrier of a reply": {d: mk("a", 0).detached().then(func(d *v1.Delegation) {
+		"a reply on its way to the sender's pane": {d: replied().detached().then(func(d *fleetv1alpha1.Delegation) { ReplyCarried(d, "a-reply") }), want: true},
+		"a carrier of a reply": {d: mk("a", 0).detached().then(func(d *fleetv1alpha1.Delegation) {
 			d.Spec.InReplyTo = "b"
-			Fail(d, t0, v1.ReasonLoopGuard, "")
+			Fail(d, t0, fleetv1alpha1.ReasonLoopGuard, "")
 		})},
 	}
 	for name, tc := range cases {
@@ -482,17 +485,17 @@ func TestUnclaimed(t *testing.T) {
 
 func TestLastChange(t *testing.T) {
 	cases := map[string]struct {
-		status v1.DelegationStatus
+		status fleetv1alpha1.DelegationStatus
 		want   *metav1.Time
 	}{
-		"not settled":              {status: v1.DelegationStatus{Phase: v1.DelegationWorking}, want: &metav1.Time{}},
-		"settled":                  {status: v1.DelegationStatus{SettledAt: at(5), RepliedAt: at(5)}, want: at(5)},
-		"a reply after the settle": {status: v1.DelegationStatus{SettledAt: at(5), RepliedAt: at(9)}, want: at(9)},
-		"acknowledged last":        {status: v1.DelegationStatus{SettledAt: at(5), AcknowledgedAt: at(60)}, want: at(60)},
+		"not settled":              {status: fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationWorking}, want: &metav1.Time{}},
+		"settled":                  {status: fleetv1alpha1.DelegationStatus{SettledAt: at(5), RepliedAt: at(5)}, want: at(5)},
+		"a reply after the settle": {status: fleetv1alpha1.DelegationStatus{SettledAt: at(5), RepliedAt: at(9)}, want: at(9)},
+		"acknowledged last":        {status: fleetv1alpha1.DelegationStatus{SettledAt: at(5), AcknowledgedAt: at(60)}, want: at(60)},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			d := &v1.Delegation{Status: tc.status}
+			d := &fleetv1alpha1.Delegation{Status: tc.status}
 			if got := LastChange(d); !got.Equal(tc.want.Time) {
 				t.Errorf("LastChange() = %v, want %v", got, tc.want.Time)
 			}
@@ -501,18 +504,18 @@ func TestLastChange(t *testing.T) {
 }
 
 func TestNeedsCarrying(t *testing.T) {
-	lead := func() *dlg { return mk("a", 0).from(v1.PrincipalMember, "lead").typed(1) }
+	lead := func() *dlg { return mk("a", 0).from(fleetv1alpha1.PrincipalMember, "lead").typed(1) }
 	cases := map[string]struct {
 		d    *dlg
 		want bool
 	}{
 		"a detached reply to a member":        {d: lead().detached().then(replyAt(2, "done")), want: true},
 		"a reply the member waits for":        {d: lead().then(replyAt(2, "done"))},
-		"a reply after the member stopped":    {d: lead().then(func(d *v1.Delegation) { Detach(d, t0) }).then(replyAt(2, "done")), want: true},
-		"carried already":                     {d: lead().detached().then(replyAt(2, "done")).then(func(d *v1.Delegation) { ReplyCarried(d, "x") })},
+		"a reply after the member stopped":    {d: lead().then(func(d *fleetv1alpha1.Delegation) { Detach(d, t0) }).then(replyAt(2, "done")), want: true},
+		"carried already":                     {d: lead().detached().then(replyAt(2, "done")).then(func(d *fleetv1alpha1.Delegation) { ReplyCarried(d, "x") })},
 		"a detached reply to a primary":       {d: mk("a", 0).detached().typed(1).then(replyAt(2, "done"))},
-		"no reply":                            {d: lead().detached().then(func(d *v1.Delegation) { TurnDone(d, t0, "") })},
-		"a late reply the member did not see": {d: lead().then(func(d *v1.Delegation) { TimeOut(d, t0); _ = LateReply(d, t0, "late") }), want: true},
+		"no reply":                            {d: lead().detached().then(func(d *fleetv1alpha1.Delegation) { TurnDone(d, t0, "") })},
+		"a late reply the member did not see": {d: lead().then(func(d *fleetv1alpha1.Delegation) { TimeOut(d, t0); _ = LateReply(d, t0, "late") }), want: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -524,7 +527,7 @@ func TestNeedsCarrying(t *testing.T) {
 }
 
 func TestTurnIDs(t *testing.T) {
-	for _, n := range []int{1, 2, v1.MaxQuestions} {
+	for _, n := range []int{1, 2, fleetv1alpha1.MaxQuestions} {
 		id := TurnID("d-1.x", n)
 		if name, ok := ParseTurnID(id); !ok || name != "d-1.x" {
 			t.Errorf("ParseTurnID(%q) = %q, %v", id, name, ok)
@@ -541,8 +544,8 @@ func TestTurnIDs(t *testing.T) {
 }
 
 func TestCarriesOpenQuestion(t *testing.T) {
-	asked := func(mutate func(d *v1.Delegation)) *v1.Delegation {
-		d := mk("a", 0).from(v1.PrincipalMember, "lead").detached().typed(1).then(askAt(1, "which way?")).obj()
+	asked := func(mutate func(d *fleetv1alpha1.Delegation)) *fleetv1alpha1.Delegation {
+		d := mk("a", 0).from(fleetv1alpha1.PrincipalMember, "lead").detached().typed(1).then(askAt(1, "which way?")).obj()
 		QuestionCarried(&d, "a-q1")
 		if mutate != nil {
 			mutate(&d)
@@ -550,14 +553,14 @@ func TestCarriesOpenQuestion(t *testing.T) {
 		return &d
 	}
 	cases := map[string]struct {
-		d       *v1.Delegation
+		d       *fleetv1alpha1.Delegation
 		carrier string
 		want    CarriedQuestion
 	}{
 		"open":                {d: asked(nil), carrier: "a-q1", want: QuestionOpen},
-		"answered":            {d: asked(func(d *v1.Delegation) { _, _ = Answer(d, t0, TurnID("a", 1), "left") }), carrier: "a-q1", want: QuestionMoot},
-		"withdrawn":           {d: asked(func(d *v1.Delegation) { WithdrawQuestion(d, t0, TurnID("a", 1)) }), carrier: "a-q1", want: QuestionMoot},
-		"the message settled": {d: asked(func(d *v1.Delegation) { Cancel(d, t0, "withdrawn") }), carrier: "a-q1", want: QuestionMoot},
+		"answered":            {d: asked(func(d *fleetv1alpha1.Delegation) { _, _ = Answer(d, t0, TurnID("a", 1), "left") }), carrier: "a-q1", want: QuestionMoot},
+		"withdrawn":           {d: asked(func(d *fleetv1alpha1.Delegation) { WithdrawQuestion(d, t0, TurnID("a", 1)) }), carrier: "a-q1", want: QuestionMoot},
+		"the message settled": {d: asked(func(d *fleetv1alpha1.Delegation) { Cancel(d, t0, "withdrawn") }), carrier: "a-q1", want: QuestionMoot},
 		"the reply's carrier": {d: asked(nil), carrier: "a-reply", want: NotAQuestionCarrier},
 	}
 	for name, tc := range cases {
