@@ -50,17 +50,18 @@ type DelegationReconciler struct {
 	Clock    clock.PassiveClock
 	Policy   delegation.Policy
 	// MaxConcurrentReconciles bounds how many members' queues are worked on
-	// at once (default 16). herdr holds a prompt for 300 ms before pressing
-	// Enter, so this caps the fleet's delivery rate at about 3 per worker
+	// at once (default 16). herdr waits 300 ms after typing a prompt before
+	// it presses Enter, so this caps the fleet's delivery rate at about 3 per worker
 	// per second.
 	MaxConcurrentReconciles int
 
 	// mu guards what this process knows that the API does not: which
-	// Delegations it saw typed, and which members herdr refused a delivery
-	// to because of a dialog their status did not show yet.
-	mu     sync.Mutex
-	typed  map[types.NamespacedName]sets.Set[string]
-	heldAt map[types.NamespacedName]int64
+	// Delegations it saw typed, and which members' queues are blocked
+	// because herdr refused a delivery for a dialog their status did not
+	// show yet (the seq it refused at).
+	mu        sync.Mutex
+	typed     map[types.NamespacedName]sets.Set[string]
+	blockedAt map[types.NamespacedName]int64
 }
 
 // +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=delegations,verbs=get;list;watch;create;delete
@@ -83,7 +84,7 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		view = memberViewOf(member)
 		command = member.Status.AgentKind == ""
 	}
-	view.HeldAtSeq = r.held(req.NamespacedName)
+	view.BlockedAtSeq = r.blockedAtSeq(req.NamespacedName)
 	var list fleetv1alpha1.DelegationList
 	if err := r.Client.List(ctx, &list, client.InNamespace(req.Namespace), client.MatchingFields{IndexDelegationTo: req.Name}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing delegations to %s: %w", req.Name, err)
@@ -216,25 +217,29 @@ func (r *DelegationReconciler) markTyped(member types.NamespacedName, name strin
 		r.typed[member] = sets.New[string]()
 	}
 	r.typed[member].Insert(name)
-	delete(r.heldAt, member)
+	delete(r.blockedAt, member)
 }
 
-func (r *DelegationReconciler) held(member types.NamespacedName) *int64 {
+// blockedAtSeq is the seq at which member's queue was blocked, nil when it
+// is not.
+func (r *DelegationReconciler) blockedAtSeq(member types.NamespacedName) *int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if seq, ok := r.heldAt[member]; ok {
+	if seq, ok := r.blockedAt[member]; ok {
 		return &seq
 	}
 	return nil
 }
 
-func (r *DelegationReconciler) hold(member types.NamespacedName, seq int64) {
+// blockQueue types nothing more into member's pane until its seq moves
+// past seq.
+func (r *DelegationReconciler) blockQueue(member types.NamespacedName, seq int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.heldAt == nil {
-		r.heldAt = map[types.NamespacedName]int64{}
+	if r.blockedAt == nil {
+		r.blockedAt = map[types.NamespacedName]int64{}
 	}
-	r.heldAt[member] = seq
+	r.blockedAt[member] = seq
 }
 
 // apply carries out one step with one write.
@@ -299,7 +304,7 @@ func (r *DelegationReconciler) deliver(ctx context.Context, member types.Namespa
 	case errors.Is(err, herdr.ErrAgentBlocked):
 		// herdr saw a dialog the member's status did not show yet: the
 		// message waits, and so does the queue, until the status moves.
-		r.hold(member, m.Seq)
+		r.blockQueue(member, m.Seq)
 		delegation.DeliveryPostponed(d, "herdr refused it for now ("+herdr.CodeAgentBlocked+"): a dialog is on screen; it waits for the member")
 		return r.write(ctx, d)
 	case errors.As(err, &refusal):

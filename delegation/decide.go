@@ -14,8 +14,8 @@ import (
 type Policy struct {
 	// ConfirmWindow is how long a delivery whose typing nobody saw succeed
 	// (the controller stopped in between) waits for a pickup to prove it;
-	// and how long a settled message that was never seen picked up holds
-	// back the next one.
+	// and how long a settled message that was never seen picked up gates
+	// the next one.
 	ConfirmWindow time.Duration
 	// MaxHops bounds detached replies chained without a primary's message.
 	MaxHops int32
@@ -43,10 +43,10 @@ type Member struct {
 	// seq at which it was last seen working or blocked: a later WorkingSeq
 	// than a message's typing proves its pickup.
 	Seq, WorkingSeq int64
-	// HeldAtSeq, when set, is the seq at which herdr refused a delivery for
-	// a dialog the status did not show: nothing is typed until the seq
-	// moves past it.
-	HeldAtSeq *int64
+	// BlockedAtSeq, when set, is the seq at which herdr refused a delivery
+	// for a dialog the status did not show: the queue is blocked, and
+	// nothing is typed until the seq moves past it.
+	BlockedAtSeq *int64
 }
 
 // idle says whether the agent waits for input; done is idle, unseen.
@@ -56,7 +56,7 @@ func (m Member) idle() bool {
 
 // canTakeInput says whether typing now would reach an idle prompt.
 func (m Member) canTakeInput() bool {
-	if m.HeldAtSeq != nil && m.Seq <= *m.HeldAtSeq {
+	if m.BlockedAtSeq != nil && m.Seq <= *m.BlockedAtSeq {
 		return false
 	}
 	return !m.Gone && m.Ready && m.PaneID != "" && m.idle()
@@ -254,7 +254,7 @@ func Decide(m Member, ds []fleetv1alpha1.Delegation, now time.Time, policy Polic
 	for i := range ds {
 		d := &ds[i]
 		if d == lastType && !m.Gone && gates(d, m, now, policy) {
-			// It still holds back the next delivery until its pickup shows.
+			// It still gates the next delivery until its pickup shows.
 			if Settled(d.Status.Phase) {
 				later(LastChange(d).Add(policy.ConfirmWindow))
 			}
@@ -288,7 +288,7 @@ func Decide(m Member, ds []fleetv1alpha1.Delegation, now time.Time, policy Polic
 	return dec
 }
 
-// gates says whether d, the last message typed, holds back the next one: it
+// gates says whether d, the last message typed, keeps the next one waiting: it
 // was typed into the member's current terminal and no pickup of it has
 // shown. A message that never reached the agent (refused, unconfirmed, its
 // pane lost, withdrawn) gates nothing, and neither does one typed into an

@@ -68,11 +68,11 @@ func TestDecide(t *testing.T) {
 			ds:     []fleetv1alpha1.Delegation{mk("a", 0).queued().obj()},
 		},
 		"after herdr refused one for a dialog, nothing is typed until the status moves": {
-			member: with(idle(4), func(m *Member) { m.HeldAtSeq = new(int64(4)) }),
+			member: with(idle(4), func(m *Member) { m.BlockedAtSeq = new(int64(4)) }),
 			ds:     []fleetv1alpha1.Delegation{mk("a", 0).queued().obj()},
 		},
 		"and once it moved, the queue goes on": {
-			member: with(idle(5), func(m *Member) { m.HeldAtSeq = new(int64(4)) }),
+			member: with(idle(5), func(m *Member) { m.BlockedAtSeq = new(int64(4)) }),
 			ds:     []fleetv1alpha1.Delegation{mk("a", 0).queued().obj()},
 			want:   []Step{{Kind: StepDeliver, Name: "a"}},
 		},
@@ -85,7 +85,7 @@ func TestDecide(t *testing.T) {
 			},
 			want: []Step{{Kind: StepDeliver, Name: "c"}},
 		},
-		"one in flight holds back the next": {
+		"one in flight gates the next": {
 			member: working(2),
 			ds: []fleetv1alpha1.Delegation{
 				mk("a", 0).typed(1).then(func(d *fleetv1alpha1.Delegation) { Pickup(d, t0) }).obj(),
@@ -172,7 +172,7 @@ func TestDecide(t *testing.T) {
 			},
 			want: []Step{{Kind: StepDeliver, Name: "b"}},
 		},
-		"a refused delivery holds nothing back, even with the agent still idle": {
+		"a refused delivery gates nothing, even with the agent still idle": {
 			member: idle(1),
 			ds: []fleetv1alpha1.Delegation{
 				mk("a", 0).typed(1).then(refused).obj(),
@@ -325,7 +325,7 @@ func TestDecide(t *testing.T) {
 			member: idleAfterWork(3),
 			ds:     []fleetv1alpha1.Delegation{mk("a", 0).detached().typed(0).then(replyAt(1, "done")).obj()},
 		},
-		"a message typed into a replaced pane holds nothing back": {
+		"a message typed into a replaced pane gates nothing": {
 			member: with(idle(0), func(m *Member) { m.PaneID = "w1:p2" }),
 			ds: []fleetv1alpha1.Delegation{
 				mk("a", 0).typed(5).then(replyAt(9, "done")).obj(),
@@ -333,7 +333,7 @@ func TestDecide(t *testing.T) {
 			},
 			want: []Step{{Kind: StepDeliver, Name: "b"}},
 		},
-		"herdr restarted and reused the pane id: the old message holds nothing back": {
+		"herdr restarted and reused the pane id: the old message gates nothing": {
 			member: with(idle(0), func(m *Member) { m.TerminalID = "term-2" }),
 			ds: []fleetv1alpha1.Delegation{
 				mk("a", 0).typed(5).then(replyAt(9, "done")).obj(),
@@ -341,7 +341,7 @@ func TestDecide(t *testing.T) {
 			},
 			want: []Step{{Kind: StepDeliver, Name: "b"}},
 		},
-		"same pane id, same terminal: it holds": {
+		"same pane id, same terminal: it gates": {
 			member: idle(5),
 			ds: []fleetv1alpha1.Delegation{
 				mk("a", 0).typed(5).then(replyAt(9, "done")).obj(),
@@ -439,7 +439,7 @@ func TestDecideRetention(t *testing.T) {
 			ds:     []fleetv1alpha1.Delegation{replied("a").from(fleetv1alpha1.PrincipalMember, "lead").detached().obj()},
 			now:    2 * time.Hour, want: []Step{{Kind: StepCarryReply, Name: "a"}},
 		},
-		"the last one typed stays while it holds back the next": {
+		"the last one typed stays while it gates the next": {
 			member: idle(1), ds: []fleetv1alpha1.Delegation{mk("a", 0).typed(1).then(replyAt(60, "done")).obj()},
 			now: 65 * time.Second, wantRequeue: 5 * time.Second,
 		},
