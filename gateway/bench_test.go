@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"net"
 	"net/url"
 	"os"
@@ -18,11 +17,13 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/gateway/identity"
 	"github.com/fleetd/fleetd/internal/testutil"
 )
 
@@ -54,7 +55,7 @@ func BenchmarkHeldWaiters(b *testing.B) {
 		}
 		seeds[i] = d
 	}
-	c := &call{tool: "bridge_send", who: &Principal{Kind: fleetv1alpha1.PrincipalStatic, Name: "primary", Namespace: "fuzz"}}
+	c := &call{tool: "bridge_send", who: &identity.Principal{Kind: fleetv1alpha1.PrincipalStatic, Name: "primary", Namespace: "fuzz"}}
 	never := func(*fleetv1alpha1.Delegation) bool { return false }
 
 	var perHold float64
@@ -283,7 +284,7 @@ func BenchmarkBridgeListBytes(b *testing.B) {
 	if err := h.gw.cache.List(ctx, &ms, client.InNamespace(ns)); err != nil {
 		b.Fatal(err)
 	}
-	full, err := h.gw.memberViews(ctx, ms.Items, &Principal{Kind: fleetv1alpha1.PrincipalStatic, Name: "primary", Namespace: ns}, nil)
+	full, err := h.gw.memberViews(ctx, ms.Items, &identity.Principal{Kind: fleetv1alpha1.PrincipalStatic, Name: "primary", Namespace: ns}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/delegation"
+	"github.com/fleetd/fleetd/gateway/identity"
+	"github.com/fleetd/fleetd/gateway/toolerr"
 )
 
 // cancelWait is how long bridge_cancel waits for the member's turn to be
@@ -19,18 +21,18 @@ const cancelWait = 30 * time.Second
 // settled it first (a reply that came in the meantime wins).
 func (g *Gateway) bridgeCancel(ctx context.Context, c *call, in CancelInput) (*CancelOutput, error) {
 	if in.DispatchID == "" {
-		return nil, errorf(CodeInvalidArgument, "dispatchId must name the message to withdraw, as bridge_send returned it")
+		return nil, toolerr.New(toolerr.InvalidArgument, "dispatchId must name the message to withdraw, as bridge_send returned it")
 	}
 	d, err := g.message(ctx, c.who.Namespace, in.DispatchID)
 	if err != nil {
 		return nil, err
 	}
-	sender := principalKey(d.Spec.From) == c.who.key()
+	sender := identity.Key(d.Spec.From) == c.who.Key()
 	if !sender {
 		if c.who.Kind == fleetv1alpha1.PrincipalMember {
-			return nil, errorf(CodeForbidden, "message %s was sent by %s, not by you; a member withdraws only its own messages", d.Name, d.Spec.From.Name)
+			return nil, toolerr.New(toolerr.Forbidden, "message %s was sent by %s, not by you; a member withdraws only its own messages", d.Name, d.Spec.From.Name)
 		}
-		if err := g.allow(ctx, c.who, CancelDelegations); err != nil {
+		if err := g.allow(ctx, c.who, identity.CancelDelegations); err != nil {
 			return nil, err
 		}
 	}

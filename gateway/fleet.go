@@ -11,6 +11,8 @@ import (
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/delegation"
+	"github.com/fleetd/fleetd/gateway/identity"
+	"github.com/fleetd/fleetd/gateway/toolerr"
 )
 
 // The fleet tools: who is there (bridge_status, bridge_list,
@@ -21,7 +23,7 @@ import (
 // member itself, and everything pending for the caller: its messages in
 // progress, outcomes it has not acknowledged, questions open to it.
 func (g *Gateway) bridgeStatus(ctx context.Context, c *call, in StatusInput) (*StatusOutput, error) {
-	if err := g.allow(ctx, c.who, GetMembers); err != nil {
+	if err := g.allow(ctx, c.who, identity.GetMembers); err != nil {
 		return nil, err
 	}
 	out := &StatusOutput{Members: []MemberView{}, Pending: []DelegationView{}}
@@ -86,13 +88,13 @@ const (
 // bridgeList lists the members of the caller's namespace, compactly, with
 // filters and pages.
 func (g *Gateway) bridgeList(ctx context.Context, c *call, in ListInput) (*ListOutput, error) {
-	if err := g.allow(ctx, c.who, GetMembers); err != nil {
+	if err := g.allow(ctx, c.who, identity.GetMembers); err != nil {
 		return nil, err
 	}
 	limit := defaultListLimit
 	if in.Limit != nil {
 		if *in.Limit < 1 || *in.Limit > maxListLimit {
-			return nil, errorf(CodeInvalidArgument, "limit must be from 1 to %d, got %d", maxListLimit, *in.Limit)
+			return nil, toolerr.New(toolerr.InvalidArgument, "limit must be from 1 to %d, got %d", maxListLimit, *in.Limit)
 		}
 		limit = *in.Limit
 	}
@@ -168,7 +170,7 @@ func (g *Gateway) profileViews(ctx context.Context, namespace string) ([]Profile
 // bridgeWhoami reports the caller's identity as the gateway resolved it.
 func (g *Gateway) bridgeWhoami(ctx context.Context, c *call, _ WhoamiInput) (*WhoamiOutput, error) {
 	p := c.who
-	out := &WhoamiOutput{Kind: string(p.Kind), Name: p.Name, Namespace: p.Namespace, Primary: p.isPrimary(), Namespaces: map[string]bool{}}
+	out := &WhoamiOutput{Kind: string(p.Kind), Name: p.Name, Namespace: p.Namespace, Primary: p.IsPrimary(), Namespaces: map[string]bool{}}
 	for _, ns := range []ToolNamespace{ToolNamespaceBridge, ToolNamespaceTeam, ToolNamespaceProcess} {
 		out.Namespaces[string(ns)] = g.enabled(ns)
 	}

@@ -11,6 +11,8 @@ import (
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/delegation"
+	"github.com/fleetd/fleetd/gateway/identity"
+	"github.com/fleetd/fleetd/gateway/toolerr"
 )
 
 // bridgePoll lists the caller's outcomes that nobody waited for, and the
@@ -23,7 +25,7 @@ func (g *Gateway) bridgePoll(ctx context.Context, c *call, _ PollInput) (*PollOu
 // inbox is what waits for p: the outcomes nobody waited for and the open
 // questions (bridge_poll), and p's messages still in progress, in poll
 // order.
-func (g *Gateway) inbox(ctx context.Context, p *Principal) (*PollOutput, []*fleetv1alpha1.Delegation, error) {
+func (g *Gateway) inbox(ctx context.Context, p *identity.Principal) (*PollOutput, []*fleetv1alpha1.Delegation, error) {
 	done, err := g.delegationsFrom(ctx, p, statePollable)
 	if err != nil {
 		return nil, nil, err
@@ -90,7 +92,7 @@ func (g *Gateway) bridgeAck(ctx context.Context, c *call, in AckInput) (*AckOutp
 		}
 	} else {
 		if len(ids) > 1000 {
-			return nil, errorf(CodeInvalidArgument, "at most 1000 ids per call, got %d", len(ids))
+			return nil, toolerr.New(toolerr.InvalidArgument, "at most 1000 ids per call, got %d", len(ids))
 		}
 		seen := sets.New[string]()
 		for _, id := range ids {
@@ -99,17 +101,17 @@ func (g *Gateway) bridgeAck(ctx context.Context, c *call, in AckInput) (*AckOutp
 			}
 			seen.Insert(id)
 			if id == "" {
-				return nil, errorf(CodeInvalidArgument, "ids must not be empty")
+				return nil, toolerr.New(toolerr.InvalidArgument, "ids must not be empty")
 			}
 			d, err := g.message(ctx, c.who.Namespace, id)
 			if err != nil {
 				return nil, err
 			}
-			if principalKey(d.Spec.From) != c.who.key() {
-				return nil, errorf(CodeForbidden, "message %s was not sent by you", id)
+			if identity.Key(d.Spec.From) != c.who.Key() {
+				return nil, toolerr.New(toolerr.Forbidden, "message %s was not sent by you", id)
 			}
 			if !delegation.Settled(d.Status.Phase) {
-				return nil, errorf(CodeConflict, "message %s has no outcome yet (phase %s); acknowledge it once bridge_poll shows it", id, delegation.Phase(d))
+				return nil, toolerr.New(toolerr.Conflict, "message %s has no outcome yet (phase %s); acknowledge it once bridge_poll shows it", id, delegation.Phase(d))
 			}
 			targets = append(targets, d)
 		}

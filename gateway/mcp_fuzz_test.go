@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/gateway/identity"
+	"github.com/fleetd/fleetd/gateway/toolerr"
 	"github.com/fleetd/fleetd/internal/testenv"
 	"github.com/fleetd/fleetd/internal/testutil"
 )
@@ -46,7 +48,7 @@ func fakeGateway(t testing.TB) (*Gateway, *httptest.Server) {
 		WithStatusSubresource(&fleetv1alpha1.Delegation{}, &fleetv1alpha1.Member{}, &fleetv1alpha1.Profile{}).
 		WithIndex(&fleetv1alpha1.Delegation{}, indexDelegationTo, indexDelegationToFunc).
 		WithIndex(&fleetv1alpha1.Delegation{}, indexDelegationFrom, indexDelegationFromFunc).
-		WithIndex(&fleetv1alpha1.Member{}, indexMemberToken, indexMemberTokenFunc).
+		WithIndex(&fleetv1alpha1.Member{}, identity.IndexMemberTokenHash, identity.IndexMemberToken).
 		WithObjects(objs...).
 		Build()
 	g := newGateway(Options{Namespace: ns, StaticTokens: types.NamespacedName{Namespace: ns, Name: "static"}, ProgressInterval: time.Millisecond},
@@ -144,7 +146,7 @@ func FuzzToolArguments(f *testing.F) {
 		if err := json.Unmarshal(raw, &body); err != nil || body.Error == nil {
 			t.Fatalf("%s %s: error result without a structured error: %s", tool, args, raw)
 		}
-		if !slices.Contains(knownCodes, body.Error.Code) {
+		if !slices.Contains(toolerr.Known, body.Error.Code) {
 			t.Fatalf("%s %s: unknown error code %q", tool, args, body.Error.Code)
 		}
 	})

@@ -11,6 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/gateway/identity"
+	"github.com/fleetd/fleetd/gateway/toolerr"
 )
 
 // spawnRequest says what member to start.
@@ -26,8 +28,8 @@ type spawnRequest struct {
 
 // spawn creates a Member from a Profile, on the caller's behalf and within
 // its billing mode. The Member controller starts its pane.
-func (g *Gateway) spawn(ctx context.Context, p *Principal, r spawnRequest) (*fleetv1alpha1.Member, error) {
-	if err := g.allow(ctx, p, CreateMembers); err != nil {
+func (g *Gateway) spawn(ctx context.Context, p *identity.Principal, r spawnRequest) (*fleetv1alpha1.Member, error) {
+	if err := g.allow(ctx, p, identity.CreateMembers); err != nil {
 		return nil, err
 	}
 	profiles, err := g.profiles(ctx, p.Namespace)
@@ -37,7 +39,7 @@ func (g *Gateway) spawn(ctx context.Context, p *Principal, r spawnRequest) (*fle
 	var to *fleetv1alpha1.Profile
 	if r.profile == "" {
 		if to = defaultProfile(profiles); to == nil {
-			return nil, errorf(CodeNotFound, "no profile given and namespace %s has no default profile (spec.default: true); bridge_profiles lists the profiles", p.Namespace)
+			return nil, toolerr.New(toolerr.NotFound, "no profile given and namespace %s has no default profile (spec.default: true); bridge_profiles lists the profiles", p.Namespace)
 		}
 	} else {
 		i := slices.IndexFunc(profiles, func(pr fleetv1alpha1.Profile) bool { return pr.Name == r.profile })
@@ -47,7 +49,7 @@ func (g *Gateway) spawn(ctx context.Context, p *Principal, r spawnRequest) (*fle
 				names = append(names, pr.Name)
 			}
 			slices.Sort(names)
-			return nil, errorf(CodeNotFound, "no profile %q in namespace %s; profiles: %s", r.profile, p.Namespace, strings.Join(names, ", "))
+			return nil, toolerr.New(toolerr.NotFound, "no profile %q in namespace %s; profiles: %s", r.profile, p.Namespace, strings.Join(names, ", "))
 		}
 		to = &profiles[i]
 	}
@@ -64,7 +66,7 @@ func (g *Gateway) spawn(ctx context.Context, p *Principal, r spawnRequest) (*fle
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:   p.Namespace,
 			Name:        r.name,
-			Annotations: map[string]string{fleetv1alpha1.AnnotationSpawnedBy: p.key()},
+			Annotations: map[string]string{fleetv1alpha1.AnnotationSpawnedBy: p.Key()},
 		},
 		Spec: fleetv1alpha1.MemberSpec{Profile: to.Name, Team: r.team, Role: r.role},
 	}
@@ -90,11 +92,11 @@ type stopped struct {
 
 // stop deletes the member id addresses, if the caller may stop it. A member
 // that is already gone, or already being deleted, is stopped.
-func (g *Gateway) stop(ctx context.Context, p *Principal, id string) (stopped, error) {
+func (g *Gateway) stop(ctx context.Context, p *identity.Principal, id string) (stopped, error) {
 	if id == "" {
-		return stopped{}, errorf(CodeInvalidArgument, "paneId must name a member: pane id, name, terminal id or agent session id")
+		return stopped{}, toolerr.New(toolerr.InvalidArgument, "paneId must name a member: pane id, name, terminal id or agent session id")
 	}
-	if err := g.allow(ctx, p, DeleteMembers); err != nil {
+	if err := g.allow(ctx, p, identity.DeleteMembers); err != nil {
 		return stopped{}, err
 	}
 	members, err := g.members(ctx, p.Namespace)
@@ -102,7 +104,7 @@ func (g *Gateway) stop(ctx context.Context, p *Principal, id string) (stopped, e
 		return stopped{}, err
 	}
 	m, terr := findMember(members, id)
-	if terr != nil && terr.Code == CodeNotFound {
+	if terr != nil && terr.Code == toolerr.NotFound {
 		// The cache may trail a member created a moment ago: ask the API
 		// server before calling it gone.
 		var live fleetv1alpha1.Member

@@ -12,6 +12,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/delegation"
+	"github.com/fleetd/fleetd/gateway/toolerr"
 )
 
 // Outcomes a held bridge_send returns, beyond the error results.
@@ -37,7 +38,7 @@ const defaultTimeout = fleetv1alpha1.DefaultTimeoutSeconds * time.Second
 // a settled outcome, an open question, or nothing yet (done false).
 // answered holds turn ids the waiter itself answered, so that a cache that
 // still shows such a question open does not hand it back.
-func outcomeOf(d *fleetv1alpha1.Delegation, answered sets.Set[string]) (out *SendOutput, terr *ToolError, done bool) {
+func outcomeOf(d *fleetv1alpha1.Delegation, answered sets.Set[string]) (out *SendOutput, terr *toolerr.Error, done bool) {
 	if delegation.Settled(d.Status.Phase) {
 		base := SendOutput{DispatchID: d.Name, Member: d.Spec.To}
 		switch delegation.Outcome(d) {
@@ -57,9 +58,9 @@ func outcomeOf(d *fleetv1alpha1.Delegation, answered sets.Set[string]) (out *Sen
 			base.Outcome = outcomeTimeout
 			return &base, nil, true
 		case fleetv1alpha1.OutcomeDeliveryFailed:
-			return nil, errorf(CodeDeliveryFailed, "%s", delegation.SettledMessage(d, "herdr refused to deliver the message to "+d.Spec.To)), true
+			return nil, toolerr.New(toolerr.DeliveryFailed, "%s", delegation.SettledMessage(d, "herdr refused to deliver the message to "+d.Spec.To)), true
 		case fleetv1alpha1.OutcomeWorkerGone:
-			return nil, errorf(CodeWorkerGone, "%s", delegation.SettledMessage(d, "member "+d.Spec.To+" or its pane went away before it replied")), true
+			return nil, toolerr.New(toolerr.WorkerGone, "%s", delegation.SettledMessage(d, "member "+d.Spec.To+" or its pane went away before it replied")), true
 		default:
 			base.Outcome, base.Text = outcomeCancelled, delegation.SettledMessage(d, "the message was withdrawn")
 			return &base, nil, true
@@ -74,7 +75,7 @@ func outcomeOf(d *fleetv1alpha1.Delegation, answered sets.Set[string]) (out *Sen
 // answerOf is what a worker's held bridge_ask gets: the answer, or the news
 // that none will come because the Delegation settled (done with a non-nil
 // outcome).
-func answerOf(d *fleetv1alpha1.Delegation, turnID string) (out *AskOutput, terr *ToolError, done bool) {
+func answerOf(d *fleetv1alpha1.Delegation, turnID string) (out *AskOutput, terr *toolerr.Error, done bool) {
 	if q := delegation.FindQuestion(d, turnID); q != nil && q.Answer != nil {
 		return &AskOutput{Answer: q.Answer, TurnID: turnID}, nil, true
 	}
@@ -84,7 +85,7 @@ func answerOf(d *fleetv1alpha1.Delegation, turnID string) (out *AskOutput, terr 
 	if delegation.Outcome(d) == fleetv1alpha1.OutcomeTimeout {
 		return &AskOutput{Outcome: outcomeTimeout, TurnID: turnID}, nil, true
 	}
-	return nil, errorf(CodeCancelled, "delegation %s settled as %s before your question was answered; no answer will come", d.Name, d.Status.Phase), true
+	return nil, toolerr.New(toolerr.Cancelled, "delegation %s settled as %s before your question was answered; no answer will come", d.Name, d.Status.Phase), true
 }
 
 // sortForPoll orders Delegations oldest first, so a caller handles outcomes
@@ -97,13 +98,13 @@ func sortForPoll(ds []*fleetv1alpha1.Delegation) {
 
 // holdTimeout turns a timeoutMs argument into a duration: the default when
 // absent or zero, capped at max (and at the API's own bound).
-func holdTimeout(ms *int64, max time.Duration) (time.Duration, *ToolError) {
+func holdTimeout(ms *int64, max time.Duration) (time.Duration, *toolerr.Error) {
 	limit := min(max, fleetv1alpha1.MaxTimeoutSeconds*time.Second)
 	if ms == nil || *ms == 0 {
 		return min(defaultTimeout, limit), nil
 	}
 	if *ms < 0 {
-		return 0, errorf(CodeInvalidArgument, "timeoutMs must be positive, got %d", *ms)
+		return 0, toolerr.New(toolerr.InvalidArgument, "timeoutMs must be positive, got %d", *ms)
 	}
 	if *ms >= limit.Milliseconds() {
 		return limit, nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/fleetd/fleetd/gateway/identity"
+	"github.com/fleetd/fleetd/gateway/toolerr"
 	"github.com/fleetd/fleetd/herdr"
 )
 
@@ -20,13 +22,13 @@ const (
 // with every escape sequence and control removed.
 func (g *Gateway) bridgeRead(ctx context.Context, c *call, in ReadInput) (*ReadOutput, error) {
 	if c.who.Member != nil {
-		return nil, errorf(CodeForbidden, "bridge_read is for primaries; a member sees its own terminal")
+		return nil, toolerr.New(toolerr.Forbidden, "bridge_read is for primaries; a member sees its own terminal")
 	}
-	if err := g.allow(ctx, c.who, GetMembers); err != nil {
+	if err := g.allow(ctx, c.who, identity.GetMembers); err != nil {
 		return nil, err
 	}
 	if g.opts.Panes == nil {
-		return nil, errorf(CodeFeatureDisabled, "this gateway has no herdr connection to read terminals with")
+		return nil, toolerr.New(toolerr.FeatureDisabled, "this gateway has no herdr connection to read terminals with")
 	}
 	source := herdr.ReadSource(in.Source)
 	switch source {
@@ -34,17 +36,17 @@ func (g *Gateway) bridgeRead(ctx context.Context, c *call, in ReadInput) (*ReadO
 		source = herdr.ReadSourceRecent
 	case herdr.ReadSourceVisible, herdr.ReadSourceRecent, herdr.ReadSourceRecentUnwrapped:
 	default:
-		return nil, errorf(CodeInvalidArgument, "source must be visible, recent or recent_unwrapped, not %q", in.Source)
+		return nil, toolerr.New(toolerr.InvalidArgument, "source must be visible, recent or recent_unwrapped, not %q", in.Source)
 	}
 	lines := defaultReadLines
 	if in.Lines != nil {
 		if *in.Lines < 1 || *in.Lines > maxReadLines {
-			return nil, errorf(CodeInvalidArgument, "lines must be from 1 to %d, got %d", maxReadLines, *in.Lines)
+			return nil, toolerr.New(toolerr.InvalidArgument, "lines must be from 1 to %d, got %d", maxReadLines, *in.Lines)
 		}
 		lines = *in.Lines
 	}
 	if in.SessionID == "" {
-		return nil, errorf(CodeInvalidArgument, "sessionId must name the member to read: name, agent session id, terminal id or pane id")
+		return nil, toolerr.New(toolerr.InvalidArgument, "sessionId must name the member to read: name, agent session id, terminal id or pane id")
 	}
 	members, err := g.members(ctx, c.who.Namespace)
 	if err != nil {
@@ -55,7 +57,7 @@ func (g *Gateway) bridgeRead(ctx context.Context, c *call, in ReadInput) (*ReadO
 		return nil, terr
 	}
 	if m.Status.PaneID == "" {
-		return nil, errorf(CodeWorkerGone, "member %s has no pane yet (phase %s)", m.Name, m.Status.Phase)
+		return nil, toolerr.New(toolerr.WorkerGone, "member %s has no pane yet (phase %s)", m.Name, m.Status.Phase)
 	}
 	params := herdr.ReadParams{PaneID: m.Status.PaneID, Source: source}
 	if source != herdr.ReadSourceVisible {
@@ -63,10 +65,10 @@ func (g *Gateway) bridgeRead(ctx context.Context, c *call, in ReadInput) (*ReadO
 	}
 	read, err := g.opts.Panes.PaneRead(ctx, params)
 	if errors.Is(err, herdr.ErrNotFound) {
-		return nil, errorf(CodeWorkerGone, "member %s's pane %s is gone", m.Name, m.Status.PaneID)
+		return nil, toolerr.New(toolerr.WorkerGone, "member %s's pane %s is gone", m.Name, m.Status.PaneID)
 	}
 	if err != nil {
-		return nil, errorf(CodeInternal, "reading member %s's pane: %v", m.Name, err)
+		return nil, toolerr.New(toolerr.Internal, "reading member %s's pane: %v", m.Name, err)
 	}
 	text := herdr.ReadableText(read.Text)
 	truncated := false

@@ -9,6 +9,8 @@ import (
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/delegation"
+	"github.com/fleetd/fleetd/gateway/identity"
+	"github.com/fleetd/fleetd/gateway/toolerr"
 )
 
 // cacheGrace is how long a worker's reply or question waits for the cache to
@@ -40,7 +42,7 @@ func (g *Gateway) bridgeReply(ctx context.Context, c *call, in ReplyInput) (*Rep
 		return delegation.Reply(d, now, in.Content)
 	})
 	if errors.Is(err, errNothingInFlight) {
-		return nil, errorf(CodeNotFound, "no message is in flight to you, so there is nothing to reply to (a reply settles a message delivered to you that has not settled yet: ended turn, withdrawn or gone)")
+		return nil, toolerr.New(toolerr.NotFound, "no message is in flight to you, so there is nothing to reply to (a reply settles a message delivered to you that has not settled yet: ended turn, withdrawn or gone)")
 	}
 	if err != nil {
 		return nil, err
@@ -70,15 +72,15 @@ func (g *Gateway) bridgeAsk(ctx context.Context, c *call, in AskInput) (*AskOutp
 	})
 	switch {
 	case errors.Is(err, errNothingInFlight):
-		return nil, errorf(CodeNotFound, "no message is in flight to you, so there is nobody to ask")
+		return nil, toolerr.New(toolerr.NotFound, "no message is in flight to you, so there is nobody to ask")
 	case errors.Is(err, delegation.ErrTooManyQuestions):
-		return nil, errorf(CodeConflict, "message %s already has %d questions, the most one message can carry; decide and reply", d.Name, fleetv1alpha1.MaxQuestions)
+		return nil, toolerr.New(toolerr.Conflict, "message %s already has %d questions, the most one message can carry; decide and reply", d.Name, fleetv1alpha1.MaxQuestions)
 	case err != nil:
 		return nil, err
 	}
 
 	var out *AskOutput
-	var aerr *ToolError
+	var aerr *toolerr.Error
 	_, err = g.hold(ctx, c, d, timeout, func(d *fleetv1alpha1.Delegation) bool {
 		var done bool
 		out, aerr, done = answerOf(d, turn)
@@ -97,7 +99,7 @@ func (g *Gateway) bridgeAsk(ctx context.Context, c *call, in AskInput) (*AskOutp
 	case errors.Is(err, errGatewayStopping):
 		return &AskOutput{Outcome: outcomeInterrupted, TurnID: turn, Text: "This gateway replica is shutting down and withdrew your question. Ask again with bridge_ask, or go on with your best judgement and say so in your bridge_reply."}, nil
 	case errors.Is(err, errDelegationDeleted):
-		return nil, errorf(CodeCancelled, "message %s was deleted before your question was answered", d.Name)
+		return nil, toolerr.New(toolerr.Cancelled, "message %s was deleted before your question was answered", d.Name)
 	default:
 		return nil, err
 	}
@@ -114,7 +116,7 @@ func (g *Gateway) bridgeAsk(ctx context.Context, c *call, in AskInput) (*AskOutp
 // Delegation settled or moved on meanwhile) looks again, from the API
 // server; errNothingInFlight says there is nothing to apply it to. It
 // returns the Delegation as written, or as last seen with an error.
-func (g *Gateway) onCurrent(ctx context.Context, p *Principal, allowLate bool, change func(d *fleetv1alpha1.Delegation, late bool) error) (*fleetv1alpha1.Delegation, bool, error) {
+func (g *Gateway) onCurrent(ctx context.Context, p *identity.Principal, allowLate bool, change func(d *fleetv1alpha1.Delegation, late bool) error) (*fleetv1alpha1.Delegation, bool, error) {
 	for attempt := range changeAttempts {
 		current, late, err := g.replyTarget(ctx, p, attempt > 0)
 		if err != nil {
@@ -139,14 +141,14 @@ func (g *Gateway) onCurrent(ctx context.Context, p *Principal, allowLate bool, c
 		}
 		return d, late, err
 	}
-	return nil, false, errorf(CodeConflict, "the message in flight to you kept changing; try again")
+	return nil, false, toolerr.New(toolerr.Conflict, "the message in flight to you kept changing; try again")
 }
 
 // replyTarget finds the Delegation a reply settles: in flight to the caller,
 // else timed out after delivery without a reply (late). The cache answers
 // first; when it shows nothing, or live is set, the API server decides,
 // since a worker may reply a moment after its delivery was written.
-func (g *Gateway) replyTarget(ctx context.Context, p *Principal, live bool) (*fleetv1alpha1.Delegation, bool, error) {
+func (g *Gateway) replyTarget(ctx context.Context, p *identity.Principal, live bool) (*fleetv1alpha1.Delegation, bool, error) {
 	if !live {
 		// A worker often replies a moment after its delivery was written,
 		// before the cache shows it: wait briefly for the cache to catch up

@@ -5,82 +5,17 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+
+	"github.com/fleetd/fleetd/gateway/identity"
+	"github.com/fleetd/fleetd/gateway/toolerr"
 )
 
 // maxRESTBody bounds a REST request body.
 const maxRESTBody = 64 << 10
 
-// SpawnRequest is the body of POST /members.
-type SpawnRequest struct {
-	// Profile names the Profile; empty means the default one.
-	Profile string `json:"profile,omitempty" jsonschema:"the profile the member runs from"`
-	// Name is the new member's name; empty means a generated one.
-	Name string `json:"name,omitempty" jsonschema:"the namespace"`
-}
-
-// StopResponse is the body of DELETE /members/{paneId}.
-type StopResponse struct {
-	Stopped     string `json:"stopped"`
-	AlreadyGone bool   `json:"alreadyGone,omitempty"`
-}
-
-// Capabilities is the body of GET /v1/mcp/capabilities: what this gateway
-// offers its caller.
-type Capabilities struct {
-	// SupportedNamespaces lists the tool namespaces that are on.
-	SupportedNamespaces []ToolNamespace `json:"supportedNamespaces"`
-	// Tools lists the tools that can be called: those of the namespaces
-	// that are on.
-	Tools []string `json:"tools"`
-	// ProcessEnabled and TeamEnabled say whether the process and team
-	// namespaces are on.
-	ProcessEnabled bool `json:"processEnabled"`
-	TeamEnabled    bool `json:"teamEnabled"`
-	// TeamManagePermissions says what team members that are not leads may
-	// do with team_manage (leads and primaries may do both).
-	TeamManagePermissions TeamManagePermissions `json:"teamManagePermissions"`
-	// TeamModelPresets are the Profiles of the caller's namespace that
-	// team_manage add can start a member from.
-	TeamModelPresets []ModelPreset `json:"teamModelPresets"`
-	// Namespaces lists every namespace, on or off; one that is off lists no
-	// tools, and calls to its tools answer feature_disabled.
-	Namespaces []NamespaceCapability `json:"namespaces"`
-}
-
-// TeamManagePermissions is the team policy as capabilities show it.
-type TeamManagePermissions struct {
-	NonLeadCanAdd    bool `json:"nonLeadCanAdd"`
-	NonLeadCanRemove bool `json:"nonLeadCanRemove"`
-}
-
-// ModelPreset is a Profile as a team model preset.
-type ModelPreset struct {
-	// Name is the Profile's name: team_manage's profile argument.
-	Name        string `json:"name"`
-	Description string `json:"description,omitempty"`
-	Agent       string `json:"agent,omitempty"`
-	Model       string `json:"model,omitempty"`
-	Effort      string `json:"effort,omitempty"`
-	Billing     string `json:"billing"`
-	Default     bool   `json:"default,omitempty"`
-}
-
-// NamespaceCapability says whether a tool namespace is on and what it holds.
-type NamespaceCapability struct {
-	Name    ToolNamespace `json:"name"`
-	Enabled bool          `json:"enabled"`
-	// Tools are the namespace's tools, or none when it is off.
-	Tools []string `json:"tools"`
-}
-
-// errorBody is the body of every REST error.
-type errorBody struct {
-	Error *ToolError `json:"error" jsonschema:"what went wrong"`
-}
-
 // restPrincipal returns the caller the authentication layer resolved.
-func restPrincipal(r *http.Request) *Principal {
-	p, _ := r.Context().Value(principalContextKey{}).(*Principal)
+func restPrincipal(r *http.Request) *identity.Principal {
+	p, _ := r.Context().Value(principalContextKey{}).(*identity.Principal)
 	return p
 }
 
@@ -93,8 +28,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // writeError writes a REST error with the status its code implies.
 func writeError(w http.ResponseWriter, err error) {
-	te := toolErrorOf(err)
-	writeJSON(w, te.Code.httpStatus(), errorBody{Error: te})
+	te := toolerr.From(err)
+	writeJSON(w, te.Code.HTTPStatus(), errorBody{Error: te})
 }
 
 // restSpawn serves POST /members.
@@ -102,12 +37,12 @@ func (g *Gateway) restSpawn(w http.ResponseWriter, r *http.Request) {
 	var req SpawnRequest
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRESTBody))
 	if err != nil {
-		writeError(w, errorf(CodeInvalidArgument, "reading the body: %v", err))
+		writeError(w, toolerr.New(toolerr.InvalidArgument, "reading the body: %v", err))
 		return
 	}
 	if len(body) > 0 {
 		if err := json.Unmarshal(body, &req); err != nil {
-			writeError(w, errorf(CodeInvalidArgument, "the body must be {\"profile\"?: string, \"name\"?: string}: %v", err))
+			writeError(w, toolerr.New(toolerr.InvalidArgument, "the body must be {\"profile\"?: string, \"name\"?: string}: %v", err))
 			return
 		}
 	}
@@ -135,7 +70,7 @@ func (g *Gateway) restStop(w http.ResponseWriter, r *http.Request) {
 // their status.
 func (g *Gateway) restAgents(w http.ResponseWriter, r *http.Request) {
 	p := restPrincipal(r)
-	if err := g.allow(r.Context(), p, GetMembers); err != nil {
+	if err := g.allow(r.Context(), p, identity.GetMembers); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -153,7 +88,7 @@ func (g *Gateway) restAgents(w http.ResponseWriter, r *http.Request) {
 }
 
 // capabilities says what is on for the caller p.
-func (g *Gateway) capabilities(ctx context.Context, p *Principal) (*Capabilities, error) {
+func (g *Gateway) capabilities(ctx context.Context, p *identity.Principal) (*Capabilities, error) {
 	c := &Capabilities{
 		SupportedNamespaces:   []ToolNamespace{},
 		Tools:                 []string{},

@@ -16,6 +16,8 @@ import (
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/delegation"
+	"github.com/fleetd/fleetd/gateway/identity"
+	"github.com/fleetd/fleetd/gateway/toolerr"
 )
 
 // maxIdempotencyKey bounds an idempotency key, as the API does.
@@ -39,12 +41,12 @@ func (g *Gateway) bridgeSend(ctx context.Context, c *call, in SendInput) (*SendO
 		return g.answer(ctx, c, in, wait)
 	}
 	if len(in.IdempotencyKey) > maxIdempotencyKey {
-		return nil, errorf(CodeInvalidArgument, "idempotencyKey is %d bytes; at most %d are allowed", len(in.IdempotencyKey), maxIdempotencyKey)
+		return nil, toolerr.New(toolerr.InvalidArgument, "idempotencyKey is %d bytes; at most %d are allowed", len(in.IdempotencyKey), maxIdempotencyKey)
 	}
 	p := c.who
 	var name string
 	if in.IdempotencyKey != "" {
-		name = idempotentName(p.Namespace, p.api(), in.IdempotencyKey)
+		name = idempotentName(p.Namespace, p.API(), in.IdempotencyKey)
 		d, err := g.getDelegation(ctx, types.NamespacedName{Namespace: p.Namespace, Name: name})
 		switch {
 		case err == nil:
@@ -81,14 +83,14 @@ func (g *Gateway) bridgeSend(ctx context.Context, c *call, in SendInput) (*SendO
 
 // newDelegation builds a message from p to member, with the labels and the
 // sequence annotation the controller and bridge_poll select by.
-func (g *Gateway) newDelegation(p *Principal, member *fleetv1alpha1.Member, content string, wait bool, timeoutSeconds int32) *fleetv1alpha1.Delegation {
+func (g *Gateway) newDelegation(p *identity.Principal, member *fleetv1alpha1.Member, content string, wait bool, timeoutSeconds int32) *fleetv1alpha1.Delegation {
 	d := &fleetv1alpha1.Delegation{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:    p.Namespace,
 			GenerateName: delegationGenerateName(member.Name),
 			Labels: map[string]string{
 				fleetv1alpha1.LabelMember: member.Name,
-				fleetv1alpha1.LabelSender: senderLabel(p.api()),
+				fleetv1alpha1.LabelSender: identity.SenderLabel(p.API()),
 			},
 			Annotations: map[string]string{
 				// Creation timestamps have whole seconds; the queue needs the
@@ -97,7 +99,7 @@ func (g *Gateway) newDelegation(p *Principal, member *fleetv1alpha1.Member, cont
 			},
 		},
 		Spec: fleetv1alpha1.DelegationSpec{
-			From:           p.api(),
+			From:           p.API(),
 			To:             member.Name,
 			Content:        content,
 			Wait:           ptr.To(wait),
@@ -113,7 +115,7 @@ func (g *Gateway) newDelegation(p *Principal, member *fleetv1alpha1.Member, cont
 // sendTarget resolves the member a bridge_send goes to. With autoSpawn it
 // spawns one from the default Profile when the namespace has none, or from
 // the Profile sessionID names when that Profile has no live member.
-func (g *Gateway) sendTarget(ctx context.Context, p *Principal, sessionID string, autoSpawn bool) (*fleetv1alpha1.Member, error) {
+func (g *Gateway) sendTarget(ctx context.Context, p *identity.Principal, sessionID string, autoSpawn bool) (*fleetv1alpha1.Member, error) {
 	members, err := g.members(ctx, p.Namespace)
 	if err != nil {
 		return nil, err
@@ -136,14 +138,14 @@ func (g *Gateway) sendTarget(ctx context.Context, p *Principal, sessionID string
 	}
 	if !autoSpawn {
 		if t.profile != "" {
-			return nil, errorf(CodeNotFound, "profile %s has no live member and autoSpawn is false: spawn one with bridge_spawn, or leave autoSpawn out", t.profile)
+			return nil, toolerr.New(toolerr.NotFound, "profile %s has no live member and autoSpawn is false: spawn one with bridge_spawn, or leave autoSpawn out", t.profile)
 		}
-		return nil, errorf(CodeNotFound, "there is no member to send to and autoSpawn is false: spawn one with bridge_spawn, or leave autoSpawn out")
+		return nil, toolerr.New(toolerr.NotFound, "there is no member to send to and autoSpawn is false: spawn one with bridge_spawn, or leave autoSpawn out")
 	}
 	// A member spawned for a Profile is named after it: concurrent sends to
 	// the Profile spawn one member, and later sends find it by name.
 	m, err := g.spawn(ctx, p, spawnRequest{profile: t.profile, name: t.profile})
-	var te *ToolError
+	var te *toolerr.Error
 	switch {
 	case apierrors.IsAlreadyExists(err):
 		existing := &fleetv1alpha1.Member{}
@@ -151,11 +153,11 @@ func (g *Gateway) sendTarget(ctx context.Context, p *Principal, sessionID string
 			return nil, fmt.Errorf("reading member %s: %w", t.profile, err)
 		}
 		if existing.DeletionTimestamp != nil {
-			return nil, errorf(CodeWorkerGone, "member %s of profile %s is being deleted; send again once it is gone", existing.Name, t.profile)
+			return nil, toolerr.New(toolerr.WorkerGone, "member %s of profile %s is being deleted; send again once it is gone", existing.Name, t.profile)
 		}
 		return existing, nil
-	case errors.As(err, &te) && te.Code == CodeNotFound && t.profile == "":
-		return nil, errorf(CodeNotFound, "there is no member to send to and no default profile to spawn one from: create a Profile with spec.default: true, or spawn a member with bridge_spawn")
+	case errors.As(err, &te) && te.Code == toolerr.NotFound && t.profile == "":
+		return nil, toolerr.New(toolerr.NotFound, "there is no member to send to and no default profile to spawn one from: create a Profile with spec.default: true, or spawn a member with bridge_spawn")
 	case err != nil:
 		return nil, err
 	}
@@ -166,17 +168,17 @@ func (g *Gateway) sendTarget(ctx context.Context, p *Principal, sessionID string
 // id: after a timeout, or a call a stopping gateway ended.
 func (g *Gateway) rejoin(ctx context.Context, c *call, in SendInput, wait bool) (*SendOutput, error) {
 	if in.TurnID != "" || in.IdempotencyKey != "" || in.SessionID != "" {
-		return nil, errorf(CodeInvalidArgument, "dispatchId re-attaches to a message you sent; pass it alone (with timeoutMs or wait), without turnId, idempotencyKey or sessionId")
+		return nil, toolerr.New(toolerr.InvalidArgument, "dispatchId re-attaches to a message you sent; pass it alone (with timeoutMs or wait), without turnId, idempotencyKey or sessionId")
 	}
 	d, err := g.message(ctx, c.who.Namespace, in.DispatchID)
 	if err != nil {
 		return nil, err
 	}
-	if principalKey(d.Spec.From) != c.who.key() {
-		return nil, errorf(CodeForbidden, "message %s was sent by %s, not by you: only its sender waits on it", d.Name, d.Spec.From.Name)
+	if identity.Key(d.Spec.From) != c.who.Key() {
+		return nil, toolerr.New(toolerr.Forbidden, "message %s was sent by %s, not by you: only its sender waits on it", d.Name, d.Spec.From.Name)
 	}
 	if in.Content != "" && in.Content != d.Spec.Content {
-		return nil, errorf(CodeConflict, "message %s has other content; leave content out to re-attach, or send a new message without dispatchId", d.Name)
+		return nil, toolerr.New(toolerr.Conflict, "message %s has other content; leave content out to re-attach, or send a new message without dispatchId", d.Name)
 	}
 	if !wait {
 		return &SendOutput{Outcome: outcomeDispatched, DispatchID: d.Name, Member: d.Spec.To}, nil
@@ -187,8 +189,8 @@ func (g *Gateway) rejoin(ctx context.Context, c *call, in SendInput, wait bool) 
 // attach returns the outcome of an existing Delegation that an idempotency
 // key named, waiting on it again when it has none yet.
 func (g *Gateway) attach(ctx context.Context, c *call, d *fleetv1alpha1.Delegation, in SendInput, wait bool) (*SendOutput, error) {
-	if principalKey(d.Spec.From) != c.who.key() || d.Spec.Content != in.Content {
-		return nil, errorf(CodeConflict, "idempotencyKey %q was already used for a different message (%s); use a new key for a new message", in.IdempotencyKey, d.Name)
+	if identity.Key(d.Spec.From) != c.who.Key() || d.Spec.Content != in.Content {
+		return nil, toolerr.New(toolerr.Conflict, "idempotencyKey %q was already used for a different message (%s); use a new key for a new message", in.IdempotencyKey, d.Name)
 	}
 	if !wait {
 		return &SendOutput{Outcome: outcomeDispatched, DispatchID: d.Name, Member: d.Spec.To}, nil
@@ -213,7 +215,7 @@ func (g *Gateway) awaitExisting(ctx context.Context, c *call, d *fleetv1alpha1.D
 // outcome is kept for bridge_poll (or typed into a member sender's pane).
 func (g *Gateway) await(ctx context.Context, c *call, d *fleetv1alpha1.Delegation, timeout time.Duration, answered sets.Set[string]) (*SendOutput, error) {
 	var out *SendOutput
-	var terr *ToolError
+	var terr *toolerr.Error
 	decide := func(d *fleetv1alpha1.Delegation) bool {
 		var done bool
 		out, terr, done = outcomeOf(d, answered)
@@ -224,7 +226,7 @@ func (g *Gateway) await(ctx context.Context, c *call, d *fleetv1alpha1.Delegatio
 	case err == nil:
 		g.acknowledge(ctx, last)
 	case errors.Is(err, errDelegationDeleted):
-		return nil, errorf(CodeCancelled, "delegation %s was deleted", d.Name)
+		return nil, toolerr.New(toolerr.Cancelled, "delegation %s was deleted", d.Name)
 	case errors.Is(err, errHoldTimeout):
 		if _, reached := g.detach(ctx, last, decide); reached {
 			break
@@ -252,31 +254,31 @@ func (g *Gateway) await(ctx context.Context, c *call, d *fleetv1alpha1.Delegatio
 func (g *Gateway) answer(ctx context.Context, c *call, in SendInput, wait bool) (*SendOutput, error) {
 	name, ok := delegation.ParseTurnID(in.TurnID)
 	if !ok {
-		return nil, errorf(CodeInvalidArgument, "turnId %q is not a turn id from a question (they look like <dispatchId>.q1)", in.TurnID)
+		return nil, toolerr.New(toolerr.InvalidArgument, "turnId %q is not a turn id from a question (they look like <dispatchId>.q1)", in.TurnID)
 	}
 	d, err := g.getDelegation(ctx, types.NamespacedName{Namespace: c.who.Namespace, Name: name})
 	if apierrors.IsNotFound(err) {
-		return nil, errorf(CodeNotFound, "no question %s: message %s does not exist", in.TurnID, name)
+		return nil, toolerr.New(toolerr.NotFound, "no question %s: message %s does not exist", in.TurnID, name)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if principalKey(d.Spec.From) != c.who.key() {
-		return nil, errorf(CodeForbidden, "question %s was asked about a message you did not send", in.TurnID)
+	if identity.Key(d.Spec.From) != c.who.Key() {
+		return nil, toolerr.New(toolerr.Forbidden, "question %s was asked about a message you did not send", in.TurnID)
 	}
 	if delegation.FindQuestion(d, in.TurnID) == nil {
-		return nil, errorf(CodeNotFound, "message %s has no question %s", name, in.TurnID)
+		return nil, toolerr.New(toolerr.NotFound, "message %s has no question %s", name, in.TurnID)
 	}
 	now := g.opts.Clock.Now()
 	d, err = g.updateStatus(ctx, d, func(d *fleetv1alpha1.Delegation) (bool, error) {
 		changed, err := delegation.Answer(d, now, in.TurnID, in.Content)
 		switch {
 		case errors.Is(err, delegation.ErrNoQuestion):
-			return false, errorf(CodeNotFound, "message %s has no question %s", name, in.TurnID)
+			return false, toolerr.New(toolerr.NotFound, "message %s has no question %s", name, in.TurnID)
 		case errors.Is(err, delegation.ErrAnsweredDifferently):
-			return false, errorf(CodeConflict, "question %s was already answered differently", in.TurnID)
+			return false, toolerr.New(toolerr.Conflict, "question %s was already answered differently", in.TurnID)
 		case errors.Is(err, delegation.ErrWithdrawn):
-			return false, errorf(CodeConflict, "question %s was withdrawn: the worker stopped waiting for the answer and went on; send it a new message instead", in.TurnID)
+			return false, toolerr.New(toolerr.Conflict, "question %s was withdrawn: the worker stopped waiting for the answer and went on; send it a new message instead", in.TurnID)
 		}
 		// A settled message or a retried answer changes nothing; the
 		// waiter below returns the outcome.

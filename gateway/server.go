@@ -2,24 +2,19 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -28,6 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/gateway/identity"
+	"github.com/fleetd/fleetd/gateway/process"
+	"github.com/fleetd/fleetd/gateway/toolerr"
 	"github.com/fleetd/fleetd/herdr"
 )
 
@@ -126,10 +124,10 @@ type Gateway struct {
 	// client writes.
 	client client.Client
 
-	auth    *authenticator
+	auth    *identity.Authenticator
 	rv      *rendezvous
 	metrics *metrics
-	procs   *processTable
+	procs   *process.Table
 	server  *mcp.Server
 	handler http.Handler
 	// synced reports whether every informer the gateway reads has synced.
@@ -155,24 +153,6 @@ type Gateway struct {
 
 var _ manager.LeaderElectionRunnable = (*Gateway)(nil)
 
-// CacheOptions are fleetd's manager cache options: the member controller's
-// Secrets limited to member token Secrets (labelled fleet.fleetd.dev/member),
-// so that fleetd never caches every Secret of the cluster, and no
-// managedFields in cached objects. Nothing fleetd does reads them, and they
-// are a large part of every cached Delegation; an update that leaves them
-// out keeps the server's. Anything that reads other Secrets through the
-// manager's client must use the API reader for them.
-func CacheOptions() cache.Options {
-	req, err := labels.NewRequirement(fleetv1alpha1.LabelMember, selection.Exists, nil)
-	if err != nil {
-		panic(err)
-	}
-	return cache.Options{
-		ByObject:         map[client.Object]cache.ByObject{&corev1.Secret{}: {Label: labels.NewSelector().Add(*req)}},
-		DefaultTransform: cache.TransformStripManagedFields(),
-	}
-}
-
 // New creates a Gateway on mgr: it registers the field indexes and informers
 // it reads (one per kind, shared with the rest of the manager), and adds
 // itself to mgr as a Runnable that serves HTTP on Options.Addr. The
@@ -189,7 +169,7 @@ func New(mgr ctrl.Manager, opts Options) (*Gateway, error) {
 	}{
 		{&fleetv1alpha1.Delegation{}, indexDelegationTo, indexDelegationToFunc},
 		{&fleetv1alpha1.Delegation{}, indexDelegationFrom, indexDelegationFromFunc},
-		{&fleetv1alpha1.Member{}, indexMemberToken, indexMemberTokenFunc},
+		{&fleetv1alpha1.Member{}, identity.IndexMemberTokenHash, identity.IndexMemberToken},
 	} {
 		if err := idx.IndexField(ctx, ix.obj, ix.field, ix.fn); err != nil {
 			return nil, fmt.Errorf("indexing %T by %s: %w", ix.obj, ix.field, err)
@@ -282,18 +262,17 @@ func newGateway(opts Options, log logr.Logger, d gatewayDeps) *Gateway {
 		cache:  d.cache,
 		live:   d.live,
 		client: d.client,
-		auth: &authenticator{
-			cache:     d.cache,
-			static:    d.static,
-			staticKey: opts.StaticTokens,
-			reviews:   d.client,
-			namespace: opts.Namespace,
-			tokens:    newTTLCache[*tokenReview](opts.Clock),
-			access:    newTTLCache[bool](opts.Clock),
-		},
+		auth: identity.NewAuthenticator(identity.Config{
+			Cache:        d.cache,
+			Static:       d.static,
+			StaticTokens: opts.StaticTokens,
+			Reviews:      d.client,
+			Namespace:    opts.Namespace,
+			Clock:        opts.Clock,
+		}),
 		rv:             newRendezvous(),
 		metrics:        newMetrics(),
-		procs:          newProcessTable(),
+		procs:          process.NewTable(),
 		synced:         d.synced,
 		toolNamespaces: map[string]ToolNamespace{},
 		holds:          holds,
@@ -301,19 +280,10 @@ func newGateway(opts Options, log logr.Logger, d gatewayDeps) *Gateway {
 		stopping:       make(chan struct{}),
 		detachSlots:    make(chan struct{}, detachWriters),
 	}
-	g.server = mcp.NewServer(&mcp.Implementation{Name: "fleetd", Title: "fleetd gateway", Version: fleetv1alpha1.GroupVersion.Version}, &mcp.ServerOptions{
-		Instructions: instructions,
-		// Tools only; no logging capability, and the tool list never changes.
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
-	})
-	g.registerTools()
-	g.server.AddReceivingMiddleware(g.toolMiddleware)
+	g.setUpMCP()
 	g.handler = g.routes()
 	return g
 }
-
-// instructions tell a model what the gateway is for.
-const instructions = `fleetd runs AI coding agents as fleet members, each in a terminal pane. Hand work to a member with bridge_send: one call that waits until the member replies, asks you a question, ends its turn, or times out. If you are a member working on a message, finish with bridge_reply; ask the sender with bridge_ask. Outcomes nobody waited for are in bridge_poll.`
 
 // NeedLeaderElection reports false: every replica serves.
 func (g *Gateway) NeedLeaderElection() bool { return false }
@@ -357,31 +327,12 @@ func (g *Gateway) Start(ctx context.Context) error {
 		g.log.Error(err, "Shutting down the MCP gateway")
 	}
 	g.cancelHolds()
-	g.procs.killAll(shutdown)
+	g.procs.KillAll(shutdown)
 	return nil
 }
 
-// principalContextKey carries the resolved Principal in a request context.
-type principalContextKey struct{}
-
 // routes builds the HTTP handler.
 func (g *Gateway) routes() http.Handler {
-	streamable := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &mcp.StreamableHTTPOptions{
-		// No MCP session state: a restart or another replica loses nothing.
-		Stateless:                    true,
-		PropagateRequestCancellation: true,
-		MaxRequestBodyBytes:          4 * fleetv1alpha1.MaxContentBytes,
-	})
-	// The SDK takes the caller from TokenInfo on each request; the
-	// principal was already resolved by authenticate.
-	withTokenInfo := auth.RequireBearerToken(func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
-		p, ok := r.Context().Value(principalContextKey{}).(*Principal)
-		if !ok {
-			return nil, auth.ErrInvalidToken
-		}
-		return &auth.TokenInfo{UserID: p.Namespace + "/" + p.key(), Extra: map[string]any{tokenInfoPrincipal: p}}, nil
-	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
-
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -392,7 +343,7 @@ func (g *Gateway) routes() http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g.metrics.registry, promhttp.HandlerOpts{}))
-	mux.Handle("/mcp", g.authenticate(withTokenInfo(streamable)))
+	mux.Handle("/mcp", g.authenticate(g.mcpHandler()))
 	mux.Handle("POST /members", g.authenticate(http.HandlerFunc(g.restSpawn)))
 	mux.Handle("DELETE /members/{paneId}", g.authenticate(http.HandlerFunc(g.restStop)))
 	mux.Handle("GET /agents", g.authenticate(http.HandlerFunc(g.restAgents)))
@@ -440,6 +391,15 @@ var errNotReady = errors.New("the gateway is starting: its cache has not synced 
 // ready reports whether the informers have synced.
 func (g *Gateway) ready() bool { return g.synced == nil || g.synced() }
 
+// allow checks that the caller may do what acc says: RBAC's answer for a
+// service account, the gateway's own rules for the others.
+func (g *Gateway) allow(ctx context.Context, p *identity.Principal, acc identity.Access) error {
+	if f := g.auth.Authorize(ctx, p, acc); f != nil {
+		return f.Error()
+	}
+	return nil
+}
+
 // authenticate resolves the caller from the request's bearer token, and
 // refuses the request with 401 or 403 when it cannot. Nothing else about
 // the request (headers, arguments) is trusted for identity.
@@ -447,100 +407,31 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !g.ready() {
 			w.Header().Set("Retry-After", "1")
-			writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: errorf(CodeInternal, "%s", errNotReady.Error())})
+			writeJSON(w, http.StatusServiceUnavailable, errorBody{Error: toolerr.New(toolerr.Internal, "%s", errNotReady.Error())})
 			return
 		}
-		token, ok := bearerToken(r)
-		var p *Principal
-		var f *authFailure
+		token, ok := identity.BearerToken(r)
+		var p *identity.Principal
+		var f *identity.Failure
 		if !ok {
-			f = &authFailure{status: http.StatusUnauthorized, reason: "missing_token", message: "send a bearer token: Authorization: Bearer <token>"}
+			f = &identity.Failure{Code: toolerr.Unauthorized, Reason: "missing_token", Message: "send a bearer token: Authorization: Bearer <token>"}
 		} else {
-			p, f = g.auth.authenticate(r.Context(), token)
+			p, f = g.auth.Authenticate(r.Context(), token)
 		}
 		if f != nil {
-			g.metrics.authFailures.WithLabelValues(f.reason).Inc()
-			code := CodeInternal
-			switch f.status {
-			case http.StatusUnauthorized:
-				code = CodeUnauthorized
+			g.metrics.authFailures.WithLabelValues(f.Reason).Inc()
+			if f.Code == toolerr.Unauthorized {
 				challenge := `Bearer realm="fleetd"`
 				if ok {
 					challenge += `, error="invalid_token"`
 				}
 				w.Header().Set("WWW-Authenticate", challenge)
-			case http.StatusForbidden:
-				code = CodeForbidden
 			}
-			writeJSON(w, f.status, errorBody{Error: &ToolError{Code: code, Message: f.message}})
+			writeError(w, f.Error())
 			return
 		}
 		ctx := context.WithValue(r.Context(), principalContextKey{}, p)
 		ctx = context.WithValue(ctx, requestContextKey{}, r.Context())
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
-}
-
-// bearerToken extracts the token of an Authorization: Bearer header.
-func bearerToken(r *http.Request) (string, bool) {
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	token = strings.TrimSpace(token)
-	if !ok || !strings.EqualFold(scheme, "bearer") || token == "" {
-		return "", false
-	}
-	return token, true
-}
-
-// toolMiddleware answers calls to switched-off namespaces with
-// feature_disabled, and gives the SDK's own argument errors (schema
-// validation, undecodable JSON) the structured form every error has.
-func (g *Gateway) toolMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		ctr, ok := req.(*mcp.CallToolRequest)
-		if !ok || method != "tools/call" || ctr.Params == nil {
-			return next(ctx, method, req)
-		}
-		name := ctr.Params.Name
-		ns, known := g.toolNamespaces[name]
-		if !known {
-			g.metrics.toolCalls.WithLabelValues("unknown", string(CodeInvalidArgument)).Inc()
-			return errorResult(errorf(CodeInvalidArgument, "no tool %q on this gateway; its namespaces are bridge, team and process (GET /v1/mcp/capabilities lists what is on)", excerpt(name, 64))), nil
-		}
-		if !g.enabled(ns) {
-			g.metrics.toolCalls.WithLabelValues(name, string(CodeFeatureDisabled)).Inc()
-			return errorResult(errorf(CodeFeatureDisabled, "the %s namespace is switched off on this gateway; GET /v1/mcp/capabilities lists what is on", ns)), nil
-		}
-		res, err := next(ctx, method, req)
-		ctres, ok := res.(*mcp.CallToolResult)
-		if !ok || err != nil || !ctres.IsError {
-			return res, err
-		}
-		// A handler's error result carries its output type's zero fields
-		// beside the error; a failed call shows the error alone.
-		var body errorBody
-		if raw, ok := ctres.StructuredContent.(json.RawMessage); ok && json.Unmarshal(raw, &body) == nil && body.Error != nil {
-			return errorResult(body.Error), nil
-		}
-		msg := "invalid arguments"
-		if len(ctres.Content) > 0 {
-			if t, ok := ctres.Content[0].(*mcp.TextContent); ok {
-				msg = t.Text
-			}
-		}
-		g.metrics.toolCalls.WithLabelValues(name, string(CodeInvalidArgument)).Inc()
-		return errorResult(errorf(CodeInvalidArgument, "%s", msg)), nil
-	}
-}
-
-// errorResult is a tool result carrying a structured error.
-func errorResult(te *ToolError) *mcp.CallToolResult {
-	body, err := json.Marshal(errorBody{Error: te})
-	if err != nil {
-		body = []byte(`{"error":{"code":"internal","message":"encoding an error"}}`)
-	}
-	return &mcp.CallToolResult{
-		IsError:           true,
-		Content:           []mcp.Content{&mcp.TextContent{Text: te.Error()}},
-		StructuredContent: json.RawMessage(body),
-	}
 }

@@ -1,11 +1,17 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
+	"errors"
+	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -14,9 +20,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/gateway/toolerr"
 	"github.com/fleetd/fleetd/internal/testutil"
 )
 
@@ -231,7 +236,7 @@ func TestGatewayNeverOutdoesItsCallersRBAC(t *testing.T) {
 	for name, tc := range refused {
 		t.Run(name, func(t *testing.T) {
 			got := callTool[ListOutput](t, cs, tc.tool, tc.args)
-			wantCode(t, got, CodeForbidden)
+			wantCode(t, got, toolerr.Forbidden)
 			if !strings.Contains(got.err.Message, "may not") {
 				t.Errorf("message %q does not say what RBAC refused", got.err.Message)
 			}
@@ -276,4 +281,55 @@ func TestGatewayNeverOutdoesItsCallersRBAC(t *testing.T) {
 		got := callTool[StopOutput](t, cs, "bridge_stop", map[string]any{"paneId": "w1"})
 		return errIf(got.err != nil, "bridge_stop still refused: %v", got.err)
 	})
+}
+
+// TestSlowBodyWithoutATokenIsCut reproduces a slowloris an attack run kept
+// open for over 50s: a request with no valid token that sends its body
+// slowly. The request is refused at once; its connection ends when the
+// body's deadline passes.
+func TestSlowBodyWithoutATokenIsCut(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startGateway(t, ns, Options{BodyReadTimeout: 500 * time.Millisecond})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(h.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("POST /mcp HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")); err != nil {
+		t.Fatal(err)
+	}
+	// The client keeps the connection open and sends nothing more; within a
+	// bound far above the deadline, the server must have let it go.
+	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	r := bufio.NewReader(conn)
+	status, err := r.ReadString('\n')
+	if err != nil || !strings.Contains(status, "401") {
+		t.Fatalf("first line %q, %v; want a 401", status, err)
+	}
+	for {
+		if _, err := r.ReadByte(); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatal("the connection of a slow, unauthenticated body was kept open")
+			}
+			return
+		}
+	}
+}
+
+// TestHeldCallOutlivesTheBodyDeadline: a held bridge_send takes longer
+// than the body's deadline, which is lifted once the body is read.
+func TestHeldCallOutlivesTheBodyDeadline(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startGateway(t, ns, Options{BodyReadTimeout: 300 * time.Millisecond})
+	_, workerToken := addMember(t, member("w1", ns).Obj())
+	primary := h.connect(t, staticToken, nil)
+	worker := h.connect(t, workerToken, nil)
+	sent := async[SendOutput](t, context.Background(), primary, "bridge_send", map[string]any{"content": "take your time", "timeoutMs": 60000})
+	d := waitDelegation(t, ns, "w1", nil)
+	time.Sleep(time.Second) // well past the body deadline
+	deliver(t, ns, d.Name)
+	wantOK(t, callTool[ReplyOutput](t, worker, "bridge_reply", map[string]any{"content": "done"}))
+	if got := wantOK(t, receive(t, sent)); got.Outcome != "reply" || got.Text != "done" {
+		t.Errorf("bridge_send = %+v, want the reply", got)
+	}
 }

@@ -12,6 +12,8 @@ import (
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/delegation"
+	"github.com/fleetd/fleetd/gateway/identity"
+	"github.com/fleetd/fleetd/gateway/toolerr"
 )
 
 // Field indexes the gateway registers on the shared cache. The names are
@@ -23,10 +25,8 @@ const (
 	// receiver's queue: stateQueued, stateActive or stateLate, then spec.to.
 	indexDelegationTo = "gateway.fleetd.dev/to"
 	// indexDelegationFrom indexes Delegations by what their sender may see:
-	// statePending or statePollable, then principalKey(spec.from).
+	// statePending or statePollable, then identity.Key(spec.from).
 	indexDelegationFrom = "gateway.fleetd.dev/from"
-	// indexMemberToken indexes Members by status.tokenHash.
-	indexMemberToken = "gateway.fleetd.dev/token-hash"
 )
 
 // Delegation states in index values.
@@ -78,7 +78,7 @@ func indexDelegationFromFunc(o client.Object) []string {
 	if !ok || d.Spec.From.Name == "" {
 		return nil
 	}
-	key := principalKey(d.Spec.From)
+	key := identity.Key(d.Spec.From)
 	switch {
 	case !delegation.Settled(d.Status.Phase):
 		return []string{indexValue(statePending, key)}
@@ -86,16 +86,6 @@ func indexDelegationFromFunc(o client.Object) []string {
 		return []string{indexValue(statePollable, key)}
 	}
 	return nil
-}
-
-// indexMemberTokenFunc indexes a Member by the hash of its token, which
-// only fleetd writes.
-func indexMemberTokenFunc(o client.Object) []string {
-	m, ok := o.(*fleetv1alpha1.Member)
-	if !ok || m.Status.TokenHash == "" {
-		return nil
-	}
-	return []string{m.Status.TokenHash}
 }
 
 // getDelegation reads a Delegation from the cache, and from the API server
@@ -118,7 +108,7 @@ func (g *Gateway) getDelegation(ctx context.Context, key types.NamespacedName) (
 func (g *Gateway) message(ctx context.Context, namespace, id string) (*fleetv1alpha1.Delegation, error) {
 	d, err := g.getDelegation(ctx, types.NamespacedName{Namespace: namespace, Name: id})
 	if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
-		return nil, errorf(CodeNotFound, "no message %s in namespace %s", id, namespace)
+		return nil, toolerr.New(toolerr.NotFound, "no message %s in namespace %s", id, namespace)
 	}
 	return d, err
 }
@@ -168,10 +158,10 @@ func (g *Gateway) allDelegationsTo(ctx context.Context, namespace, member string
 }
 
 // delegationsFrom lists the Delegations in state a principal sent.
-func (g *Gateway) delegationsFrom(ctx context.Context, p *Principal, state string) ([]fleetv1alpha1.Delegation, error) {
+func (g *Gateway) delegationsFrom(ctx context.Context, p *identity.Principal, state string) ([]fleetv1alpha1.Delegation, error) {
 	var list fleetv1alpha1.DelegationList
-	if err := g.cache.List(ctx, &list, client.InNamespace(p.Namespace), client.MatchingFields{indexDelegationFrom: indexValue(state, p.key())}); err != nil {
-		return nil, fmt.Errorf("listing delegations from %s: %w", p.key(), err)
+	if err := g.cache.List(ctx, &list, client.InNamespace(p.Namespace), client.MatchingFields{indexDelegationFrom: indexValue(state, p.Key())}); err != nil {
+		return nil, fmt.Errorf("listing delegations from %s: %w", p.Key(), err)
 	}
 	return list.Items, nil
 }

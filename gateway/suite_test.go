@@ -28,6 +28,8 @@ import (
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/delegation"
+	"github.com/fleetd/fleetd/gateway/toolerr"
+	"github.com/fleetd/fleetd/internal/fleetcache"
 	"github.com/fleetd/fleetd/internal/mcpclient"
 	"github.com/fleetd/fleetd/internal/testenv"
 	"github.com/fleetd/fleetd/internal/testutil"
@@ -85,7 +87,7 @@ func startGateway(t testing.TB, ns string, opts Options) *harness {
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Cache: func() cache.Options {
-			o := CacheOptions()
+			o := fleetcache.Options()
 			o.DefaultNamespaces = map[string]cache.Config{ns: {}}
 			return o
 		}(),
@@ -250,7 +252,7 @@ func (h *harness) tryConnect(token string, opts *mcp.ClientOptions) (*mcp.Client
 // toolCall is the decoded answer of one tool call.
 type toolCall[T any] struct {
 	out T
-	err *ToolError
+	err *toolerr.Error
 }
 
 // callTool calls a tool and decodes its structured result.
@@ -290,7 +292,7 @@ func decodeResult[T any](t testing.TB, name string, res *mcp.CallToolResult) too
 }
 
 // wantCode fails unless a call failed with code.
-func wantCode[T any](t testing.TB, got toolCall[T], code Code) {
+func wantCode[T any](t testing.TB, got toolCall[T], code toolerr.Code) {
 	t.Helper()
 	if got.err == nil {
 		t.Fatalf("want error %s, got success %+v", code, got.out)
@@ -315,7 +317,7 @@ func async[T any](t testing.TB, ctx context.Context, cs *mcp.ClientSession, name
 	go func() {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
 		if err != nil {
-			ch <- toolCall[T]{err: &ToolError{Code: "transport", Message: err.Error()}}
+			ch <- toolCall[T]{err: &toolerr.Error{Code: "transport", Message: err.Error()}}
 			return
 		}
 		raw, _ := json.Marshal(res.StructuredContent)
@@ -325,10 +327,10 @@ func async[T any](t testing.TB, ctx context.Context, cs *mcp.ClientSession, name
 			_ = json.Unmarshal(raw, &body)
 			got.err = body.Error
 			if got.err == nil {
-				got.err = &ToolError{Code: "unstructured", Message: fmt.Sprint(res.Content)}
+				got.err = &toolerr.Error{Code: "unstructured", Message: fmt.Sprint(res.Content)}
 			}
 		} else if err := json.Unmarshal(raw, &got.out); err != nil {
-			got.err = &ToolError{Code: "undecodable", Message: err.Error()}
+			got.err = &toolerr.Error{Code: "undecodable", Message: err.Error()}
 		}
 		ch <- got
 	}()
@@ -482,12 +484,3 @@ func diffErr(want, got any, opts ...cmp.Option) error {
 
 // cmpSorted compares string slices as sets.
 var cmpSorted = cmpopts.SortSlices(func(a, b string) bool { return a < b })
-
-// httptestRequest is a request with an Authorization header.
-func httptestRequest(authorization string) *http.Request {
-	r, _ := http.NewRequest(http.MethodGet, "http://gateway/agents", nil)
-	if authorization != "" {
-		r.Header.Set("Authorization", authorization)
-	}
-	return r
-}

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/gateway/identity"
+	"github.com/fleetd/fleetd/gateway/toolerr"
 )
 
 // target is where a bridge_send goes: an existing member, or a member to
@@ -22,20 +24,20 @@ type target struct {
 // sessionID, the sole member other than the caller is the target; with
 // none, a member is to be spawned from the default Profile; with several,
 // the caller has to choose.
-func resolveTarget(members []fleetv1alpha1.Member, profiles []string, sessionID string, caller *Principal) (target, *ToolError) {
+func resolveTarget(members []fleetv1alpha1.Member, profiles []string, sessionID string, caller *identity.Principal) (target, *toolerr.Error) {
 	if sessionID != "" {
 		m, err := findMember(members, sessionID)
-		if err != nil && err.Code == CodeNotFound && slices.Contains(profiles, sessionID) {
+		if err != nil && err.Code == toolerr.NotFound && slices.Contains(profiles, sessionID) {
 			return profileTarget(members, sessionID, caller)
 		}
 		if err != nil {
 			return target{}, err
 		}
 		if isCaller(m, caller) {
-			return target{}, errorf(CodeInvalidArgument, "sessionId %q is you: a member cannot send to itself", sessionID)
+			return target{}, toolerr.New(toolerr.InvalidArgument, "sessionId %q is you: a member cannot send to itself", sessionID)
 		}
 		if m.DeletionTimestamp != nil {
-			return target{}, errorf(CodeWorkerGone, "member %s is being deleted", m.Name)
+			return target{}, toolerr.New(toolerr.WorkerGone, "member %s is being deleted", m.Name)
 		}
 		return target{member: m.Name}, nil
 	}
@@ -46,14 +48,14 @@ func resolveTarget(members []fleetv1alpha1.Member, profiles []string, sessionID 
 	case 1:
 		return target{member: live[0].Name}, nil
 	}
-	return target{}, errorf(CodeInvalidArgument,
+	return target{}, toolerr.New(toolerr.InvalidArgument,
 		"%d members could take this message: %s; pass sessionId with one of their names",
 		len(live), describeMembers(live))
 }
 
 // profileTarget is where a message to a Profile goes: its one live member,
 // or a new member of it.
-func profileTarget(members []fleetv1alpha1.Member, profile string, caller *Principal) (target, *ToolError) {
+func profileTarget(members []fleetv1alpha1.Member, profile string, caller *identity.Principal) (target, *toolerr.Error) {
 	live := liveMembers(members, caller, func(m *fleetv1alpha1.Member) bool { return m.Spec.Profile == profile })
 	switch len(live) {
 	case 0:
@@ -61,13 +63,13 @@ func profileTarget(members []fleetv1alpha1.Member, profile string, caller *Princ
 	case 1:
 		return target{member: live[0].Name}, nil
 	}
-	return target{}, errorf(CodeInvalidArgument,
+	return target{}, toolerr.New(toolerr.InvalidArgument,
 		"profile %s has %d members: %s; pass sessionId with one of their names", profile, len(live), describeMembers(live))
 }
 
 // liveMembers are the members keep passes, other than the caller and those
 // being deleted.
-func liveMembers(members []fleetv1alpha1.Member, caller *Principal, keep func(*fleetv1alpha1.Member) bool) []*fleetv1alpha1.Member {
+func liveMembers(members []fleetv1alpha1.Member, caller *identity.Principal, keep func(*fleetv1alpha1.Member) bool) []*fleetv1alpha1.Member {
 	var live []*fleetv1alpha1.Member
 	for i := range members {
 		m := &members[i]
@@ -81,7 +83,7 @@ func liveMembers(members []fleetv1alpha1.Member, caller *Principal, keep func(*f
 
 // findMember finds the member a sessionId or paneId addresses. A name wins
 // over the other ids; an id that several members share is ambiguous.
-func findMember(members []fleetv1alpha1.Member, id string) (*fleetv1alpha1.Member, *ToolError) {
+func findMember(members []fleetv1alpha1.Member, id string) (*fleetv1alpha1.Member, *toolerr.Error) {
 	var byID []*fleetv1alpha1.Member
 	for i := range members {
 		m := &members[i]
@@ -102,15 +104,15 @@ func findMember(members []fleetv1alpha1.Member, id string) (*fleetv1alpha1.Membe
 			live = append(live, &members[i])
 		}
 		if len(live) == 0 {
-			return nil, errorf(CodeNotFound, "no member %q: this namespace has no members", id)
+			return nil, toolerr.New(toolerr.NotFound, "no member %q: this namespace has no members", id)
 		}
-		return nil, errorf(CodeNotFound, "no member with name, agent session id, terminal id or pane id %q; members: %s", id, describeMembers(live))
+		return nil, toolerr.New(toolerr.NotFound, "no member with name, agent session id, terminal id or pane id %q; members: %s", id, describeMembers(live))
 	}
-	return nil, errorf(CodeInvalidArgument, "%q is ambiguous: it is an id of %s; address the member by name", id, describeMembers(byID))
+	return nil, toolerr.New(toolerr.InvalidArgument, "%q is ambiguous: it is an id of %s; address the member by name", id, describeMembers(byID))
 }
 
 // isCaller reports whether m is the calling member itself.
-func isCaller(m *fleetv1alpha1.Member, caller *Principal) bool {
+func isCaller(m *fleetv1alpha1.Member, caller *identity.Principal) bool {
 	return caller != nil && caller.Kind == fleetv1alpha1.PrincipalMember && caller.Name == m.Name
 }
 
@@ -160,35 +162,35 @@ func billingOf(p *fleetv1alpha1.Profile) fleetv1alpha1.Billing {
 // of their own. A member's mode is its Profile's; an inline member cannot
 // carry an API endpoint, so it runs on a subscription. from is the caller's
 // Profile, nil when the caller is inline or its Profile is gone.
-func checkBoundary(caller *Principal, from, to *fleetv1alpha1.Profile) *ToolError {
-	if caller.isPrimary() || caller.Member == nil {
+func checkBoundary(caller *identity.Principal, from, to *fleetv1alpha1.Profile) *toolerr.Error {
+	if caller.IsPrimary() || caller.Member == nil {
 		return nil
 	}
 	mine := fleetv1alpha1.BillingSubscription
 	if caller.Member.Spec.Profile != "" {
 		if from == nil {
-			return errorf(CodeSubscriptionBoundary, "your profile %s no longer exists, so your billing mode is unknown; a member may only spawn workers with its own billing mode", caller.Member.Spec.Profile)
+			return toolerr.New(toolerr.SubscriptionBoundary, "your profile %s no longer exists, so your billing mode is unknown; a member may only spawn workers with its own billing mode", caller.Member.Spec.Profile)
 		}
 		mine = billingOf(from)
 	}
 	if theirs := billingOf(to); theirs != mine {
-		return errorf(CodeSubscriptionBoundary, "profile %s bills by %s and you run on %s; a member may only spawn workers with its own billing mode", to.Name, theirs, mine)
+		return toolerr.New(toolerr.SubscriptionBoundary, "profile %s bills by %s and you run on %s; a member may only spawn workers with its own billing mode", to.Name, theirs, mine)
 	}
 	return nil
 }
 
 // mayStop decides whether caller may stop member m: its spawner, a lead of
 // its team, or any primary.
-func mayStop(caller *Principal, m *fleetv1alpha1.Member) *ToolError {
+func mayStop(caller *identity.Principal, m *fleetv1alpha1.Member) *toolerr.Error {
 	switch {
-	case caller.isPrimary():
+	case caller.IsPrimary():
 		return nil
 	case isCaller(m, caller):
-		return errorf(CodeForbidden, "a member cannot stop itself")
-	case m.Annotations[fleetv1alpha1.AnnotationSpawnedBy] == caller.key():
+		return toolerr.New(toolerr.Forbidden, "a member cannot stop itself")
+	case m.Annotations[fleetv1alpha1.AnnotationSpawnedBy] == caller.Key():
 		return nil
-	case caller.isLead() && caller.team() == m.Spec.Team:
+	case caller.IsLead() && caller.Team() == m.Spec.Team:
 		return nil
 	}
-	return errorf(CodeForbidden, "member %s was not spawned by you and you do not lead its team", m.Name)
+	return toolerr.New(toolerr.Forbidden, "member %s was not spawned by you and you do not lead its team", m.Name)
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/gateway/identity"
+	"github.com/fleetd/fleetd/gateway/toolerr"
 )
 
 // broadcast is the team_message recipient that means every other member.
@@ -22,76 +24,29 @@ type TeamPolicy struct {
 	NonLeadCanRemove bool
 }
 
-// TeamStatusInput is the input of team_status.
-type TeamStatusInput struct {
-	Team string `json:"team,omitempty" jsonschema:"the team; members may omit it (their own team), primaries must pass it"`
-}
-
-// TeamStatusOutput is the result of team_status.
-type TeamStatusOutput struct {
-	failure
-	Team    string       `json:"team,omitempty" jsonschema:"the team"`
-	Members []MemberView `json:"members" jsonschema:"members with their live status"`
-}
-
-// TeamMessageInput is the input of team_message.
-type TeamMessageInput struct {
-	Recipient string `json:"recipient" jsonschema:"a team member's name (or id), or \"broadcast\" for every other member"`
-	Content   string `json:"content" jsonschema:"the message"`
-	Team      string `json:"team,omitempty" jsonschema:"for primaries: the team"`
-	// IncludeSelf makes a broadcast reach its sender too.
-	IncludeSelf bool `json:"includeSelf,omitempty" jsonschema:"for broadcast: send to yourself as well; by default a broadcast goes to every member but you"`
-}
-
-// TeamMessageOutput is the result of team_message.
-type TeamMessageOutput struct {
-	failure
-	DispatchIDs []string `json:"dispatchIds" jsonschema:"the ids of the messages sent, one per recipient"`
-	Recipients  []string `json:"recipients" jsonschema:"the members the messages went to"`
-}
-
-// TeamManageInput is the input of team_manage.
-type TeamManageInput struct {
-	Action  string `json:"action" jsonschema:"add or remove"`
-	Profile string `json:"profile,omitempty" jsonschema:"for add: the profile; default: the namespace's default profile"`
-	Name    string `json:"name,omitempty" jsonschema:"for add: the new member's name (optional); for remove: a member to remove"`
-	// RemoveAgentIDs names several members to remove at once.
-	RemoveAgentIDs []string `json:"removeAgentIds,omitempty" jsonschema:"for remove: the members to remove (name, agent session id, terminal id or pane id); all or none are removed"`
-	Team           string   `json:"team,omitempty" jsonschema:"for primaries: the team"`
-}
-
-// TeamManageOutput is the result of team_manage.
-type TeamManageOutput struct {
-	failure
-	Action string      `json:"action,omitempty" jsonschema:"add or remove"`
-	Member *MemberView `json:"member,omitempty" jsonschema:"the member added, or the first one removed"`
-	// Removed names every member removed.
-	Removed []string `json:"removed" jsonschema:"for remove: the names of the members removed"`
-}
-
 // teamOf decides which team a team tool acts on: a member's own, or the one
 // a primary names.
-func teamOf(p *Principal, requested string) (string, *ToolError) {
-	if p.isPrimary() {
+func teamOf(p *identity.Principal, requested string) (string, *toolerr.Error) {
+	if p.IsPrimary() {
 		if requested == "" {
-			return "", errorf(CodeInvalidArgument, "team is required for callers that are not fleet members")
+			return "", toolerr.New(toolerr.InvalidArgument, "team is required for callers that are not fleet members")
 		}
 		return requested, nil
 	}
-	mine := p.team()
+	mine := p.Team()
 	switch {
 	case mine == "":
-		return "", errorf(CodeNotTeamMember, "you are not a member of any team; the team tools act in your own team")
+		return "", toolerr.New(toolerr.NotTeamMember, "you are not a member of any team; the team tools act in your own team")
 	case requested != "" && requested != mine:
-		return "", errorf(CodeNotTeamMember, "you are not a member of team %s; you act in your own team %s", requested, mine)
+		return "", toolerr.New(toolerr.NotTeamMember, "you are not a member of team %s; you act in your own team %s", requested, mine)
 	}
 	return mine, nil
 }
 
 // mayManage decides whether p may take action (add or remove) on members
 // of team, p's own team when p is a member.
-func mayManage(p *Principal, team, action string, policy TeamPolicy) *ToolError {
-	if p.isPrimary() || p.isLead() {
+func mayManage(p *identity.Principal, team, action string, policy TeamPolicy) *toolerr.Error {
+	if p.IsPrimary() || p.IsLead() {
 		return nil
 	}
 	switch {
@@ -99,10 +54,10 @@ func mayManage(p *Principal, team, action string, policy TeamPolicy) *ToolError 
 		return nil
 	}
 	verb := map[string]string{"add": "add members to", "remove": "remove members from"}[action]
-	return errorf(CodeForbidden, "only the lead of team %s may %s it on this gateway (GET /v1/mcp/capabilities shows teamManagePermissions)", team, verb)
+	return toolerr.New(toolerr.Forbidden, "only the lead of team %s may %s it on this gateway (GET /v1/mcp/capabilities shows teamManagePermissions)", team, verb)
 }
 
-func (g *Gateway) teamMembers(ctx context.Context, p *Principal, team string) ([]fleetv1alpha1.Member, error) {
+func (g *Gateway) teamMembers(ctx context.Context, p *identity.Principal, team string) ([]fleetv1alpha1.Member, error) {
 	all, err := g.members(ctx, p.Namespace)
 	if err != nil {
 		return nil, err
@@ -118,7 +73,7 @@ func (g *Gateway) teamMembers(ctx context.Context, p *Principal, team string) ([
 
 // teamStatus shows the members of a team.
 func (g *Gateway) teamStatus(ctx context.Context, c *call, in TeamStatusInput) (*TeamStatusOutput, error) {
-	if err := g.allow(ctx, c.who, GetMembers); err != nil {
+	if err := g.allow(ctx, c.who, identity.GetMembers); err != nil {
 		return nil, err
 	}
 	team, terr := teamOf(c.who, in.Team)
@@ -147,7 +102,7 @@ func (g *Gateway) teamMessage(ctx context.Context, c *call, in TeamMessageInput)
 		return nil, terr
 	}
 	if in.Recipient == "" {
-		return nil, errorf(CodeInvalidArgument, "recipient must be a member of team %s or %q", team, broadcast)
+		return nil, toolerr.New(toolerr.InvalidArgument, "recipient must be a member of team %s or %q", team, broadcast)
 	}
 	ms, err := g.teamMembers(ctx, c.who, team)
 	if err != nil {
@@ -161,15 +116,15 @@ func (g *Gateway) teamMessage(ctx context.Context, c *call, in TeamMessageInput)
 			}
 		}
 		if len(to) == 0 {
-			return nil, errorf(CodeNotFound, "team %s has no other members to broadcast to", team)
+			return nil, toolerr.New(toolerr.NotFound, "team %s has no other members to broadcast to", team)
 		}
 	} else {
 		m, terr := findMember(ms, in.Recipient)
 		if terr != nil {
-			return nil, errorf(terr.Code, "in team %s: %s", team, terr.Message)
+			return nil, toolerr.New(terr.Code, "in team %s: %s", team, terr.Message)
 		}
 		if isCaller(m, c.who) {
-			return nil, errorf(CodeInvalidArgument, "you cannot message yourself")
+			return nil, toolerr.New(toolerr.InvalidArgument, "you cannot message yourself")
 		}
 		to = append(to, m)
 	}
@@ -193,14 +148,14 @@ func (g *Gateway) teamManage(ctx context.Context, c *call, in TeamManageInput) (
 		return nil, terr
 	}
 	if in.Action != "add" && in.Action != "remove" {
-		return nil, errorf(CodeInvalidArgument, "action must be add or remove, not %q", in.Action)
+		return nil, toolerr.New(toolerr.InvalidArgument, "action must be add or remove, not %q", in.Action)
 	}
 	if terr := mayManage(c.who, team, in.Action, g.opts.TeamPolicy); terr != nil {
 		return nil, terr
 	}
 	if in.Action == "add" {
 		if len(in.RemoveAgentIDs) > 0 {
-			return nil, errorf(CodeInvalidArgument, "removeAgentIds is for action remove")
+			return nil, toolerr.New(toolerr.InvalidArgument, "removeAgentIds is for action remove")
 		}
 		m, err := g.spawn(ctx, c.who, spawnRequest{profile: in.Profile, name: in.Name, team: team, role: fleetv1alpha1.RoleMember})
 		if err != nil {
@@ -214,7 +169,7 @@ func (g *Gateway) teamManage(ctx context.Context, c *call, in TeamManageInput) (
 		ids = append([]string{in.Name}, ids...)
 	}
 	if len(ids) == 0 {
-		return nil, errorf(CodeInvalidArgument, "removeAgentIds (or name) must name the members to remove")
+		return nil, toolerr.New(toolerr.InvalidArgument, "removeAgentIds (or name) must name the members to remove")
 	}
 	ms, err := g.teamMembers(ctx, c.who, team)
 	if err != nil {
@@ -226,19 +181,19 @@ func (g *Gateway) teamManage(ctx context.Context, c *call, in TeamManageInput) (
 	for _, id := range ids {
 		m, terr := findMember(ms, id)
 		if terr != nil {
-			return nil, errorf(terr.Code, "in team %s: %s; nothing was removed", team, terr.Message)
+			return nil, toolerr.New(terr.Code, "in team %s: %s; nothing was removed", team, terr.Message)
 		}
 		switch {
 		case isCaller(m, c.who):
-			return nil, errorf(CodeInvalidArgument, "you cannot remove yourself; nothing was removed")
-		case m.Spec.Role == fleetv1alpha1.RoleLead && !c.who.isPrimary() && !c.who.isLead():
-			return nil, errorf(CodeForbidden, "only a lead or a primary may remove the lead %s; nothing was removed", m.Name)
+			return nil, toolerr.New(toolerr.InvalidArgument, "you cannot remove yourself; nothing was removed")
+		case m.Spec.Role == fleetv1alpha1.RoleLead && !c.who.IsPrimary() && !c.who.IsLead():
+			return nil, toolerr.New(toolerr.Forbidden, "only a lead or a primary may remove the lead %s; nothing was removed", m.Name)
 		}
 		if !slices.Contains(remove, m) {
 			remove = append(remove, m)
 		}
 	}
-	if err := g.allow(ctx, c.who, DeleteMembers); err != nil {
+	if err := g.allow(ctx, c.who, identity.DeleteMembers); err != nil {
 		return nil, err
 	}
 	out := &TeamManageOutput{Action: in.Action, Removed: []string{}}

@@ -1,12 +1,9 @@
 package gateway
 
-// The bridge tools' inputs and outputs. Their jsonschema tags are the
-// descriptions a client sees in tools/list.
+import "github.com/fleetd/fleetd/gateway/toolerr"
 
-import (
-	"fmt"
-	"strings"
-)
+// Every tool's input and output, and the bodies of the REST surface. Their
+// jsonschema tags are the descriptions a client sees in tools/list.
 
 // SendInput is the input of bridge_send.
 type SendInput struct {
@@ -131,33 +128,6 @@ type ListOutput struct {
 	Continue string          `json:"continue,omitempty" jsonschema:"more members match: pass this as continue for the next page"`
 }
 
-// text shows the page one member a line, the header naming the columns.
-func (o *ListOutput) text() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d of %d members (name status queueDepth team profile):\n", len(o.Members), o.Total)
-	for _, m := range o.Members {
-		fmt.Fprintf(&b, "%s %s %d %s %s", m.Name, m.Status, m.QueueDepth, orDash(m.Team), orDash(m.Profile))
-		if m.Self {
-			b.WriteString(" (you)")
-		}
-		b.WriteString("\n")
-		if m.Waiting != "" {
-			fmt.Fprintf(&b, "  waiting on: %s\n", strings.ReplaceAll(m.Waiting, "\n", "\n  "))
-		}
-	}
-	if o.Continue != "" {
-		fmt.Fprintf(&b, "more: call bridge_list with continue=%q\n", o.Continue)
-	}
-	return b.String()
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
 // StopInput is the input of bridge_stop.
 type StopInput struct {
 	PaneID string `json:"paneId" jsonschema:"the member to stop: pane id, name, terminal id or agent session id"`
@@ -226,3 +196,262 @@ type ReadOutput struct {
 	Text      string `json:"text,omitempty" jsonschema:"the terminal text, escape sequences removed"`
 	Truncated bool   `json:"truncated,omitempty" jsonschema:"the text was longer than 64 KiB: its end is kept"`
 }
+
+// TeamStatusInput is the input of team_status.
+type TeamStatusInput struct {
+	Team string `json:"team,omitempty" jsonschema:"the team; members may omit it (their own team), primaries must pass it"`
+}
+
+// TeamStatusOutput is the result of team_status.
+type TeamStatusOutput struct {
+	failure
+	Team    string       `json:"team,omitempty" jsonschema:"the team"`
+	Members []MemberView `json:"members" jsonschema:"members with their live status"`
+}
+
+// TeamMessageInput is the input of team_message.
+type TeamMessageInput struct {
+	Recipient string `json:"recipient" jsonschema:"a team member's name (or id), or \"broadcast\" for every other member"`
+	Content   string `json:"content" jsonschema:"the message"`
+	Team      string `json:"team,omitempty" jsonschema:"for primaries: the team"`
+	// IncludeSelf makes a broadcast reach its sender too.
+	IncludeSelf bool `json:"includeSelf,omitempty" jsonschema:"for broadcast: send to yourself as well; by default a broadcast goes to every member but you"`
+}
+
+// TeamMessageOutput is the result of team_message.
+type TeamMessageOutput struct {
+	failure
+	DispatchIDs []string `json:"dispatchIds" jsonschema:"the ids of the messages sent, one per recipient"`
+	Recipients  []string `json:"recipients" jsonschema:"the members the messages went to"`
+}
+
+// TeamManageInput is the input of team_manage.
+type TeamManageInput struct {
+	Action  string `json:"action" jsonschema:"add or remove"`
+	Profile string `json:"profile,omitempty" jsonschema:"for add: the profile; default: the namespace's default profile"`
+	Name    string `json:"name,omitempty" jsonschema:"for add: the new member's name (optional); for remove: a member to remove"`
+	// RemoveAgentIDs names several members to remove at once.
+	RemoveAgentIDs []string `json:"removeAgentIds,omitempty" jsonschema:"for remove: the members to remove (name, agent session id, terminal id or pane id); all or none are removed"`
+	Team           string   `json:"team,omitempty" jsonschema:"for primaries: the team"`
+}
+
+// TeamManageOutput is the result of team_manage.
+type TeamManageOutput struct {
+	failure
+	Action string      `json:"action,omitempty" jsonschema:"add or remove"`
+	Member *MemberView `json:"member,omitempty" jsonschema:"the member added, or the first one removed"`
+	// Removed names every member removed.
+	Removed []string `json:"removed" jsonschema:"for remove: the names of the members removed"`
+}
+
+// ProcessRunInput is the input of process_run.
+type ProcessRunInput struct {
+	Command    []string `json:"command" jsonschema:"the program and its arguments, run without a shell"`
+	WorkingDir string   `json:"workingDir,omitempty" jsonschema:"absolute directory to run in; default: the gateway's"`
+}
+
+// ProcessIDInput names one process.
+type ProcessIDInput struct {
+	ProcessID string `json:"processId" jsonschema:"the id process_run returned"`
+}
+
+// ProcessStatusInput is the input of process_status.
+type ProcessStatusInput struct {
+	ProcessID string `json:"processId,omitempty" jsonschema:"one process; default: all of yours"`
+}
+
+// ProcessLogsInput is the input of process_logs.
+type ProcessLogsInput struct {
+	ProcessID string `json:"processId" jsonschema:"the id process_run returned"`
+	TailBytes *int   `json:"tailBytes,omitempty" jsonschema:"how many of the last bytes to return; default: all kept"`
+}
+
+// ProcessView is a process as the process tools show it.
+type ProcessView struct {
+	ProcessID  string   `json:"processId" jsonschema:"the process id"`
+	Command    []string `json:"command" jsonschema:"the program and its arguments"`
+	WorkingDir string   `json:"workingDir,omitempty" jsonschema:"the directory it runs in"`
+	State      string   `json:"state" jsonschema:"running or exited"`
+	PID        int      `json:"pid,omitempty" jsonschema:"the operating-system process id"`
+	ExitCode   *int     `json:"exitCode,omitempty" jsonschema:"for exited processes; -1 when killed by a signal"`
+	StartedAt  string   `json:"startedAt" jsonschema:"when it started (RFC 3339)"`
+	EndedAt    string   `json:"endedAt,omitempty" jsonschema:"when it ended (RFC 3339)"`
+}
+
+// ProcessOutput is the result of process_run and process_kill.
+type ProcessOutput struct {
+	failure
+	Process *ProcessView `json:"process,omitempty" jsonschema:"the process"`
+}
+
+// ProcessStatusOutput is the result of process_status.
+type ProcessStatusOutput struct {
+	failure
+	Processes []ProcessView `json:"processes" jsonschema:"your processes, oldest first"`
+}
+
+// ProcessLogsOutput is the result of process_logs.
+type ProcessLogsOutput struct {
+	failure
+	ProcessID string `json:"processId,omitempty" jsonschema:"the process id"`
+	State     string `json:"state,omitempty" jsonschema:"running or exited"`
+	Output    string `json:"output" jsonschema:"the kept output, stdout and stderr interleaved"`
+	Truncated bool   `json:"truncated,omitempty" jsonschema:"older output was dropped"`
+}
+
+// MemberView is a member as tools and the REST surface show it.
+type MemberView struct {
+	Name             string `json:"name" jsonschema:"member name; use it as sessionId"`
+	Phase            string `json:"phase,omitempty" jsonschema:"Pending, Starting, Ready, Restarting, Failed or Terminating"`
+	AgentStatus      string `json:"agentStatus,omitempty" jsonschema:"idle, working, blocked (a dialog is on screen), done or unknown"`
+	AgentStatusSince string `json:"agentStatusSince,omitempty" jsonschema:"when agentStatus last changed (RFC 3339)"`
+	Waiting          string `json:"waiting,omitempty" jsonschema:"for a blocked member: the dialog on its screen, or what its agent said it waits for; someone must answer it in the pane"`
+	PaneID           string `json:"paneId,omitempty" jsonschema:"herdr's id of the member's pane"`
+	TerminalID       string `json:"terminalId,omitempty" jsonschema:"herdr's id of the pane's terminal"`
+	WorkspaceID      string `json:"workspaceId,omitempty" jsonschema:"herdr's id of the member's workspace"`
+	SessionID        string `json:"sessionId,omitempty" jsonschema:"the agent's own session id"`
+	Team             string `json:"team,omitempty" jsonschema:"the team"`
+	Role             string `json:"role,omitempty" jsonschema:"lead or member"`
+	Profile          string `json:"profile,omitempty" jsonschema:"the profile the member runs from"`
+	QueueDepth       int32  `json:"queueDepth,omitempty" jsonschema:"messages waiting for this member"`
+	InFlight         string `json:"inFlight,omitempty" jsonschema:"dispatchId of the message it is working on"`
+	SpawnedBy        string `json:"spawnedBy,omitempty" jsonschema:"who spawned it through the gateway (kind:name)"`
+	Self             bool   `json:"self,omitempty" jsonschema:"true for the calling member"`
+	Terminating      bool   `json:"terminating,omitempty" jsonschema:"the member is being deleted"`
+	// ContextRemainingPercent is null where the agent reports no usage.
+	ContextRemainingPercent *int32 `json:"contextRemainingPercent" jsonschema:"how much of its context window the agent's session had left at its latest model call, 0 to 100; null where the agent reports no usage"`
+}
+
+// MemberSummary is a member as bridge_list shows it: what a primary needs
+// to pick a worker, and nothing more.
+type MemberSummary struct {
+	Name       string `json:"name" jsonschema:"member name; use it as sessionId"`
+	Status     string `json:"status" jsonschema:"a ready member's agent status (idle, working, blocked, done, unknown), else its phase in lower case"`
+	Waiting    string `json:"waiting,omitempty" jsonschema:"for a blocked member: the dialog on its screen; someone must answer it in the pane"`
+	QueueDepth int32  `json:"queueDepth,omitempty" jsonschema:"messages waiting for it"`
+	Team       string `json:"team,omitempty" jsonschema:"its team"`
+	Profile    string `json:"profile,omitempty" jsonschema:"its profile"`
+	Self       bool   `json:"self,omitempty" jsonschema:"true for the calling member"`
+}
+
+// ProfileView is a Profile as bridge_profiles shows it. It never carries the
+// environment: values may be credentials.
+type ProfileView struct {
+	Name        string   `json:"name" jsonschema:"the name"`
+	Description string   `json:"description,omitempty" jsonschema:"what the profile is for"`
+	Agent       string   `json:"agent,omitempty" jsonschema:"the herdr agent kind (claude, codex, ...)"`
+	Command     []string `json:"command,omitempty" jsonschema:"the program and its arguments"`
+	Model       string   `json:"model,omitempty" jsonschema:"the model the agent runs"`
+	Effort      string   `json:"effort,omitempty" jsonschema:"the reasoning effort"`
+	Billing     string   `json:"billing" jsonschema:"subscription or api"`
+	Default     bool     `json:"default,omitempty" jsonschema:"bridge_send spawns from this profile when there is no member"`
+}
+
+// DelegationView is one of the caller's messages still in progress.
+type DelegationView struct {
+	DispatchID string `json:"dispatchId" jsonschema:"the message id"`
+	Member     string `json:"member" jsonschema:"the member the message went to"`
+	Phase      string `json:"phase" jsonschema:"Pending, Queued, Delivered, Working or Asking"`
+	Created    string `json:"created,omitempty" jsonschema:"when it was sent (RFC 3339)"`
+	Deadline   string `json:"deadline,omitempty" jsonschema:"when it times out (RFC 3339)"`
+	// Question is the open question, if the worker asked one.
+	Question *OpenQuestion `json:"question,omitempty"`
+}
+
+// OpenQuestion is a worker's unanswered bridge_ask.
+type OpenQuestion struct {
+	DispatchID string `json:"dispatchId" jsonschema:"the message id"`
+	TurnID     string `json:"turnId" jsonschema:"pass it to bridge_send with your answer"`
+	Member     string `json:"member" jsonschema:"the member the message went to"`
+	Text       string `json:"text" jsonschema:"the question"`
+	AskedAt    string `json:"askedAt,omitempty" jsonschema:"when the worker asked (RFC 3339)"`
+}
+
+// PolledOutcome is a settled message's outcome as bridge_poll shows it.
+type PolledOutcome struct {
+	DispatchID string         `json:"dispatchId" jsonschema:"the message id"`
+	Member     string         `json:"member" jsonschema:"the member the message went to"`
+	Outcome    string         `json:"outcome" jsonschema:"reply, turn_done, timeout, or an error code such as worker_gone"`
+	Text       string         `json:"text,omitempty" jsonschema:"the reply or terminal tail"`
+	Error      *toolerr.Error `json:"error,omitempty" jsonschema:"why it failed, for error outcomes"`
+	Content    string         `json:"content,omitempty" jsonschema:"the start of the message you sent"`
+	SettledAt  string         `json:"settledAt,omitempty" jsonschema:"when it settled (RFC 3339)"`
+}
+
+// SpawnRequest is the body of POST /members.
+type SpawnRequest struct {
+	// Profile names the Profile; empty means the default one.
+	Profile string `json:"profile,omitempty" jsonschema:"the profile the member runs from"`
+	// Name is the new member's name; empty means a generated one.
+	Name string `json:"name,omitempty" jsonschema:"the namespace"`
+}
+
+// StopResponse is the body of DELETE /members/{paneId}.
+type StopResponse struct {
+	Stopped     string `json:"stopped"`
+	AlreadyGone bool   `json:"alreadyGone,omitempty"`
+}
+
+// Capabilities is the body of GET /v1/mcp/capabilities: what this gateway
+// offers its caller.
+type Capabilities struct {
+	// SupportedNamespaces lists the tool namespaces that are on.
+	SupportedNamespaces []ToolNamespace `json:"supportedNamespaces"`
+	// Tools lists the tools that can be called: those of the namespaces
+	// that are on.
+	Tools []string `json:"tools"`
+	// ProcessEnabled and TeamEnabled say whether the process and team
+	// namespaces are on.
+	ProcessEnabled bool `json:"processEnabled"`
+	TeamEnabled    bool `json:"teamEnabled"`
+	// TeamManagePermissions says what team members that are not leads may
+	// do with team_manage (leads and primaries may do both).
+	TeamManagePermissions TeamManagePermissions `json:"teamManagePermissions"`
+	// TeamModelPresets are the Profiles of the caller's namespace that
+	// team_manage add can start a member from.
+	TeamModelPresets []ModelPreset `json:"teamModelPresets"`
+	// Namespaces lists every namespace, on or off; one that is off lists no
+	// tools, and calls to its tools answer feature_disabled.
+	Namespaces []NamespaceCapability `json:"namespaces"`
+}
+
+// TeamManagePermissions is the team policy as capabilities show it.
+type TeamManagePermissions struct {
+	NonLeadCanAdd    bool `json:"nonLeadCanAdd"`
+	NonLeadCanRemove bool `json:"nonLeadCanRemove"`
+}
+
+// ModelPreset is a Profile as a team model preset.
+type ModelPreset struct {
+	// Name is the Profile's name: team_manage's profile argument.
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	Agent       string `json:"agent,omitempty"`
+	Model       string `json:"model,omitempty"`
+	Effort      string `json:"effort,omitempty"`
+	Billing     string `json:"billing"`
+	Default     bool   `json:"default,omitempty"`
+}
+
+// NamespaceCapability says whether a tool namespace is on and what it holds.
+type NamespaceCapability struct {
+	Name    ToolNamespace `json:"name"`
+	Enabled bool          `json:"enabled"`
+	// Tools are the namespace's tools, or none when it is off.
+	Tools []string `json:"tools"`
+}
+
+// errorBody is the body of every REST error.
+type errorBody struct {
+	Error *toolerr.Error `json:"error" jsonschema:"what went wrong"`
+}
+
+// failure is embedded in every tool output: a failed call returns only
+// {error:{code,message}} with isError set.
+type failure struct {
+	Error *toolerr.Error `json:"error,omitempty" jsonschema:"set when the call failed; the other fields are then absent"`
+}
+
+func (f *failure) setError(e *toolerr.Error) { f.Error = e }
+
+func (f *failure) metricOutcome() string { return "ok" }

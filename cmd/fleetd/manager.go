@@ -20,6 +20,7 @@ import (
 	"github.com/fleetd/fleetd/delegation"
 	"github.com/fleetd/fleetd/gateway"
 	"github.com/fleetd/fleetd/herdr"
+	"github.com/fleetd/fleetd/internal/fleetcache"
 	"github.com/fleetd/fleetd/internal/scheme"
 )
 
@@ -144,7 +145,7 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 	if err != nil {
 		return err
 	}
-	cacheOpts := gateway.CacheOptions()
+	cacheOpts := fleetcache.Options()
 	if o.namespace != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{o.namespace: {}}
 	}

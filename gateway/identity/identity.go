@@ -1,4 +1,15 @@
-package gateway
+// Package identity resolves the caller of every gateway request from its
+// bearer token alone, and decides what it may do.
+//
+// A token is one of three kinds: a member token (its hash is in the status of
+// the Member it belongs to, which only fleetd writes), a Kubernetes
+// service-account token (a TokenReview for audience fleetd; the account must
+// then be allowed by RBAC to create Delegations), or a static token from a
+// labelled Secret, for local use. A service account's every action is also
+// asked of RBAC (a SubjectAccessReview for the Access it amounts to), so the
+// gateway never does more than its caller could do with kubectl. Answers of
+// both reviews are reused for a short while.
+package identity
 
 import (
 	"bytes"
@@ -8,7 +19,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
@@ -20,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/gateway/toolerr"
 )
 
 // How long the results of TokenReviews and SubjectAccessReviews are reused.
@@ -36,44 +47,73 @@ const (
 // serviceAccountPrefix starts the user name of every service account.
 const serviceAccountPrefix = "system:serviceaccount:"
 
-// authFailure is why a request was refused before any tool ran.
-type authFailure struct {
-	// status is 401 (no identity), 403 (identity without permission) or 500.
-	status int
-	// reason labels the auth failure metric.
-	reason string
-	// message is sent to the caller.
-	message string
+// Failure is why a caller was refused: no identity (code unauthorized), an
+// identity without the permission (forbidden), or a review that failed
+// (internal). Its code is the one the caller sees.
+type Failure struct {
+	// Code is toolerr.Unauthorized, toolerr.Forbidden or toolerr.Internal.
+	Code toolerr.Code
+	// Reason labels the gateway's auth failure metric.
+	Reason string
+	// Message is sent to the caller.
+	Message string
 }
 
-// authenticator resolves bearer tokens to principals.
-type authenticator struct {
-	// cache reads Members, indexed by their token's hash.
-	cache client.Reader
-	// static reads the static-token Secret.
-	static    client.Reader
-	staticKey types.NamespacedName
-	// reviews creates TokenReviews and SubjectAccessReviews.
-	reviews client.Client
-	// namespace is where static principals act.
-	namespace string
+// Error is the failure as the caller sees it.
+func (f *Failure) Error() *toolerr.Error { return &toolerr.Error{Code: f.Code, Message: f.Message} }
 
+func unauthorized(reason, format string, args ...any) *Failure {
+	return &Failure{Code: toolerr.Unauthorized, Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+func internal(reason, format string, args ...any) *Failure {
+	return &Failure{Code: toolerr.Internal, Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// Config is what an Authenticator reads and writes.
+type Config struct {
+	// Cache reads Members, indexed by IndexMemberTokenHash.
+	Cache client.Reader
+	// Static reads the static-token Secret named StaticTokens; nil, or an
+	// empty name, switches static tokens off.
+	Static       client.Reader
+	StaticTokens types.NamespacedName
+	// Reviews creates TokenReviews and SubjectAccessReviews.
+	Reviews client.Client
+	// Namespace is where static principals act.
+	Namespace string
+	// Clock times the reviews' reuse.
+	Clock clock.PassiveClock
+}
+
+// Authenticator resolves bearer tokens to principals and asks RBAC what
+// service accounts may do.
+type Authenticator struct {
+	cfg    Config
 	tokens *ttlCache[*tokenReview]
 	access *ttlCache[bool]
+}
+
+// NewAuthenticator returns an Authenticator on cfg.
+func NewAuthenticator(cfg Config) *Authenticator {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	return &Authenticator{cfg: cfg, tokens: newTTLCache[*tokenReview](cfg.Clock), access: newTTLCache[bool](cfg.Clock)}
 }
 
 // tokenReview is a remembered TokenReview verdict.
 type tokenReview struct {
 	principal *Principal
-	failure   *authFailure
+	failure   *Failure
 }
 
-// authenticate resolves a bearer token. Member and static tokens are checked
+// Authenticate resolves a bearer token. Member and static tokens are checked
 // first, from the cache; anything shaped like a JWT goes to a TokenReview,
 // and a service account must then be allowed by RBAC to create Delegations
 // in its namespace; each of its actions is checked again for what it
-// amounts to (Gateway.allow).
-func (a *authenticator) authenticate(ctx context.Context, token string) (*Principal, *authFailure) {
+// amounts to (Authorize).
+func (a *Authenticator) Authenticate(ctx context.Context, token string) (*Principal, *Failure) {
 	raw := []byte(token)
 	if p, f := a.memberToken(ctx, raw); p != nil || f != nil {
 		return p, f
@@ -82,14 +122,14 @@ func (a *authenticator) authenticate(ctx context.Context, token string) (*Princi
 		return p, f
 	}
 	if !looksLikeJWT(token) {
-		return nil, &authFailure{status: http.StatusUnauthorized, reason: "unknown_token", message: "the bearer token is not a member, static or service-account token"}
+		return nil, unauthorized("unknown_token", "the bearer token is not a member, static or service-account token")
 	}
 	review := a.review(ctx, token)
 	if review.failure != nil {
 		return nil, review.failure
 	}
 	p := *review.principal
-	if f := a.authorize(ctx, &p, CreateDelegations); f != nil {
+	if f := a.Authorize(ctx, &p, CreateDelegations); f != nil {
 		return nil, f
 	}
 	return &p, nil
@@ -98,10 +138,10 @@ func (a *authenticator) authenticate(ctx context.Context, token string) (*Princi
 // memberToken resolves a member token: the Member whose status, which only
 // fleetd writes, holds the token's hash. No Secret is read, so a Secret
 // made by anyone else never authenticates anyone.
-func (a *authenticator) memberToken(ctx context.Context, token []byte) (*Principal, *authFailure) {
+func (a *Authenticator) memberToken(ctx context.Context, token []byte) (*Principal, *Failure) {
 	var members fleetv1alpha1.MemberList
-	if err := a.cache.List(ctx, &members, client.MatchingFields{indexMemberToken: fleetv1alpha1.TokenHash(string(token))}); err != nil {
-		return nil, &authFailure{status: http.StatusInternalServerError, reason: "lookup_error", message: fmt.Sprintf("looking up the token: %v", err)}
+	if err := a.cfg.Cache.List(ctx, &members, client.MatchingFields{IndexMemberTokenHash: fleetv1alpha1.TokenHash(string(token))}); err != nil {
+		return nil, internal("lookup_error", "looking up the token: %v", err)
 	}
 	switch len(members.Items) {
 	case 0:
@@ -109,27 +149,27 @@ func (a *authenticator) memberToken(ctx context.Context, token []byte) (*Princip
 	case 1:
 		m := &members.Items[0]
 		if m.DeletionTimestamp != nil {
-			return nil, &authFailure{status: http.StatusUnauthorized, reason: "member_closed", message: fmt.Sprintf("member %s is stopped (being deleted): its token no longer works", m.Name)}
+			return nil, unauthorized("member_closed", "member %s is stopped (being deleted): its token no longer works", m.Name)
 		}
 		return &Principal{Kind: fleetv1alpha1.PrincipalMember, Name: m.Name, Namespace: m.Namespace, Member: m}, nil
 	}
 	// 256 random bits do not collide: two Members claiming one token
 	// means one status was copied.
-	return nil, &authFailure{status: http.StatusUnauthorized, reason: "ambiguous_token", message: "the token belongs to more than one member"}
+	return nil, unauthorized("ambiguous_token", "the token belongs to more than one member")
 }
 
 // staticToken resolves a static token. Every key is compared, so the time
 // taken does not say which key matched or how much of a token was right.
-func (a *authenticator) staticToken(ctx context.Context, token []byte) (*Principal, *authFailure) {
-	if a.staticKey.Name == "" || a.static == nil {
+func (a *Authenticator) staticToken(ctx context.Context, token []byte) (*Principal, *Failure) {
+	if a.cfg.StaticTokens.Name == "" || a.cfg.Static == nil {
 		return nil, nil
 	}
 	var s corev1.Secret
-	if err := a.static.Get(ctx, a.staticKey, &s); err != nil {
+	if err := a.cfg.Static.Get(ctx, a.cfg.StaticTokens, &s); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
-		return nil, &authFailure{status: http.StatusInternalServerError, reason: "lookup_error", message: fmt.Sprintf("reading the static tokens: %v", err)}
+		return nil, internal("lookup_error", "reading the static tokens: %v", err)
 	}
 	if _, ok := s.Labels[fleetv1alpha1.LabelStaticToken]; !ok {
 		return nil, nil
@@ -149,20 +189,20 @@ func (a *authenticator) staticToken(ctx context.Context, token []byte) (*Princip
 	if match == "" {
 		return nil, nil
 	}
-	return &Principal{Kind: fleetv1alpha1.PrincipalStatic, Name: match, Namespace: a.namespace}, nil
+	return &Principal{Kind: fleetv1alpha1.PrincipalStatic, Name: match, Namespace: a.cfg.Namespace}, nil
 }
 
 // review asks the API server who a service-account token belongs to, for
 // the gateway's audience, reusing a recent answer.
-func (a *authenticator) review(ctx context.Context, token string) *tokenReview {
+func (a *Authenticator) review(ctx context.Context, token string) *tokenReview {
 	key := fleetv1alpha1.TokenHash(token)
 	if r, ok := a.tokens.get(key); ok {
 		return r
 	}
 	tr := &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{fleetv1alpha1.GatewayAudience}}}
-	if err := a.reviews.Create(ctx, tr); err != nil {
+	if err := a.cfg.Reviews.Create(ctx, tr); err != nil {
 		// Not cached: the next request asks again.
-		return &tokenReview{failure: &authFailure{status: http.StatusInternalServerError, reason: "review_error", message: fmt.Sprintf("reviewing the token: %v", err)}}
+		return &tokenReview{failure: internal("review_error", "reviewing the token: %v", err)}
 	}
 	r := verdictOf(tr)
 	ttl := reviewTTL
@@ -176,7 +216,7 @@ func (a *authenticator) review(ctx context.Context, token string) *tokenReview {
 // verdictOf turns a TokenReview into a principal or a refusal.
 func verdictOf(tr *authnv1.TokenReview) *tokenReview {
 	unauthorized := func(reason, format string, args ...any) *tokenReview {
-		return &tokenReview{failure: &authFailure{status: http.StatusUnauthorized, reason: reason, message: fmt.Sprintf(format, args...)}}
+		return &tokenReview{failure: unauthorized(reason, format, args...)}
 	}
 	st := tr.Status
 	if !st.Authenticated {
@@ -248,10 +288,10 @@ func (a Access) String() string {
 	return a.Verb + " " + a.Resource + "." + fleetv1alpha1.GroupVersion.Group
 }
 
-// authorize asks RBAC whether a service account may do what acc says in its
+// Authorize asks RBAC whether a service account may do what acc says in its
 // namespace, reusing a recent answer. Other principals keep the gateway's
 // own rules: a member acts for itself, a static token is trusted.
-func (a *authenticator) authorize(ctx context.Context, p *Principal, acc Access) *authFailure {
+func (a *Authenticator) Authorize(ctx context.Context, p *Principal, acc Access) *Failure {
 	if p.user == nil {
 		return nil
 	}
@@ -275,8 +315,8 @@ func (a *authenticator) authorize(ctx context.Context, p *Principal, acc Access)
 				Resource:  acc.Resource,
 			},
 		}}
-		if err := a.reviews.Create(ctx, sar); err != nil {
-			return &authFailure{status: http.StatusInternalServerError, reason: "review_error", message: fmt.Sprintf("checking access: %v", err)}
+		if err := a.cfg.Reviews.Create(ctx, sar); err != nil {
+			return internal("review_error", "checking access: %v", err)
 		}
 		allowed = sar.Status.Allowed && !sar.Status.Denied
 		ttl := reviewTTL
@@ -286,20 +326,8 @@ func (a *authenticator) authorize(ctx context.Context, p *Principal, acc Access)
 		a.access.put(key, allowed, ttl)
 	}
 	if !allowed {
-		return &authFailure{status: http.StatusForbidden, reason: "forbidden", message: fmt.Sprintf("%s may not %s %s.%s in namespace %s; bind it to a Role that allows it (README: the tools and their RBAC verbs)",
+		return &Failure{Code: toolerr.Forbidden, Reason: "forbidden", Message: fmt.Sprintf("%s may not %s %s.%s in namespace %s; bind it to a Role that allows it (README: the tools and their RBAC verbs)",
 			p.Name, acc.Verb, acc.Resource, fleetv1alpha1.GroupVersion.Group, p.Namespace)}
-	}
-	return nil
-}
-
-// allow checks that the caller may do what acc says: RBAC's answer for a
-// service account, the gateway's own rules for the others.
-func (g *Gateway) allow(ctx context.Context, p *Principal, acc Access) error {
-	if f := g.auth.authorize(ctx, p, acc); f != nil {
-		if f.status == http.StatusForbidden {
-			return errorf(CodeForbidden, "%s", f.message)
-		}
-		return errorf(CodeInternal, "%s", f.message)
 	}
 	return nil
 }
@@ -327,46 +355,26 @@ func looksLikeJWT(token string) bool {
 	return true
 }
 
-// ttlCache is a small map whose entries expire.
-type ttlCache[V any] struct {
-	clock   clock.PassiveClock
-	mu      sync.Mutex
-	entries map[string]ttlEntry[V]
-}
+// IndexMemberTokenHash is the field index of Members by status.tokenHash
+// that member tokens are looked up by; register it with IndexMemberToken.
+const IndexMemberTokenHash = "identity.fleetd.dev/token-hash"
 
-type ttlEntry[V any] struct {
-	value   V
-	expires time.Time
-}
-
-func newTTLCache[V any](c clock.PassiveClock) *ttlCache[V] {
-	return &ttlCache[V]{clock: c, entries: make(map[string]ttlEntry[V])}
-}
-
-func (c *ttlCache[V]) get(key string) (V, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.entries[key]
-	if !ok || !c.clock.Now().Before(e.expires) {
-		var zero V
-		return zero, false
+// IndexMemberToken indexes a Member by the hash of its token, which only
+// fleetd writes.
+func IndexMemberToken(o client.Object) []string {
+	m, ok := o.(*fleetv1alpha1.Member)
+	if !ok || m.Status.TokenHash == "" {
+		return nil
 	}
-	return e.value, true
+	return []string{m.Status.TokenHash}
 }
 
-func (c *ttlCache[V]) put(key string, v V, ttl time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := c.clock.Now()
-	if len(c.entries) >= reviewCacheSize {
-		for k, e := range c.entries {
-			if !now.Before(e.expires) {
-				delete(c.entries, k)
-			}
-		}
-		if len(c.entries) >= reviewCacheSize {
-			clear(c.entries)
-		}
+// BearerToken extracts the token of an Authorization: Bearer header.
+func BearerToken(r *http.Request) (string, bool) {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	token = strings.TrimSpace(token)
+	if !ok || !strings.EqualFold(scheme, "bearer") || token == "" {
+		return "", false
 	}
-	c.entries[key] = ttlEntry[V]{value: v, expires: now.Add(ttl)}
+	return token, true
 }

@@ -1,4 +1,4 @@
-package gateway
+package identity
 
 import (
 	"crypto/sha256"
@@ -30,39 +30,39 @@ type Principal struct {
 	user *authnv1.UserInfo
 }
 
-// api is the principal as a Delegation records it.
-func (p *Principal) api() fleetv1alpha1.Principal {
+// API is the principal as a Delegation records it.
+func (p *Principal) API() fleetv1alpha1.Principal {
 	return fleetv1alpha1.Principal{Kind: p.Kind, Name: p.Name}
 }
 
-// key identifies the principal in indexes and annotations: kind and name,
+// Key identifies the principal in indexes and annotations: kind and name,
 // which together are unique within a namespace.
-func (p *Principal) key() string { return principalKey(p.api()) }
+func (p *Principal) Key() string { return Key(p.API()) }
 
-// isPrimary reports whether the principal is not a worker: pods and static
+// IsPrimary reports whether the principal is not a worker: pods and static
 // clients act as primaries and may manage any member of their namespace.
-func (p *Principal) isPrimary() bool { return p.Kind != fleetv1alpha1.PrincipalMember }
+func (p *Principal) IsPrimary() bool { return p.Kind != fleetv1alpha1.PrincipalMember }
 
-// team is the caller's team, empty for primaries and team-less members.
-func (p *Principal) team() string {
+// Team is the caller's team, empty for primaries and team-less members.
+func (p *Principal) Team() string {
 	if p.Member == nil {
 		return ""
 	}
 	return p.Member.Spec.Team
 }
 
-// isLead reports whether the caller is the lead of its team.
-func (p *Principal) isLead() bool {
+// IsLead reports whether the caller is the lead of its team.
+func (p *Principal) IsLead() bool {
 	return p.Member != nil && p.Member.Spec.Team != "" && p.Member.Spec.Role == fleetv1alpha1.RoleLead
 }
 
-// principalKey is the index value and spawned-by annotation of a principal.
-func principalKey(p fleetv1alpha1.Principal) string { return string(p.Kind) + ":" + p.Name }
+// Key is the index value and spawned-by annotation of a principal.
+func Key(p fleetv1alpha1.Principal) string { return string(p.Kind) + ":" + p.Name }
 
-// senderLabel is the short stable hash of a principal that Delegations carry
+// SenderLabel is the short stable hash of a principal that Delegations carry
 // in LabelSender. Principal names (service-account user names) do not fit a
 // label value, so the label holds a hash and the index holds the name.
-func senderLabel(p fleetv1alpha1.Principal) string {
+func SenderLabel(p fleetv1alpha1.Principal) string {
 	sum := sha256.Sum256([]byte(string(p.Kind) + "\x00" + p.Name))
 	return hex.EncodeToString(sum[:10])
 }

@@ -1,0 +1,32 @@
+// Package fleetcache holds fleetd's manager cache options, the one place
+// cmd/fleetd and the test suites take them from, so every manager caches
+// the same objects the same way.
+package fleetcache
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+)
+
+// Options are fleetd's manager cache options: the member controller's
+// Secrets limited to member token Secrets (labelled fleet.fleetd.dev/member),
+// so that fleetd never caches every Secret of the cluster, and no
+// managedFields in cached objects. Nothing fleetd does reads them, and they
+// are a large part of every cached Delegation; an update that leaves them
+// out keeps the server's. Anything that reads other Secrets through the
+// manager's client must use the API reader for them.
+func Options() cache.Options {
+	req, err := labels.NewRequirement(fleetv1alpha1.LabelMember, selection.Exists, nil)
+	if err != nil {
+		panic(err)
+	}
+	return cache.Options{
+		ByObject:         map[client.Object]cache.ByObject{&corev1.Secret{}: {Label: labels.NewSelector().Add(*req)}},
+		DefaultTransform: cache.TransformStripManagedFields(),
+	}
+}
