@@ -547,14 +547,14 @@ func (r *receivedTail) await(b *testing.B, content string, timeout time.Duration
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, e := range entries {
-			if e.Text != content {
-				b.Fatalf("the agent received %q while %q was expected", e.Text, content)
-			}
-			at = e.Time
-			return true, ""
+		if len(entries) == 0 {
+			return false, "nothing received"
 		}
-		return false, "nothing received"
+		if e := entries[0]; e.Text != content {
+			b.Fatalf("the agent received %q while %q was expected", e.Text, content)
+		}
+		at = entries[0].Time
+		return true, ""
 	}, testutil.Within(timeout), testutil.Every(time.Millisecond))
 	return at
 }

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fleetd/fleetd/agents"
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/herdr"
 	"github.com/fleetd/fleetd/herdr/paneserver"
@@ -451,7 +452,7 @@ func TestKnownAgentsStartThroughAgentStart(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s/w1: the agent's arguments were not recorded: %v", ns, err)
 		}
-		if !strings.Contains(string(argv), "--mcp-config\n") || !strings.Contains(string(argv), "${"+EnvToken+"}") {
+		if !strings.Contains(string(argv), "--mcp-config\n") || !strings.Contains(string(argv), "${"+agents.EnvToken+"}") {
 			t.Errorf("%s/w1: claude started without the gateway's MCP config:\n%s", ns, argv)
 		}
 

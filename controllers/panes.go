@@ -19,7 +19,6 @@ type Panes interface {
 	PaneSendInput(ctx context.Context, p herdr.PaneSendInputParams) error
 	PaneSendKeys(ctx context.Context, paneID string, keys ...string) error
 	PaneReportAgent(ctx context.Context, p herdr.PaneReportAgentParams) error
-	PaneClose(ctx context.Context, paneID string) error
 	Subscribe(ctx context.Context, subs []herdr.Subscription) *herdr.Stream
 }
 

@@ -12,13 +12,6 @@ import (
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 )
 
-// Environment variables fleetd sets in every member's pane.
-const (
-	EnvMCPURL = agents.EnvMCPURL
-	EnvToken  = agents.EnvToken
-	EnvMember = agents.EnvMember
-)
-
 // credentialEnv are variables that carry API billing or credentials. They
 // may come only from a Profile billed through an API, never from elsewhere.
 var credentialEnv = []string{
@@ -169,9 +162,9 @@ func planLaunch(w Worker, env map[string]string, mcpURL, token, member string, h
 			l.Env[name] = ""
 		}
 	}
-	l.Env[EnvMCPURL] = mcpURL
-	l.Env[EnvToken] = token
-	l.Env[EnvMember] = member
+	l.Env[agents.EnvMCPURL] = mcpURL
+	l.Env[agents.EnvToken] = token
+	l.Env[agents.EnvMember] = member
 	return l, nil
 }
 

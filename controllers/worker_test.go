@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/utils/ptr"
 
+	"github.com/fleetd/fleetd/agents"
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 )
 
@@ -103,7 +104,7 @@ func TestPlanLaunch(t *testing.T) {
 			if l.AgentKind != tc.wantKind || l.CommandLine != tc.wantCommand {
 				t.Errorf("kind=%q command=%q, want %q and %q", l.AgentKind, l.CommandLine, tc.wantKind, tc.wantCommand)
 			}
-			if l.Env[EnvToken] != token || l.Env[EnvMCPURL] != url || l.Env[EnvMember] != "w1" {
+			if l.Env[agents.EnvToken] != token || l.Env[agents.EnvMCPURL] != url || l.Env[agents.EnvMember] != "w1" {
 				t.Errorf("fleetd's variables missing: %v", l.Env)
 			}
 			if strings.Contains(strings.Join(l.AgentArgs, " ")+l.CommandLine, token) {

@@ -19,8 +19,6 @@ var (
 	// ErrNotInFlight: the Delegation is not in its member's hands (not yet
 	// typed, or settled), so a reply or question does not apply to it.
 	ErrNotInFlight = errors.New("the message is not in flight")
-	// ErrSettled: the Delegation has settled already.
-	ErrSettled = errors.New("the message has settled")
 	// ErrTooManyQuestions: the Delegation carries the most questions one can.
 	ErrTooManyQuestions = fmt.Errorf("a message carries at most %d questions", fleetv1alpha1.MaxQuestions)
 	// ErrNoQuestion: there is no question with that turn id.

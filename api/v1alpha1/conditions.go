@@ -77,8 +77,6 @@ const (
 	ReasonDeliveryUnconfirmed = "DeliveryUnconfirmed"
 	// ReasonLoopGuard: too many detached replies chained without a primary's message.
 	ReasonLoopGuard = "LoopGuard"
-	// ReasonMemberNotFound: the addressed member does not exist.
-	ReasonMemberNotFound = "MemberNotFound"
 	// ReasonReplied, ReasonTurnDone, ReasonTimedOut, ReasonWorkerGone and
 	// ReasonCancelled name how a Delegation settled.
 	ReasonReplied    = "Replied"
