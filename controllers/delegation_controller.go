@@ -28,6 +28,7 @@ import (
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/delegation"
 	"github.com/fleetd/fleetd/herdr"
+	"github.com/fleetd/fleetd/internal/textcut"
 )
 
 // IndexDelegationTo indexes Delegations by the member they are sent to.
@@ -411,6 +412,8 @@ func (r *DelegationReconciler) expire(ctx context.Context, d *fleetv1alpha1.Dele
 	return fmt.Errorf("deleting delegation %s past its retention: %w", d.Name, err)
 }
 
+// tail is the end of the terminal text of pane paneID that a turn_done
+// carries: its last tailLines lines, cut to what a Delegation holds.
 func (r *DelegationReconciler) tail(ctx context.Context, paneID string) (string, error) {
 	hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
 	defer cancel()
@@ -422,11 +425,7 @@ func (r *DelegationReconciler) tail(ctx context.Context, paneID string) (string,
 		}
 		return "", fmt.Errorf("reading the tail of pane %s: %w", paneID, err)
 	}
-	text := read.Text
-	if len(text) > fleetv1alpha1.MaxContentBytes {
-		text = text[len(text)-fleetv1alpha1.MaxContentBytes:]
-	}
-	return text, nil
+	return textcut.Tail(read.Text, fleetv1alpha1.MaxContentBytes), nil
 }
 
 // carryReply sends a reply nobody waits for into its member sender's pane, as
@@ -458,13 +457,7 @@ func (r *DelegationReconciler) carryQuestion(ctx context.Context, d *fleetv1alph
 // worker said, into d's member sender's pane. It is plumbing (inReplyTo d):
 // owed to nobody, one hop further than d.
 func (r *DelegationReconciler) carry(ctx context.Context, d *fleetv1alpha1.Delegation, name, content string) error {
-	if len(content) > fleetv1alpha1.MaxContentBytes {
-		cut := fleetv1alpha1.MaxContentBytes
-		for cut > 0 && content[cut]&0xC0 == 0x80 {
-			cut--
-		}
-		content = content[:cut]
-	}
+	content = textcut.Head(content, fleetv1alpha1.MaxContentBytes)
 	carrier := &fleetv1alpha1.Delegation{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      name,

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/clock"
@@ -693,5 +694,46 @@ func TestTheInjectorNeverWritesAMember(t *testing.T) {
 	}
 	if after.ResourceVersion != before.ResourceVersion {
 		t.Errorf("the injector wrote member w1: resourceVersion %s -> %s", before.ResourceVersion, after.ResourceVersion)
+	}
+}
+
+// screenPanes is herdr showing text in every pane.
+type screenPanes struct {
+	Panes
+	text string
+}
+
+func (p screenPanes) PaneRead(_ context.Context, params herdr.ReadParams) (*herdr.PaneRead, error) {
+	return &herdr.PaneRead{PaneID: params.PaneID, Source: params.Source, Text: p.text}, nil
+}
+
+// TestTailKeepsCharactersWhole: the tail a turn_done carries is cut to what
+// a Delegation holds from its end, and a character the cut falls into is
+// left out whole, not split into invalid UTF-8.
+func TestTailKeepsCharactersWhole(t *testing.T) {
+	rest := strings.Repeat("x", fleetv1alpha1.MaxContentBytes-1)
+	cases := map[string]struct {
+		screen, want string
+	}{
+		"short text is kept":             {screen: "done ✓", want: "done ✓"},
+		"exactly the limit is kept":      {screen: "é" + strings.Repeat("x", fleetv1alpha1.MaxContentBytes-2), want: "é" + strings.Repeat("x", fleetv1alpha1.MaxContentBytes-2)},
+		"the cut falls inside a é":       {screen: "é" + rest, want: rest},
+		"the cut falls inside a ✓":       {screen: "a✓" + rest, want: rest},
+		"the cut falls before a ✓ whole": {screen: "a✓" + strings.Repeat("x", fleetv1alpha1.MaxContentBytes-3), want: "✓" + strings.Repeat("x", fleetv1alpha1.MaxContentBytes-3)},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := &DelegationReconciler{Panes: screenPanes{text: tc.screen}}
+			got, err := r.tail(context.Background(), "w1:p1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !utf8.ValidString(got) || len(got) > fleetv1alpha1.MaxContentBytes {
+				t.Errorf("tail is %d bytes, valid UTF-8 %v; want at most %d of valid UTF-8", len(got), utf8.ValidString(got), fleetv1alpha1.MaxContentBytes)
+			}
+			if got != tc.want {
+				t.Errorf("tail = %.20q... (%d bytes), want %.20q... (%d bytes)", got, len(got), tc.want, len(tc.want))
+			}
+		})
 	}
 }

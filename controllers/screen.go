@@ -6,6 +6,7 @@ import (
 
 	"github.com/fleetd/fleetd/herdr"
 	"github.com/fleetd/fleetd/herdr/detect"
+	"github.com/fleetd/fleetd/internal/textcut"
 )
 
 // What the screen may overrule, and how sure it must be first.
@@ -114,11 +115,7 @@ func dialogText(region string) string {
 	}
 	text := strings.Join(lines, "\n")
 	if len(text) > maxDialogText {
-		cut := maxDialogText
-		for cut > 0 && text[cut]&0xC0 == 0x80 {
-			cut--
-		}
-		text = text[:cut] + "…"
+		text = textcut.Head(text, maxDialogText) + "…"
 	}
 	return text
 }

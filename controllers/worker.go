@@ -54,12 +54,8 @@ func resolveWorker(m *fleetv1alpha1.Member, p *fleetv1alpha1.Profile) Worker {
 			Args:       m.Spec.Args,
 			Env:        m.Spec.Env,
 			WorkingDir: m.Spec.WorkingDir,
-			Billing:    fleetv1alpha1.BillingSubscription,
+			Billing:    fleetv1alpha1.BillingOf(nil),
 		}
-	}
-	billing := p.Spec.Billing
-	if billing == "" {
-		billing = fleetv1alpha1.BillingSubscription
 	}
 	return Worker{
 		Agent:          p.Spec.Agent,
@@ -69,7 +65,7 @@ func resolveWorker(m *fleetv1alpha1.Member, p *fleetv1alpha1.Profile) Worker {
 		WorkingDir:     p.Spec.WorkingDir,
 		Model:          p.Spec.Model,
 		Effort:         p.Spec.Effort,
-		Billing:        billing,
+		Billing:        fleetv1alpha1.BillingOf(p),
 		PermissionMode: p.Spec.PermissionMode,
 		AllowedTools:   p.Spec.AllowedTools,
 	}
