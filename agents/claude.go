@@ -28,7 +28,8 @@ const (
 	ClaudeBypassPermissions = "bypassPermissions"
 )
 
-// ClaudePermissionModes lists the modes a Profile may choose for Claude.
+// ClaudePermissionModes lists the modes a Profile may choose for Claude: the
+// ones the Profile CRD's CEL rule admits (TestPermissionModesMatchTheAPI).
 var ClaudePermissionModes = []string{ClaudeDontAsk, ClaudeDefault, ClaudeAcceptEdits, ClaudePlan, ClaudeAuto, ClaudeBypassPermissions}
 
 // claudeFleetdTools allows every tool of fleetd's MCP server: a worker's

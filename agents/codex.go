@@ -25,7 +25,8 @@ const (
 	CodexOnRequest = "on-request"
 )
 
-// CodexPermissionModes lists the modes a Profile may choose for Codex.
+// CodexPermissionModes lists the modes a Profile may choose for Codex: the
+// ones the Profile CRD's CEL rule admits (TestPermissionModesMatchTheAPI).
 var CodexPermissionModes = []string{CodexNever, CodexOnRequest}
 
 // Variables of a Codex member's environment.
