@@ -51,7 +51,8 @@ type MemberReconciler struct {
 	Client client.Client
 	Reader client.Reader // uncached, for env Secrets the cache does not hold
 	Panes  Panes
-	Events *PaneEvents
+	// PaneWatch follows herdr's events about the Members' panes.
+	PaneWatch *PaneWatch
 	// Screens reads the screens of agents fleetd has screen rules for; nil
 	// reads none.
 	Screens  *ScreenWatch
@@ -82,7 +83,7 @@ type memberScope struct {
 	member *fleetv1alpha1.Member
 	now    metav1.Time
 	events []memberEvent
-	// sawWorking is what this pass took from PaneEvents: given back if
+	// sawWorking is what this pass took from PaneWatch: given back if
 	// the pass's status is not written.
 	sawWorking bool
 }
@@ -104,7 +105,7 @@ func (r *MemberReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	m := &fleetv1alpha1.Member{}
 	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.Events.Forget(req.NamespacedName)
+			r.PaneWatch.Forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -124,7 +125,7 @@ func (r *MemberReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	rollUp(&m.Status, m.Generation, false)
 	if err := r.writeStatus(ctx, original, scope); err != nil {
 		if scope.sawWorking {
-			r.Events.GiveBackSawWorking(req.NamespacedName)
+			r.PaneWatch.GiveBackSawWorking(req.NamespacedName)
 		}
 		if apierrors.IsConflict(err) {
 			// Read again and redo the pass: herdr's state is re-observed.
@@ -180,7 +181,7 @@ func (r *MemberReconciler) reconcileNormal(ctx context.Context, s *memberScope) 
 	result, err := r.reconcilePane(ctx, hctx, s, launch)
 	if errors.Is(err, herdr.ErrUnavailable) {
 		s.condition(fleetv1alpha1.ConditionHerdrReachable, metav1.ConditionFalse, fleetv1alpha1.ReasonHerdrUnreachable, err.Error())
-		// PaneEvents' probe brings us back as soon as herdr answers; the
+		// PaneWatch's probe brings us back as soon as herdr answers; the
 		// requeue is the safety net.
 		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
 	}
@@ -208,7 +209,7 @@ func (r *MemberReconciler) reconcilePane(ctx, hctx context.Context, s *memberSco
 	}
 	// Taken before the look, so a working status the look misses (a turn
 	// that fell between two looks) still shows as a pickup.
-	s.sawWorking = r.Events.TakeSawWorking(client.ObjectKeyFromObject(m))
+	s.sawWorking = r.PaneWatch.TakeSawWorking(client.ObjectKeyFromObject(m))
 	obs, err := r.observe(hctx, m.Status.PaneID)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -229,7 +230,7 @@ func (r *MemberReconciler) reconcilePane(ctx, hctx context.Context, s *memberSco
 		s.condition(fleetv1alpha1.ConditionPaneReady, metav1.ConditionTrue, fleetv1alpha1.ReasonReady, "pane "+m.Status.PaneID+" in workspace "+m.Status.WorkspaceID)
 	}
 	key := client.ObjectKeyFromObject(m)
-	r.Events.Track(key, m.Status.PaneID)
+	r.PaneWatch.Track(key, m.Status.PaneID)
 	r.Screens.Watch(key, m.Status.PaneID, m.Status.AgentKind)
 	observeAgent(&m.Status, obs.Agent, s.sawWorking, s.now)
 	r.observeHooks(ctx, s, obs.Agent)
@@ -521,7 +522,7 @@ func (r *MemberReconciler) createPane(ctx context.Context, s *memberScope, l Lau
 	s.condition(fleetv1alpha1.ConditionAgentReady, metav1.ConditionFalse, fleetv1alpha1.ReasonAgentStarting, "the agent was started and has not reported yet")
 	observeAgent(&m.Status, nil, false, s.now)
 	s.event(corev1.EventTypeNormal, fleetv1alpha1.ReasonPaneCreated, "Started the agent in pane %s", ws.RootPane.PaneID)
-	r.Events.Track(client.ObjectKeyFromObject(m), ws.RootPane.PaneID)
+	r.PaneWatch.Track(client.ObjectKeyFromObject(m), ws.RootPane.PaneID)
 	return ctrl.Result{RequeueAfter: agentStartTimeout + time.Second}, nil
 }
 
@@ -639,7 +640,7 @@ func (r *MemberReconciler) reconcileDelete(ctx context.Context, m *fleetv1alpha1
 		return ctrl.Result{}, nil
 	}
 	key := client.ObjectKeyFromObject(m)
-	r.Events.Forget(key)
+	r.PaneWatch.Forget(key)
 	r.Screens.Forget(key)
 	if m.Status.WorkspaceID != "" {
 		hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
@@ -710,7 +711,7 @@ func (r *MemberReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		))).
 		Owns(&corev1.Secret{}).
 		Watches(&fleetv1alpha1.Profile{}, handler.EnqueueRequestsFromMapFunc(r.membersOfProfile)).
-		WatchesRawSource(r.Events.Source())
+		WatchesRawSource(r.PaneWatch.Source())
 	if r.Screens != nil {
 		b = b.WatchesRawSource(r.Screens.Source())
 	}

@@ -34,7 +34,7 @@ type ScreenWatch struct {
 	interval  time.Duration
 	clock     clock.PassiveClock
 	log       logr.Logger
-	events    chan event.TypedGenericEvent[client.Object]
+	requests  chan event.TypedGenericEvent[client.Object]
 
 	mu      sync.Mutex
 	watched map[types.NamespacedName]*watchedScreen
@@ -54,14 +54,14 @@ func NewScreenWatch(panes Panes, detectors map[string]*detect.Detector, interval
 	}
 	return &ScreenWatch{
 		panes: panes, detectors: detectors, interval: interval, clock: c,
-		events:  make(chan event.TypedGenericEvent[client.Object], 1024),
-		watched: map[types.NamespacedName]*watchedScreen{},
+		requests: make(chan event.TypedGenericEvent[client.Object], 1024),
+		watched:  map[types.NamespacedName]*watchedScreen{},
 	}
 }
 
 // Source is the Member controller's view of dialogs appearing and going.
 func (w *ScreenWatch) Source() source.Source {
-	return source.Channel(w.events, &handler.EnqueueRequestForObject{})
+	return source.Channel(w.requests, &handler.EnqueueRequestForObject{})
 }
 
 // NeedLeaderElection ties the watch to the controllers it feeds.
@@ -185,7 +185,7 @@ func (w *ScreenWatch) look(ctx context.Context, key types.NamespacedName) {
 		m := &fleetv1alpha1.Member{}
 		m.Name, m.Namespace = key.Name, key.Namespace
 		select {
-		case w.events <- event.TypedGenericEvent[client.Object]{Object: m}:
+		case w.requests <- event.TypedGenericEvent[client.Object]{Object: m}:
 		case <-ctx.Done():
 		}
 	}

@@ -53,7 +53,7 @@ func DefaultAgentDir() string {
 	return filepath.Join(os.TempDir(), "fleetd", "agents")
 }
 
-// SetupWithManager adds the herdr event source and the Member, Delegation and
+// SetupWithManager adds the pane and screen watches and the Member, Delegation and
 // Profile controllers to mgr.
 func SetupWithManager(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	if cfg.Clock == nil {
@@ -69,9 +69,9 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("resolving the agent directory: %w", err)
 	}
-	events := NewPaneEvents(cfg.Panes)
-	if err := mgr.Add(events); err != nil {
-		return fmt.Errorf("adding herdr's event source: %w", err)
+	paneWatch := NewPaneWatch(cfg.Panes)
+	if err := mgr.Add(paneWatch); err != nil {
+		return fmt.Errorf("adding the pane watch: %w", err)
 	}
 	detectors, err := detect.Load(cfg.ScreenManifests)
 	if err != nil {
@@ -85,7 +85,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		Client:                  mgr.GetClient(),
 		Reader:                  mgr.GetAPIReader(),
 		Panes:                   cfg.Panes,
-		Events:                  events,
+		PaneWatch:               paneWatch,
 		Screens:                 screens,
 		AgentDir:                agentDir,
 		HookCommand:             cfg.HookCommand,

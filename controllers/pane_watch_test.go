@@ -11,11 +11,11 @@ import (
 	"github.com/fleetd/fleetd/internal/testutil"
 )
 
-// TestPaneEventsFollowAPaneIDReusedAfterAHerdrRestart: herdr restarts, the
+// TestPaneWatchFollowsAPaneIDReusedAfterAHerdrRestart: herdr restarts, the
 // pane stream's reconnect is rejected because the pane is gone, and the
 // recreated pane gets the same id. Tracking that id again must follow the
 // new pane, or the Member never hears from its new agent.
-func TestPaneEventsFollowAPaneIDReusedAfterAHerdrRestart(t *testing.T) {
+func TestPaneWatchFollowsAPaneIDReusedAfterAHerdrRestart(t *testing.T) {
 	h := startHerdr(t)
 	c := h.client()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -28,15 +28,15 @@ func TestPaneEventsFollowAPaneIDReusedAfterAHerdrRestart(t *testing.T) {
 		}
 		return ws.RootPane.PaneID
 	}
-	pe := NewPaneEvents(c)
-	go func() { _ = pe.Start(ctx) }()
+	pw := NewPaneWatch(c)
+	go func() { _ = pw.Start(ctx) }()
 	key := types.NamespacedName{Namespace: "ns", Name: "m"}
 	// requested waits for a reconcile request for key, draining others.
 	requested := func(within time.Duration) bool {
 		deadline := time.After(within)
 		for {
 			select {
-			case ev := <-pe.events:
+			case ev := <-pw.requests:
 				if ev.Object.GetName() == key.Name {
 					return true
 				}
@@ -57,7 +57,7 @@ func TestPaneEventsFollowAPaneIDReusedAfterAHerdrRestart(t *testing.T) {
 	}
 
 	pane := newPane()
-	pe.Track(key, pane)
+	pw.Track(key, pane)
 	drain()
 	report(pane, herdr.AgentStateWorking)
 	if !requested(5 * time.Second) {
@@ -67,15 +67,15 @@ func TestPaneEventsFollowAPaneIDReusedAfterAHerdrRestart(t *testing.T) {
 	h.stop()
 	h.start(t)
 	testutil.Eventually(t, "the pane stream ended by herdr", func() (bool, string) {
-		pe.mu.Lock()
-		defer pe.mu.Unlock()
-		return !pe.tracked[key].running(), "still running"
+		pw.mu.Lock()
+		defer pw.mu.Unlock()
+		return !pw.tracked[key].running(), "still running"
 	})
 	again := newPane()
 	if again != pane {
 		t.Fatalf("the restarted herdr gave the new pane id %s, not %s; the case needs a reused id", again, pane)
 	}
-	pe.Track(key, again)
+	pw.Track(key, again)
 	drain()
 	report(again, herdr.AgentStateIdle)
 	if !requested(5 * time.Second) {

@@ -15,15 +15,15 @@ import (
 	"github.com/fleetd/fleetd/herdr"
 )
 
-// PaneEvents is the one subscription manager between herdr and the Member
+// PaneWatch is the one subscription manager between herdr and the Member
 // controller. It follows herdr's lifecycle events and each tracked pane's
 // agent status changes, and turns them into reconcile requests for the
 // Members they concern, through a channel source. The streams reconnect and
 // resync on their own; every resync requests a reconcile, so nothing that
 // happened while herdr was away goes unnoticed.
-type PaneEvents struct {
-	panes  Panes
-	events chan event.TypedGenericEvent[client.Object]
+type PaneWatch struct {
+	panes    Panes
+	requests chan event.TypedGenericEvent[client.Object]
 
 	mu      sync.Mutex
 	ctx     context.Context
@@ -45,7 +45,7 @@ type paneStream struct {
 }
 
 // running says whether the stream still follows its pane. One not started
-// yet (PaneEvents not running) counts as running: Start starts it.
+// yet (PaneWatch not running) counts as running: Start starts it.
 func (s *paneStream) running() bool {
 	if s.ended == nil {
 		return true
@@ -58,12 +58,12 @@ func (s *paneStream) running() bool {
 	}
 }
 
-// NewPaneEvents returns a PaneEvents reading from panes. Add it to the
+// NewPaneWatch returns a PaneWatch reading from panes. Add it to the
 // manager and hand Source to the controller.
-func NewPaneEvents(panes Panes) *PaneEvents {
-	return &PaneEvents{
+func NewPaneWatch(panes Panes) *PaneWatch {
+	return &PaneWatch{
 		panes:      panes,
-		events:     make(chan event.TypedGenericEvent[client.Object], 1024),
+		requests:   make(chan event.TypedGenericEvent[client.Object], 1024),
 		byPane:     map[string]types.NamespacedName{},
 		tracked:    map[types.NamespacedName]*paneStream{},
 		sawWorking: map[types.NamespacedName]bool{},
@@ -71,16 +71,16 @@ func NewPaneEvents(panes Panes) *PaneEvents {
 }
 
 // Source is the controller's view of herdr's events.
-func (p *PaneEvents) Source() source.Source {
-	return source.Channel(p.events, &handler.EnqueueRequestForObject{})
+func (p *PaneWatch) Source() source.Source {
+	return source.Channel(p.requests, &handler.EnqueueRequestForObject{})
 }
 
 // NeedLeaderElection ties the streams to the controllers they feed.
-func (p *PaneEvents) NeedLeaderElection() bool { return true }
+func (p *PaneWatch) NeedLeaderElection() bool { return true }
 
 // Start follows herdr's lifecycle events until ctx ends, and starts the
 // per-pane streams tracked before it ran.
-func (p *PaneEvents) Start(ctx context.Context) error {
+func (p *PaneWatch) Start(ctx context.Context) error {
 	p.mu.Lock()
 	p.ctx = ctx
 	for key, s := range p.tracked {
@@ -108,14 +108,14 @@ func (p *PaneEvents) Start(ctx context.Context) error {
 	return nil
 }
 
-// probeInterval is how often PaneEvents checks that herdr still answers. A
+// probeInterval is how often PaneWatch checks that herdr still answers. A
 // lost connection produces no event, so without the probe nobody would notice
 // herdr going away until the next resync.
 const probeInterval = 2 * time.Second
 
 // probe requests a reconcile of every tracked Member whenever herdr stops or
 // starts answering.
-func (p *PaneEvents) probe(ctx context.Context) {
+func (p *PaneWatch) probe(ctx context.Context) {
 	reachable := true
 	t := time.NewTicker(probeInterval)
 	defer t.Stop()
@@ -138,7 +138,7 @@ func (p *PaneEvents) probe(ctx context.Context) {
 // Track follows the agent status of key's pane. A new pane id replaces the
 // stream of the old one, and a stream herdr ended is started again: herdr
 // reuses pane ids after a restart, so the same id may name a new pane.
-func (p *PaneEvents) Track(key types.NamespacedName, paneID string) {
+func (p *PaneWatch) Track(key types.NamespacedName, paneID string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s, ok := p.tracked[key]; ok {
@@ -158,7 +158,7 @@ func (p *PaneEvents) Track(key types.NamespacedName, paneID string) {
 // TakeSawWorking says whether herdr reported key's agent working or
 // blocked since the last call: a turn may begin and end between two looks
 // at the agent, and its pickup must still show.
-func (p *PaneEvents) TakeSawWorking(key types.NamespacedName) bool {
+func (p *PaneWatch) TakeSawWorking(key types.NamespacedName) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	saw := p.sawWorking[key]
@@ -169,14 +169,14 @@ func (p *PaneEvents) TakeSawWorking(key types.NamespacedName) bool {
 // GiveBackSawWorking marks key's agent as seen working since the last
 // look: herdr said so, or nobody watched, or a look that took the mark
 // could not record what it saw.
-func (p *PaneEvents) GiveBackSawWorking(key types.NamespacedName) {
+func (p *PaneWatch) GiveBackSawWorking(key types.NamespacedName) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.sawWorking[key] = true
 }
 
 // Forget stops following key's pane.
-func (p *PaneEvents) Forget(key types.NamespacedName) {
+func (p *PaneWatch) Forget(key types.NamespacedName) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s, ok := p.tracked[key]; ok {
@@ -185,7 +185,7 @@ func (p *PaneEvents) Forget(key types.NamespacedName) {
 	delete(p.sawWorking, key)
 }
 
-func (p *PaneEvents) startLocked(key types.NamespacedName, s *paneStream) {
+func (p *PaneWatch) startLocked(key types.NamespacedName, s *paneStream) {
 	ctx, cancel := context.WithCancel(p.ctx)
 	s.cancel, s.ended = cancel, make(chan struct{})
 	stream := p.panes.Subscribe(ctx, []herdr.Subscription{herdr.PaneAgentStatusChanged(s.paneID)})
@@ -206,7 +206,7 @@ func (p *PaneEvents) startLocked(key types.NamespacedName, s *paneStream) {
 	}()
 }
 
-func (p *PaneEvents) stopLocked(key types.NamespacedName, s *paneStream) {
+func (p *PaneWatch) stopLocked(key types.NamespacedName, s *paneStream) {
 	if s.cancel != nil {
 		s.cancel()
 	}
@@ -216,7 +216,7 @@ func (p *PaneEvents) stopLocked(key types.NamespacedName, s *paneStream) {
 	}
 }
 
-func (p *PaneEvents) requestPane(ctx context.Context, paneID, workspaceID string) {
+func (p *PaneWatch) requestPane(ctx context.Context, paneID, workspaceID string) {
 	p.mu.Lock()
 	key, ok := p.byPane[paneID]
 	var keys []types.NamespacedName
@@ -235,7 +235,7 @@ func (p *PaneEvents) requestPane(ctx context.Context, paneID, workspaceID string
 	}
 }
 
-func (p *PaneEvents) requestAll(ctx context.Context) {
+func (p *PaneWatch) requestAll(ctx context.Context) {
 	p.mu.Lock()
 	keys := make([]types.NamespacedName, 0, len(p.tracked))
 	for k := range p.tracked {
@@ -247,11 +247,11 @@ func (p *PaneEvents) requestAll(ctx context.Context) {
 	}
 }
 
-func (p *PaneEvents) request(ctx context.Context, key types.NamespacedName) {
+func (p *PaneWatch) request(ctx context.Context, key types.NamespacedName) {
 	m := &fleetv1alpha1.Member{}
 	m.Name, m.Namespace = key.Name, key.Namespace
 	select {
-	case p.events <- event.TypedGenericEvent[client.Object]{Object: m}:
+	case p.requests <- event.TypedGenericEvent[client.Object]{Object: m}:
 	case <-ctx.Done():
 	}
 }

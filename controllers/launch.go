@@ -125,7 +125,7 @@ func (e *boundaryError) Error() string { return e.reason }
 // from its own directory in home: a working directory of its own unless the
 // spec names one, and the configuration package agents decides.
 func planLaunch(w Worker, env map[string]string, mcpURL, token, member string, home agentHome) (Launch, error) {
-	if err := checkBoundary(w, env); err != nil {
+	if err := checkCredentialBoundary(w, env); err != nil {
 		return Launch{}, err
 	}
 	l := Launch{Env: map[string]string{}, WorkingDir: w.WorkingDir}
@@ -164,7 +164,11 @@ func planLaunch(w Worker, env map[string]string, mcpURL, token, member string, h
 	return l, nil
 }
 
-func checkBoundary(w Worker, env map[string]string) error {
+// checkCredentialBoundary says (with a *boundaryError) whether a launch
+// would carry API billing or credentials across the subscription boundary:
+// a credential or endpoint on the command line, in the env of a worker billed
+// by subscription, or a worker billed through an API without its endpoint.
+func checkCredentialBoundary(w Worker, env map[string]string) error {
 	for _, arg := range append(append([]string(nil), w.Command...), w.Args...) {
 		for _, name := range credentialEnv {
 			if strings.Contains(arg, name+"=") {
