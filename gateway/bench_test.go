@@ -275,7 +275,7 @@ func BenchmarkBridgeListBytes(b *testing.B) {
 	}
 	cs := h.connect(b, staticToken, nil)
 	var list ListOutput
-	eventually(b, func() error {
+	testutil.Eventually(b, "", func() error {
 		got := callTool[ListOutput](b, cs, "bridge_list", map[string]any{"limit": maxListLimit})
 		list = got.out
 		return errIf(got.err != nil || list.Total != members, "%d of %d members listed: %v", list.Total, members, got.err)

@@ -160,7 +160,7 @@ func (g *Gateway) profileViews(ctx context.Context, namespace string) ([]Profile
 		p := &ps[i]
 		views = append(views, ProfileView{
 			Name: p.Name, Description: p.Spec.Description, Agent: string(p.Spec.Agent), Command: p.Spec.Command,
-			Model: p.Spec.Model, Effort: string(p.Spec.Effort), Billing: string(billingOf(p)), Default: def != nil && def.Name == p.Name,
+			Model: p.Spec.Model, Effort: string(p.Spec.Effort), Billing: string(fleetv1alpha1.BillingOf(p)), Default: def != nil && def.Name == p.Name,
 		})
 	}
 	slices.SortFunc(views, func(a, b ProfileView) int { return strings.Compare(a.Name, b.Name) })

@@ -35,7 +35,7 @@ func TestBridgeMembers(t *testing.T) {
 	leadS := h.connect(t, leadToken, nil)
 	workerS := h.connect(t, workerToken, nil)
 
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error {
 		list := wantOK(t, callTool[ListOutput](t, leadS, "bridge_list", nil))
 		want := []MemberSummary{
 			{Name: "lead", Status: "working", Team: "core", Profile: "sub", Self: true},
@@ -105,7 +105,7 @@ func TestBridgeMembers(t *testing.T) {
 
 	// Stop: the spawner may; another member may not; the lead may stop its
 	// team; a primary may stop anyone.
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error {
 		got := callTool[StopOutput](t, workerS, "bridge_stop", map[string]any{"paneId": other.Name})
 		return errIf(got.err == nil || got.err.Code != toolerr.Forbidden, "worker stopping the primary's member: %+v", got)
 	})

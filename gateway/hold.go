@@ -68,20 +68,23 @@ func (g *Gateway) hold(ctx context.Context, c *call, seed *fleetv1alpha1.Delegat
 
 	gauge := g.metrics.openHolds.WithLabelValues(c.tool)
 	gauge.Inc()
-	started := time.Now()
+	// The deadline and the progress ticks run on the gateway's clock, so a
+	// test steps them instead of waiting.
+	clk := g.opts.Clock
+	started := clk.Now()
 	defer func() {
 		gauge.Dec()
-		g.metrics.holdDuration.WithLabelValues(c.tool).Observe(time.Since(started).Seconds())
+		g.metrics.holdDuration.WithLabelValues(c.tool).Observe(clk.Since(started).Seconds())
 	}()
 
-	timer := time.NewTimer(timeout)
+	timer := clk.NewTimer(timeout)
 	defer timer.Stop()
 	var tick <-chan time.Time
 	token := progressToken(c.req)
 	if token != nil && g.opts.ProgressInterval > 0 {
-		t := time.NewTicker(g.opts.ProgressInterval)
+		t := clk.NewTicker(g.opts.ProgressInterval)
 		defer t.Stop()
-		tick = t.C
+		tick = t.C()
 	}
 	hangup := requestDone(ctx)
 
@@ -108,7 +111,7 @@ func (g *Gateway) hold(ctx context.Context, c *call, seed *fleetv1alpha1.Delegat
 		case <-w.wake:
 		case <-tick:
 			g.notifyProgress(ctx, c, token, started, current)
-		case <-timer.C:
+		case <-timer.C():
 			return current, errHoldTimeout
 		case <-hangup:
 			return current, context.Canceled
@@ -136,7 +139,7 @@ func (g *Gateway) notifyProgress(ctx context.Context, c *call, token any, starte
 	phase := delegation.Phase(d)
 	_ = c.req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
 		ProgressToken: token,
-		Progress:      time.Since(started).Seconds(),
+		Progress:      g.opts.Clock.Since(started).Seconds(),
 		Message:       fmt.Sprintf("waiting for %s: %s (%s)", d.Spec.To, phase, d.Name),
 	})
 }

@@ -3,8 +3,12 @@ package gateway
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	testclock "k8s.io/utils/clock/testing"
+
+	"github.com/fleetd/fleetd/internal/testutil"
 )
 
 // TestLegacyProtocolCancel: a client on a pre-2026 protocol revision, where
@@ -26,11 +30,38 @@ func TestLegacyProtocolCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sent := async[SendOutput](t, ctx, cs, "bridge_send", map[string]any{"content": "hang up on me"})
 	d := waitDelegation(t, ns, "w1", nil)
-	eventually(t, func() error { return errIf(h.gw.rv.held() != 1, "not held") })
+	testutil.Eventually(t, "", func() error { return errIf(h.gw.rv.held() != 1, "not held") })
 	cancel()
 	receive(t, sent)
-	eventually(t, func() error { return errIf(h.gw.rv.held() != 0, "still held after the client hung up") })
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error { return errIf(h.gw.rv.held() != 0, "still held after the client hung up") })
+	testutil.Eventually(t, "", func() error {
 		return errIf(getDelegation(t, ns, d.Name).Status.DetachedAt == nil, "detachedAt not set")
 	})
+}
+
+// TestHoldDeadlineRunsOnTheClock: a held call's deadline is the gateway's
+// clock's, so stepping an injected clock past it ends the call with a
+// timeout, while a clock that does not move holds it.
+func TestHoldDeadlineRunsOnTheClock(t *testing.T) {
+	ns := env.Namespace(t)
+	clk := testclock.NewFakeClock(time.Now())
+	h := startGateway(t, ns, Options{Clock: clk})
+	addMember(t, member("w1", ns).Obj())
+	primary := h.connect(t, staticToken, nil)
+
+	sent := async[SendOutput](t, context.Background(), primary, "bridge_send", map[string]any{"content": "take your time", "timeoutMs": 600000})
+	d := waitDelegation(t, ns, "w1", nil)
+	testutil.Eventually(t, "", func() error {
+		return errIf(h.gw.rv.held() != 1 || !clk.HasWaiters(), "the call is not held on the clock yet")
+	})
+	// A fake clock fires a timer inside Step: one still waiting after the
+	// step has not fired.
+	clk.Step(9 * time.Minute)
+	if !clk.HasWaiters() {
+		t.Fatal("the call's deadline fired 9 minutes into a 10-minute hold")
+	}
+	clk.Step(time.Minute)
+	if got := wantOK(t, receive(t, sent)); got.Outcome != "timeout" || got.DispatchID != d.Name {
+		t.Fatalf("bridge_send = %+v, want a timeout for %s", got, d.Name)
+	}
 }

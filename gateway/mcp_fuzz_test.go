@@ -46,8 +46,8 @@ func fakeGateway(t testing.TB) (*Gateway, *httptest.Server) {
 	c := fake.NewClientBuilder().
 		WithScheme(testenv.Scheme()).
 		WithStatusSubresource(&fleetv1alpha1.Delegation{}, &fleetv1alpha1.Member{}, &fleetv1alpha1.Profile{}).
-		WithIndex(&fleetv1alpha1.Delegation{}, indexDelegationTo, indexDelegationToFunc).
-		WithIndex(&fleetv1alpha1.Delegation{}, indexDelegationFrom, indexDelegationFromFunc).
+		WithIndex(&fleetv1alpha1.Delegation{}, indexReceiverState, indexReceiverStateFunc).
+		WithIndex(&fleetv1alpha1.Delegation{}, indexSenderState, indexSenderStateFunc).
 		WithIndex(&fleetv1alpha1.Member{}, identity.IndexMemberTokenHash, identity.IndexMemberToken).
 		WithObjects(objs...).
 		Build()

@@ -59,7 +59,7 @@ func (g *Gateway) spawn(ctx context.Context, p *identity.Principal, r spawnReque
 			from = &profiles[i]
 		}
 	}
-	if terr := checkBoundary(p, from, to); terr != nil {
+	if terr := checkSpawnBoundary(p, from, to); terr != nil {
 		return nil, terr
 	}
 	m := &fleetv1alpha1.Member{

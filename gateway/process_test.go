@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/fleetd/fleetd/gateway/toolerr"
+	"github.com/fleetd/fleetd/internal/testutil"
 )
 
 // TestProcessTools: the process namespace is off by default; when on, a
@@ -22,7 +23,7 @@ func TestProcessTools(t *testing.T) {
 
 	run := wantOK(t, callTool[ProcessOutput](t, primary, "process_run", map[string]any{"command": []string{"sh", "-c", "echo out; echo err >&2; exit 3"}}))
 	id := run.Process.ProcessID
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error {
 		st := wantOK(t, callTool[ProcessStatusOutput](t, primary, "process_status", map[string]any{"processId": id}))
 		p := st.Processes[0]
 		return errIf(p.State != "exited" || p.ExitCode == nil || *p.ExitCode != 3, "process = %+v", p)

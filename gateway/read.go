@@ -7,6 +7,7 @@ import (
 	"github.com/fleetd/fleetd/gateway/identity"
 	"github.com/fleetd/fleetd/gateway/toolerr"
 	"github.com/fleetd/fleetd/herdr"
+	"github.com/fleetd/fleetd/internal/textcut"
 )
 
 // Bounds of bridge_read.
@@ -71,13 +72,7 @@ func (g *Gateway) bridgeRead(ctx context.Context, c *call, in ReadInput) (*ReadO
 		return nil, toolerr.New(toolerr.Internal, "reading member %s's pane: %v", m.Name, err)
 	}
 	text := herdr.ReadableText(read.Text)
-	truncated := false
-	if len(text) > maxReadBytes {
-		cut := len(text) - maxReadBytes
-		for cut < len(text) && text[cut]&0xC0 == 0x80 {
-			cut++
-		}
-		text, truncated = text[cut:], true
-	}
+	truncated := len(text) > maxReadBytes
+	text = textcut.Tail(text, maxReadBytes)
 	return &ReadOutput{Member: m.Name, PaneID: m.Status.PaneID, Source: string(source), Text: text, Truncated: truncated}, nil
 }

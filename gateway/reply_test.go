@@ -10,6 +10,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/gateway/toolerr"
+	"github.com/fleetd/fleetd/internal/testutil"
 )
 
 func TestCurrentDelegation(t *testing.T) {
@@ -113,12 +114,12 @@ func TestAbandonedAskIsWithdrawn(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	async[AskOutput](t, ctx, worker, "bridge_ask", map[string]any{"content": "which one?"})
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error {
 		cur := getDelegation(t, ns, d.Name)
 		return errIf(cur.Status.Phase != fleetv1alpha1.DelegationAsking, "phase %s", cur.Status.Phase)
 	})
 	cancel()
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error {
 		cur := getDelegation(t, ns, d.Name)
 		if cur.Status.Phase != fleetv1alpha1.DelegationWorking {
 			return errIf(true, "phase %s, want Working once the asker left", cur.Status.Phase)

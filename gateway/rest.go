@@ -95,7 +95,7 @@ func (g *Gateway) capabilities(ctx context.Context, p *identity.Principal) (*Cap
 		ProcessEnabled:        g.enabled(ToolNamespaceProcess),
 		TeamEnabled:           g.enabled(ToolNamespaceTeam),
 		TeamManagePermissions: TeamManagePermissions(g.opts.TeamPolicy),
-		TeamModelPresets:      []ModelPreset{},
+		TeamModelPresets:      []ProfileView{},
 	}
 	for _, ns := range []ToolNamespace{ToolNamespaceBridge, ToolNamespaceTeam, ToolNamespaceProcess} {
 		nc := NamespaceCapability{Name: ns, Enabled: g.enabled(ns), Tools: []string{}}
@@ -111,12 +111,7 @@ func (g *Gateway) capabilities(ctx context.Context, p *identity.Principal) (*Cap
 		if err != nil {
 			return nil, err
 		}
-		for _, pr := range profiles {
-			c.TeamModelPresets = append(c.TeamModelPresets, ModelPreset{
-				Name: pr.Name, Description: pr.Description, Agent: pr.Agent, Model: pr.Model,
-				Effort: pr.Effort, Billing: pr.Billing, Default: pr.Default,
-			})
-		}
+		c.TeamModelPresets = profiles
 	}
 	return c, nil
 }

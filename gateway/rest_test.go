@@ -57,7 +57,7 @@ func TestREST(t *testing.T) {
 	if status, raw := do(staticToken, http.MethodPost, "/members", `{"profile":`); status != http.StatusBadRequest {
 		t.Errorf("malformed body: %d %s", status, raw)
 	}
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error {
 		status, raw := do(staticToken, http.MethodGet, "/agents", "")
 		var agents struct{ Agents []MemberView }
 		if status != http.StatusOK || json.Unmarshal(raw, &agents) != nil {
@@ -71,7 +71,7 @@ func TestREST(t *testing.T) {
 	// Stopping is idempotent: stopping again, or a member that never was,
 	// succeeds and says there was nothing left to stop.
 	for _, id := range []string{"api-1", "nobody"} {
-		eventually(t, func() error { // until the cache shows api-1 deleted
+		testutil.Eventually(t, "", func() error { // until the cache shows api-1 deleted
 			status, raw := do(staticToken, http.MethodDelete, "/members/"+id, "")
 			var got StopResponse
 			err := json.Unmarshal(raw, &got)

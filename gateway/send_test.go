@@ -215,12 +215,12 @@ func TestSendTimeout(t *testing.T) {
 
 	// The controller times it out after delivery; the worker replies late.
 	settle(t, ns, d.Name, typed, timedOut)
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error {
 		poll := wantOK(t, callTool[PollOutput](t, primary, "bridge_poll", nil))
 		return errIf(len(poll.Outcomes) != 1 || poll.Outcomes[0].Outcome != "timeout", "poll before the late reply = %+v", poll)
 	})
 	wantOK(t, callTool[AckOutput](t, primary, "bridge_ack", map[string]any{"dispatchId": d.Name}))
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error {
 		return errIf(len(wantOK(t, callTool[PollOutput](t, primary, "bridge_poll", nil)).Outcomes) != 0, "acknowledged outcome still polled")
 	})
 
@@ -232,7 +232,7 @@ func TestSendTimeout(t *testing.T) {
 	if d.Status.Phase != fleetv1alpha1.DelegationTimedOut || deref(d.Status.Reply) != "done after all" || d.Status.AcknowledgedAt != nil {
 		t.Errorf("after the late reply: %+v", d.Status)
 	}
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error {
 		poll := wantOK(t, callTool[PollOutput](t, primary, "bridge_poll", nil))
 		return errIf(len(poll.Outcomes) != 1 || poll.Outcomes[0].Outcome != "reply" || poll.Outcomes[0].Text != "done after all", "poll = %+v", poll)
 	})
@@ -257,7 +257,7 @@ func TestSendDetached(t *testing.T) {
 	wantCode(t, callTool[AckOutput](t, primary, "bridge_ack", map[string]any{"dispatchId": d.Name}), toolerr.Conflict)
 
 	settle(t, ns, d.Name, typed, replied("forgotten? no"))
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error {
 		poll := wantOK(t, callTool[PollOutput](t, primary, "bridge_poll", nil))
 		want := []PolledOutcome{{DispatchID: d.Name, Member: "w1", Outcome: "reply", Text: "forgotten? no", Content: "fire and forget"}}
 		return diffErr(want, poll.Outcomes, cmpopts.IgnoreFields(PolledOutcome{}, "SettledAt"))
@@ -269,7 +269,7 @@ func TestSendDetached(t *testing.T) {
 	if getDelegation(t, ns, d.Name).Status.AcknowledgedAt == nil {
 		t.Error("acknowledgedAt not set")
 	}
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error {
 		return errIf(len(wantOK(t, callTool[PollOutput](t, primary, "bridge_poll", nil)).Outcomes) != 0, "still polled after ack")
 	})
 }
@@ -316,15 +316,15 @@ func TestSendCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sent := async[SendOutput](t, ctx, primary, "bridge_send", map[string]any{"content": "never mind"})
 	d := waitDelegation(t, ns, "w1", nil)
-	eventually(t, func() error { return errIf(h.gw.rv.held() != 1, "%d held calls", h.gw.rv.held()) })
+	testutil.Eventually(t, "", func() error { return errIf(h.gw.rv.held() != 1, "%d held calls", h.gw.rv.held()) })
 	cancel()
 	if got := receive(t, sent); got.err == nil {
 		t.Fatalf("a cancelled call returned %+v", got.out)
 	}
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error {
 		return errIf(getDelegation(t, ns, d.Name).Status.DetachedAt == nil, "detachedAt not set")
 	})
-	eventually(t, func() error { return errIf(h.gw.rv.held() != 0, "%d held calls", h.gw.rv.held()) })
+	testutil.Eventually(t, "", func() error { return errIf(h.gw.rv.held() != 0, "%d held calls", h.gw.rv.held()) })
 	if st := getDelegation(t, ns, d.Name).Status; delegation.Settled(st.Phase) {
 		t.Errorf("cancelling the call settled the delegation: %+v", st)
 	}
@@ -343,7 +343,7 @@ func TestGatewayRestart(t *testing.T) {
 
 	sent := async[SendOutput](t, context.Background(), primary, "bridge_send", args)
 	d := waitDelegation(t, ns, "w1", nil)
-	eventually(t, func() error { return errIf(first.gw.rv.held() != 1, "not held yet") })
+	testutil.Eventually(t, "", func() error { return errIf(first.gw.rv.held() != 1, "not held yet") })
 	first.stop()
 	got := wantOK(t, receive(t, sent))
 	if got.Outcome != outcomeInterrupted || got.DispatchID != d.Name || !strings.Contains(got.Text, `"dispatchId": "`+d.Name+`"`) {
@@ -357,7 +357,7 @@ func TestGatewayRestart(t *testing.T) {
 	primary = second.connect(t, staticToken, nil)
 	worker := second.connect(t, workerToken, nil)
 	rejoined := async[SendOutput](t, context.Background(), primary, "bridge_send", map[string]any{"dispatchId": d.Name})
-	eventually(t, func() error { return errIf(second.gw.rv.held() != 1, "the re-attached call is not held") })
+	testutil.Eventually(t, "", func() error { return errIf(second.gw.rv.held() != 1, "the re-attached call is not held") })
 	deliver(t, ns, d.Name)
 	wantOK(t, callTool[ReplyOutput](t, worker, "bridge_reply", map[string]any{"content": "still here"}))
 	if got := wantOK(t, receive(t, rejoined)); got.Outcome != "reply" || got.Text != "still here" || got.DispatchID != d.Name {
@@ -368,7 +368,7 @@ func TestGatewayRestart(t *testing.T) {
 		t.Fatalf("re-called bridge_send = %+v", got)
 	}
 	// Handed over by the re-attached send, it is not polled.
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error {
 		poll := wantOK(t, callTool[PollOutput](t, primary, "bridge_poll", nil))
 		return errIf(len(poll.Outcomes) != 0, "still polled: %+v", poll)
 	})
@@ -391,14 +391,14 @@ func TestSendReattachWaits(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	first := async[SendOutput](t, ctx, primary, "bridge_send", args)
-	eventually(t, func() error { return errIf(h.gw.rv.held() != 1, "not held yet") })
+	testutil.Eventually(t, "", func() error { return errIf(h.gw.rv.held() != 1, "not held yet") })
 	cancel()
 	receive(t, first)
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error {
 		return errIf(getDelegation(t, ns, name).Status.DetachedAt == nil, "detachedAt not set")
 	})
 	sent := async[SendOutput](t, context.Background(), primary, "bridge_send", args)
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error {
 		return errIf(getDelegation(t, ns, name).Status.DetachedAt != nil, "detachedAt still set")
 	})
 	deliver(t, ns, name)
@@ -419,7 +419,7 @@ func TestSendTargets(t *testing.T) {
 	wantCode(t, callTool[SendOutput](t, primary, "bridge_send", map[string]any{"content": "anyone?", "wait": false}), toolerr.NotFound)
 
 	create(t, testutil.MakeProfile("scripted", ns).Command("scripted-agent").Default().Obj())
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error {
 		got := callTool[SendOutput](t, primary, "bridge_send", map[string]any{"content": "spawn one", "wait": false})
 		if got.err != nil {
 			return got.err
@@ -439,12 +439,12 @@ func TestSendTargets(t *testing.T) {
 	setMemberStatus(t, w2, func(s *fleetv1alpha1.MemberStatus) {
 		s.PaneID, s.TerminalID, s.AgentSessionID, s.AgentStatus = "pane-7", "term-7", "sess-7", fleetv1alpha1.AgentIdle
 	})
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error {
 		got := callTool[SendOutput](t, primary, "bridge_send", map[string]any{"content": "who?", "wait": false})
 		return errIf(got.err == nil || got.err.Code != toolerr.InvalidArgument, "two members, no sessionId: %+v", got)
 	})
 	for _, id := range []string{"w2", "pane-7", "term-7", "sess-7"} {
-		eventually(t, func() error {
+		testutil.Eventually(t, "", func() error {
 			got := callTool[SendOutput](t, primary, "bridge_send", map[string]any{"content": "to " + id, "sessionId": id, "wait": false})
 			if got.err != nil {
 				return got.err
@@ -469,17 +469,23 @@ func TestSendProgress(t *testing.T) {
 			}
 		},
 	})
-	sent := make(chan error, 1)
+	sent := make(chan toolCall[SendOutput], 1)
 	go func() {
 		params := &mcp.CallToolParams{Name: "bridge_send", Arguments: map[string]any{"content": "report in"}}
 		params.SetProgressToken("tok-1")
-		_, err := primary.CallTool(context.Background(), params)
-		sent <- err
+		res, err := primary.CallTool(context.Background(), params)
+		if err != nil {
+			sent <- toolCall[SendOutput]{err: &toolerr.Error{Code: "transport", Message: err.Error()}}
+			return
+		}
+		sent <- decodeResult[SendOutput](t, "bridge_send", res)
 	}()
-	eventually(t, func() error { return errIf(progress.Load() < 2, "%d progress notifications", progress.Load()) })
+	testutil.Eventually(t, "", func() error { return errIf(progress.Load() < 2, "%d progress notifications", progress.Load()) })
 	d := waitDelegation(t, ns, "w1", nil)
 	settle(t, ns, d.Name, typed, replied("ok"))
-	if err := <-sent; err != nil {
-		t.Fatal(err)
+	// The held call still ends with the reply: progress never replaces the
+	// result.
+	if got := wantOK(t, <-sent); got.Outcome != "reply" || got.Text != "ok" || got.DispatchID != d.Name {
+		t.Fatalf("bridge_send = %+v, want the reply", got)
 	}
 }

@@ -73,8 +73,9 @@ type Options struct {
 	Features map[ToolNamespace]bool
 	// TeamPolicy says who may use team_manage.
 	TeamPolicy TeamPolicy
-	// Clock stamps the times the gateway writes. Default the real clock.
-	Clock clock.PassiveClock
+	// Clock stamps the times the gateway writes and runs held calls'
+	// deadlines and progress ticks. Default the real clock.
+	Clock clock.WithTicker
 	// BodyReadTimeout bounds how long a request may take to send its body.
 	// Default 30s.
 	BodyReadTimeout time.Duration
@@ -167,8 +168,8 @@ func New(mgr ctrl.Manager, opts Options) (*Gateway, error) {
 		field string
 		fn    client.IndexerFunc
 	}{
-		{&fleetv1alpha1.Delegation{}, indexDelegationTo, indexDelegationToFunc},
-		{&fleetv1alpha1.Delegation{}, indexDelegationFrom, indexDelegationFromFunc},
+		{&fleetv1alpha1.Delegation{}, indexReceiverState, indexReceiverStateFunc},
+		{&fleetv1alpha1.Delegation{}, indexSenderState, indexSenderStateFunc},
 		{&fleetv1alpha1.Member{}, identity.IndexMemberTokenHash, identity.IndexMemberToken},
 	} {
 		if err := idx.IndexField(ctx, ix.obj, ix.field, ix.fn); err != nil {

@@ -126,7 +126,7 @@ func TestAuthentication(t *testing.T) {
 			var challenge string
 			// The gone member's deletion and the RoleBinding reach the
 			// gateway's cache and RBAC asynchronously.
-			eventually(t, func() error {
+			testutil.Eventually(t, "", func() error {
 				status, challenge = mcpStatus(t, h, tc.header)
 				return errIf(status != tc.wantStatus, "status %d, want %d", status, tc.wantStatus)
 			})
@@ -157,7 +157,7 @@ func TestMemberTokenOfEarlierMember(t *testing.T) {
 	ns := env.Namespace(t)
 	h := startGateway(t, ns, Options{})
 	old, token := addMember(t, member("w1", ns).Obj())
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error {
 		status, _ := mcpStatus(t, h, "Bearer "+token)
 		return errIf(status != http.StatusOK, "status %d with a fresh member token", status)
 	})
@@ -166,8 +166,8 @@ func TestMemberTokenOfEarlierMember(t *testing.T) {
 	}
 	// Recreated, but the old token Secret (labelled with the old UID) is
 	// still there.
-	eventually(t, func() error { return env.Client.Create(context.Background(), member("w1", ns).Obj()) })
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error { return env.Client.Create(context.Background(), member("w1", ns).Obj()) })
+	testutil.Eventually(t, "", func() error {
 		status, _ := mcpStatus(t, h, "Bearer "+token)
 		return errIf(status != http.StatusUnauthorized, "status %d with the earlier member's token", status)
 	})
@@ -188,7 +188,7 @@ func TestForgedTokenSecretAuthenticatesNobody(t *testing.T) {
 		},
 		Data: map[string][]byte{fleetv1alpha1.TokenSecretKey: []byte("forged-value")},
 	})
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error {
 		status, _ := mcpStatus(t, h, "Bearer "+token)
 		return errIf(status != http.StatusOK, "status %d with w1's own token", status)
 	})
@@ -209,13 +209,13 @@ func TestGatewayNeverOutdoesItsCallersRBAC(t *testing.T) {
 	token := serviceAccountToken(t, ns, "narrow", fleetv1alpha1.GatewayAudience)
 	allowDelegations(t, ns, "narrow")
 	var cs *mcp.ClientSession
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error {
 		var err error
 		cs, err = h.tryConnect(token, nil)
 		return err
 	})
 	t.Cleanup(func() { cs.Close() })
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error {
 		return errIf(callTool[ListOutput](t, cs, "bridge_whoami", nil).err != nil, "not allowed in yet")
 	})
 
@@ -273,11 +273,11 @@ func TestGatewayNeverOutdoesItsCallersRBAC(t *testing.T) {
 	// Each verb's refusal is remembered for a few seconds of its own (the
 	// negative review TTL), so each granted call is retried until its own
 	// refusal expires.
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error {
 		got := callTool[ListOutput](t, cs, "bridge_list", nil)
 		return errIf(got.err != nil, "bridge_list still refused: %v", got.err)
 	})
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error {
 		got := callTool[StopOutput](t, cs, "bridge_stop", map[string]any{"paneId": "w1"})
 		return errIf(got.err != nil, "bridge_stop still refused: %v", got.err)
 	})

@@ -21,12 +21,12 @@ import (
 // index values join a state and a member or principal, so that a lookup
 // returns the few Delegations in that state however long the history grows.
 const (
-	// indexDelegationTo indexes Delegations by where they are in their
+	// indexReceiverState indexes Delegations by where they are in their
 	// receiver's queue: stateQueued, stateActive or stateLate, then spec.to.
-	indexDelegationTo = "gateway.fleetd.dev/to"
-	// indexDelegationFrom indexes Delegations by what their sender may see:
+	indexReceiverState = "gateway.fleetd.dev/receiver-state"
+	// indexSenderState indexes Delegations by what their sender may see:
 	// statePending or statePollable, then identity.Key(spec.from).
-	indexDelegationFrom = "gateway.fleetd.dev/from"
+	indexSenderState = "gateway.fleetd.dev/sender-state"
 )
 
 // Delegation states in index values.
@@ -55,8 +55,8 @@ const maxStatusAttempts = 8
 // is now, and the caller should decide again from fresh data.
 var errStale = errors.New("delegation changed")
 
-// indexDelegationToFunc indexes a Delegation for its receiver.
-func indexDelegationToFunc(o client.Object) []string {
+// indexReceiverStateFunc indexes a Delegation for its receiver.
+func indexReceiverStateFunc(o client.Object) []string {
 	d, ok := o.(*fleetv1alpha1.Delegation)
 	if !ok || d.Spec.To == "" {
 		return nil
@@ -72,8 +72,8 @@ func indexDelegationToFunc(o client.Object) []string {
 	return nil
 }
 
-// indexDelegationFromFunc indexes a Delegation for its sender.
-func indexDelegationFromFunc(o client.Object) []string {
+// indexSenderStateFunc indexes a Delegation for its sender.
+func indexSenderStateFunc(o client.Object) []string {
 	d, ok := o.(*fleetv1alpha1.Delegation)
 	if !ok || d.Spec.From.Name == "" {
 		return nil
@@ -117,7 +117,7 @@ func (g *Gateway) message(ctx context.Context, namespace, id string) (*fleetv1al
 // cache.
 func (g *Gateway) delegationsTo(ctx context.Context, namespace, member, state string) ([]fleetv1alpha1.Delegation, error) {
 	var list fleetv1alpha1.DelegationList
-	if err := g.cache.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{indexDelegationTo: indexValue(state, member)}); err != nil {
+	if err := g.cache.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{indexReceiverState: indexValue(state, member)}); err != nil {
 		return nil, fmt.Errorf("listing delegations to %s/%s: %w", namespace, member, err)
 	}
 	return list.Items, nil
@@ -160,7 +160,7 @@ func (g *Gateway) allDelegationsTo(ctx context.Context, namespace, member string
 // delegationsFrom lists the Delegations in state a principal sent.
 func (g *Gateway) delegationsFrom(ctx context.Context, p *identity.Principal, state string) ([]fleetv1alpha1.Delegation, error) {
 	var list fleetv1alpha1.DelegationList
-	if err := g.cache.List(ctx, &list, client.InNamespace(p.Namespace), client.MatchingFields{indexDelegationFrom: indexValue(state, p.Key())}); err != nil {
+	if err := g.cache.List(ctx, &list, client.InNamespace(p.Namespace), client.MatchingFields{indexSenderState: indexValue(state, p.Key())}); err != nil {
 		return nil, fmt.Errorf("listing delegations from %s: %w", p.Key(), err)
 	}
 	return list.Items, nil

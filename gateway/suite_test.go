@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -35,12 +34,11 @@ import (
 	"github.com/fleetd/fleetd/internal/testutil"
 )
 
-// env is the package's API server; nil while fuzzing, where every worker
-// process would otherwise start one.
+// env is the package's API server, started by the first test that asks
+// for it: table tests and fuzz targets never do.
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	flag.Parse()
 	if os.Getenv(loadEnvURL) != "" {
 		if err := generateLoad(); err != nil {
 			fmt.Fprintln(os.Stderr, "load generator:", err)
@@ -48,17 +46,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	if fuzzing() {
-		os.Exit(m.Run())
-	}
 	testenv.Main(m, &env)
-}
-
-// fuzzing reports whether this process runs a fuzz target (as the
-// coordinator or a worker), which needs no API server.
-func fuzzing() bool {
-	f, w := flag.Lookup("test.fuzz"), flag.Lookup("test.fuzzworker")
-	return (f != nil && f.Value.String() != "") || (w != nil && w.Value.String() == "true")
 }
 
 // staticToken is the static principal "primary"'s token in every harness.
@@ -78,9 +66,7 @@ type harness struct {
 // StaticTokens are filled in.
 func startGateway(t testing.TB, ns string, opts Options) *harness {
 	t.Helper()
-	if env == nil {
-		t.Skip("no API server")
-	}
+	env.Require(t)
 	ensureStaticTokens(t, ns)
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 env.Scheme,
@@ -120,7 +106,7 @@ func startGateway(t testing.TB, ns string, opts Options) *harness {
 	}
 	t.Cleanup(h.stop)
 	running.add(h)
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error {
 		resp, err := http.Get(h.url + "/readyz")
 		if err != nil {
 			return err
@@ -179,7 +165,7 @@ func cached(t testing.TB, objs ...client.Object) {
 	t.Helper()
 	for _, o := range objs {
 		for _, h := range running.in(o.GetNamespace()) {
-			eventually(t, func() error {
+			testutil.Eventually(t, "", func() error {
 				return h.gw.cache.Get(context.Background(), client.ObjectKeyFromObject(o), o.DeepCopyObject().(client.Object))
 			})
 		}
@@ -209,22 +195,6 @@ func ensureStaticTokens(t testing.TB, ns string) {
 	}
 }
 
-// eventually retries f until it succeeds, failing the test after 30s.
-func eventually(t testing.TB, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // httpClient sends token with every request.
 func httpClient(token string) *http.Client { return mcpclient.BearerClient(token) }
 
@@ -233,7 +203,7 @@ func (h *harness) connect(t testing.TB, token string, opts *mcp.ClientOptions) *
 	t.Helper()
 	var cs *mcp.ClientSession
 	// A token minted a moment ago may not be in the gateway's cache yet.
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error {
 		var err error
 		cs, err = h.tryConnect(token, opts)
 		return err
@@ -370,7 +340,7 @@ func addMember(t testing.TB, m *fleetv1alpha1.Member) (*fleetv1alpha1.Member, st
 // setMemberStatus writes a Member's status as its controller would.
 func setMemberStatus(t testing.TB, m *fleetv1alpha1.Member, mutate func(*fleetv1alpha1.MemberStatus)) {
 	t.Helper()
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error {
 		var cur fleetv1alpha1.Member
 		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(m), &cur); err != nil {
 			return err
@@ -385,7 +355,7 @@ func setMemberStatus(t testing.TB, m *fleetv1alpha1.Member, mutate func(*fleetv1
 func waitDelegation(t testing.TB, ns, member string, match func(*fleetv1alpha1.Delegation) bool) *fleetv1alpha1.Delegation {
 	t.Helper()
 	var found *fleetv1alpha1.Delegation
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error {
 		var list fleetv1alpha1.DelegationList
 		if err := env.Client.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{fleetv1alpha1.LabelMember: member}); err != nil {
 			return err
@@ -420,7 +390,7 @@ func getDelegation(t testing.TB, ns, name string) *fleetv1alpha1.Delegation {
 // Delegation and writes it.
 func settle(t testing.TB, ns, name string, transitions ...func(d *fleetv1alpha1.Delegation, now time.Time)) {
 	t.Helper()
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error {
 		var d fleetv1alpha1.Delegation
 		if err := env.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &d); err != nil {
 			return err

@@ -148,32 +148,21 @@ func defaultProfile(profiles []fleetv1alpha1.Profile) *fleetv1alpha1.Profile {
 	return best
 }
 
-// billingOf is the billing mode a Profile runs with (subscription unless it
-// says api).
-func billingOf(p *fleetv1alpha1.Profile) fleetv1alpha1.Billing {
-	if p.Spec.Billing == "" {
-		return fleetv1alpha1.BillingSubscription
-	}
-	return p.Spec.Billing
-}
-
-// checkBoundary decides whether caller may start a worker from profile to
+// checkSpawnBoundary decides whether caller may start a worker from profile to
 // without crossing the subscription boundary. Primaries have no billing mode
 // of their own. A member's mode is its Profile's; an inline member cannot
 // carry an API endpoint, so it runs on a subscription. from is the caller's
 // Profile, nil when the caller is inline or its Profile is gone.
-func checkBoundary(caller *identity.Principal, from, to *fleetv1alpha1.Profile) *toolerr.Error {
+func checkSpawnBoundary(caller *identity.Principal, from, to *fleetv1alpha1.Profile) *toolerr.Error {
 	if caller.IsPrimary() || caller.Member == nil {
 		return nil
 	}
-	mine := fleetv1alpha1.BillingSubscription
-	if caller.Member.Spec.Profile != "" {
-		if from == nil {
-			return toolerr.New(toolerr.SubscriptionBoundary, "your profile %s no longer exists, so your billing mode is unknown; a member may only spawn workers with its own billing mode", caller.Member.Spec.Profile)
-		}
-		mine = billingOf(from)
+	if caller.Member.Spec.Profile != "" && from == nil {
+		return toolerr.New(toolerr.SubscriptionBoundary, "your profile %s no longer exists, so your billing mode is unknown; a member may only spawn workers with its own billing mode", caller.Member.Spec.Profile)
 	}
-	if theirs := billingOf(to); theirs != mine {
+	// An inline member (from nil) runs on a subscription.
+	mine := fleetv1alpha1.BillingOf(from)
+	if theirs := fleetv1alpha1.BillingOf(to); theirs != mine {
 		return toolerr.New(toolerr.SubscriptionBoundary, "profile %s bills by %s and you run on %s; a member may only spawn workers with its own billing mode", to.Name, theirs, mine)
 	}
 	return nil

@@ -68,7 +68,7 @@ func TestResolveTarget(t *testing.T) {
 	}
 }
 
-func TestCheckBoundary(t *testing.T) {
+func TestCheckSpawnBoundary(t *testing.T) {
 	sub := testutil.MakeProfile("sub", "ns").Obj()
 	api := testutil.MakeProfile("api", "ns").Billing(fleetv1alpha1.BillingAPI).Obj()
 	onSub := memberOf(testutil.MakeMember("a", "ns").Profile("sub").Obj())
@@ -91,7 +91,7 @@ func TestCheckBoundary(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := codeOf(checkBoundary(tc.caller, tc.from, tc.to)); got != tc.wantCode {
+			if got := codeOf(checkSpawnBoundary(tc.caller, tc.from, tc.to)); got != tc.wantCode {
 				t.Errorf("code %q, want %q", got, tc.wantCode)
 			}
 		})

@@ -72,7 +72,7 @@ func TestTeamTools(t *testing.T) {
 	m1 := h.connect(t, m1Token, nil)
 	primary := h.connect(t, staticToken, nil)
 
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error {
 		st := wantOK(t, callTool[TeamStatusOutput](t, m1, "team_status", nil))
 		return errIf(st.Team != "core" || len(st.Members) != 3, "team_status = %+v", st)
 	})
@@ -105,7 +105,7 @@ func TestTeamTools(t *testing.T) {
 	}
 	wantCode(t, callTool[TeamManageOutput](t, lead, "team_manage", map[string]any{"action": "remove", "name": "outsider"}), toolerr.NotFound)
 	wantCode(t, callTool[TeamManageOutput](t, lead, "team_manage", map[string]any{"action": "promote"}), toolerr.InvalidArgument)
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error {
 		got := callTool[TeamManageOutput](t, lead, "team_manage", map[string]any{"action": "remove", "name": "m3"})
 		return errIf(got.err != nil, "removing m3: %v", got.err)
 	})
@@ -115,7 +115,7 @@ func TestTeamTools(t *testing.T) {
 	h2 := startGateway(t, ns, Options{TeamPolicy: TeamPolicy{NonLeadCanRemove: true}})
 	wantCode(t, callTool[TeamManageOutput](t, h2.connect(t, m1Token, nil), "team_manage", map[string]any{"action": "add"}), toolerr.Forbidden)
 	wantCode(t, callTool[TeamManageOutput](t, h2.connect(t, m1Token, nil), "team_manage", map[string]any{"action": "remove", "removeAgentIds": []string{"m2", "lead"}}), toolerr.Forbidden)
-	eventually(t, func() error {
+	testutil.Eventually(t, "", func() error {
 		got := callTool[TeamManageOutput](t, h2.connect(t, m1Token, nil), "team_manage", map[string]any{"action": "remove", "removeAgentIds": []string{"m2"}})
 		return errIf(got.err != nil || !slices.Equal(got.out.Removed, []string{"m2"}), "member removing m2 under a permissive policy: %v %+v", got.err, got.out)
 	})

@@ -383,7 +383,7 @@ type SpawnRequest struct {
 	// Profile names the Profile; empty means the default one.
 	Profile string `json:"profile,omitempty" jsonschema:"the profile the member runs from"`
 	// Name is the new member's name; empty means a generated one.
-	Name string `json:"name,omitempty" jsonschema:"the namespace"`
+	Name string `json:"name,omitempty" jsonschema:"the new member's name; default: one made from the profile's"`
 }
 
 // StopResponse is the body of DELETE /members/{paneId}.
@@ -409,7 +409,7 @@ type Capabilities struct {
 	TeamManagePermissions TeamManagePermissions `json:"teamManagePermissions"`
 	// TeamModelPresets are the Profiles of the caller's namespace that
 	// team_manage add can start a member from.
-	TeamModelPresets []ModelPreset `json:"teamModelPresets"`
+	TeamModelPresets []ProfileView `json:"teamModelPresets"`
 	// Namespaces lists every namespace, on or off; one that is off lists no
 	// tools, and calls to its tools answer feature_disabled.
 	Namespaces []NamespaceCapability `json:"namespaces"`
@@ -419,18 +419,6 @@ type Capabilities struct {
 type TeamManagePermissions struct {
 	NonLeadCanAdd    bool `json:"nonLeadCanAdd"`
 	NonLeadCanRemove bool `json:"nonLeadCanRemove"`
-}
-
-// ModelPreset is a Profile as a team model preset.
-type ModelPreset struct {
-	// Name is the Profile's name: team_manage's profile argument.
-	Name        string `json:"name"`
-	Description string `json:"description,omitempty"`
-	Agent       string `json:"agent,omitempty"`
-	Model       string `json:"model,omitempty"`
-	Effort      string `json:"effort,omitempty"`
-	Billing     string `json:"billing"`
-	Default     bool   `json:"default,omitempty"`
 }
 
 // NamespaceCapability says whether a tool namespace is on and what it holds.

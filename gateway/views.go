@@ -11,6 +11,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/gateway/identity"
+	"github.com/fleetd/fleetd/internal/textcut"
 )
 
 // memberSummary shows m compactly.
@@ -112,11 +113,7 @@ func excerpt(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	// Cut on a rune boundary.
-	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
+	return textcut.Head(s, n) + "…"
 }
 
 // text shows the page one member a line, the header naming the columns.

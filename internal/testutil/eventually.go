@@ -33,7 +33,8 @@ func Within(d time.Duration) Option { return func(p *polling) { p.timeout = d } 
 func Every(d time.Duration) Option { return func(p *polling) { p.interval = d } }
 
 // Poll looks at cond until it holds or the timeout passes, and then returns
-// an error naming what and what cond saw last.
+// an error naming what (which may be empty where cond's own words say it)
+// and what cond saw last.
 func Poll[C Condition](what string, cond C, opts ...Option) error {
 	p := polling{timeout: DefaultTimeout, interval: DefaultInterval}
 	for _, o := range opts {
@@ -58,6 +59,9 @@ func Poll[C Condition](what string, cond C, opts ...Option) error {
 			return nil
 		}
 		if !time.Now().Before(deadline) {
+			if what == "" {
+				return fmt.Errorf("timed out after %s; last seen: %w", p.timeout, err)
+			}
 			return fmt.Errorf("timed out after %s waiting for %s; last seen: %w", p.timeout, what, err)
 		}
 		time.Sleep(p.interval)
