@@ -24,6 +24,7 @@ import (
 	"github.com/fleetd/fleetd/internal/mcpclient"
 	"github.com/fleetd/fleetd/internal/scheme"
 	"github.com/fleetd/fleetd/internal/stubmodel"
+	"github.com/fleetd/fleetd/internal/testutil"
 )
 
 // requireRealAgents fails a test that needs the pinned agent CLIs when they
@@ -262,7 +263,7 @@ func testRealAgent(t *testing.T, a realAgent, name string) {
 	if out, err := w.kubectl("patch", "member", "-n", ns, name, "--type=merge", "-p", `{"spec":{"team":"`+name+`-team"}}`); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	eventually(t, "context usage in team_status", func() (bool, string) {
+	testutil.Eventually(t, "context usage in team_status", func() (bool, string) {
 		st := call(t, s, "team_status", map[string]any{"team": name + "-team"})
 		ms, _ := st.Fields["members"].([]any)
 		if len(ms) != 1 {
@@ -305,7 +306,7 @@ func testRealAgent(t *testing.T, a realAgent, name string) {
 			r := send(map[string]any{"content": "sleep: 4\nreply: late but here", "timeoutMs": 1500})
 			wantOutcome(t, r, "timeout")
 			id := r.Str("dispatchId")
-			eventually(t, "the late reply in bridge_poll", func() (bool, string) {
+			testutil.Eventually(t, "the late reply in bridge_poll", func() (bool, string) {
 				p := call(t, s, "bridge_poll", nil)
 				return pollHas(p, id, "reply", "late but here"), fmt.Sprint(p.Fields)
 			})
@@ -318,7 +319,7 @@ func testRealAgent(t *testing.T, a realAgent, name string) {
 			r := send(map[string]any{"content": "reply: detached result", "wait": false})
 			wantOutcome(t, r, "dispatched")
 			id := r.Str("dispatchId")
-			eventually(t, "the outcome in bridge_poll", func() (bool, string) {
+			testutil.Eventually(t, "the outcome in bridge_poll", func() (bool, string) {
 				p := call(t, s, "bridge_poll", nil)
 				return pollHas(p, id, "reply", "detached result"), fmt.Sprint(p.Fields)
 			})
@@ -342,7 +343,7 @@ func testRealAgent(t *testing.T, a realAgent, name string) {
 				ids = append(ids, r.Str("dispatchId"))
 			}
 			for i, id := range ids {
-				eventually(t, "reply "+id, func() (bool, string) {
+				testutil.Eventually(t, "reply "+id, func() (bool, string) {
 					p := call(t, s, "bridge_poll", nil)
 					return pollHas(p, id, "reply", fmt.Sprintf("back to back %d", i)), fmt.Sprint(p.Fields)
 				})
@@ -374,7 +375,7 @@ func testRealAgent(t *testing.T, a realAgent, name string) {
 				t.Fatal(err)
 			}
 			waitDelegationPhase(t, id, fleetv1alpha1.DelegationTurnDone)
-			eventually(t, "the member idle again", func() (bool, string) {
+			testutil.Eventually(t, "the member idle again", func() (bool, string) {
 				now, err := getMember(name)
 				if err != nil {
 					return false, err.Error()
@@ -393,7 +394,7 @@ func testRealAgent(t *testing.T, a realAgent, name string) {
 			before, _ := getMember(name)
 			killAgent(t, a, before)
 			waitDelegationPhase(t, id, fleetv1alpha1.DelegationWorkerGone)
-			eventually(t, "the member restarted and Ready", func() (bool, string) {
+			testutil.Eventually(t, "the member restarted and Ready", func() (bool, string) {
 				now, err := getMember(name)
 				if err != nil {
 					return false, err.Error()
@@ -438,7 +439,7 @@ func testPermissionDialog(t *testing.T, a realAgent, name string) {
 	r := call(t, s, "bridge_send", map[string]any{"sessionId": name, "content": "bash: curl -s http://127.0.0.1:9/permission-probe", "wait": false})
 	wantOutcome(t, r, "dispatched")
 	var m *fleetv1alpha1.Member
-	eventually(t, "the member blocked with the dialog's text", func() (bool, string) {
+	testutil.Eventually(t, "the member blocked with the dialog's text", func() (bool, string) {
 		var err error
 		if m, err = getMember(name); err != nil {
 			return false, err.Error()
@@ -466,7 +467,7 @@ func testPermissionDialog(t *testing.T, a realAgent, name string) {
 	if err := w.paneKeys(m.Status.PaneID, "esc"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the queued message replied", func() (bool, string) {
+	testutil.Eventually(t, "the queued message replied", func() (bool, string) {
 		p := call(t, s, "bridge_poll", nil)
 		return pollHas(p, queuedID, "reply", "after the dialog"), fmt.Sprint(p.Fields)
 	})
@@ -506,7 +507,7 @@ func delegation(t *testing.T, name string) *fleetv1alpha1.Delegation {
 
 func waitDelegationPhase(t *testing.T, name string, phase fleetv1alpha1.DelegationPhase) {
 	t.Helper()
-	eventually(t, name+" "+string(phase), func() (bool, string) {
+	testutil.Eventually(t, name+" "+string(phase), func() (bool, string) {
 		d := delegation(t, name)
 		return d.Status.Phase == phase, string(d.Status.Phase)
 	})
@@ -551,7 +552,7 @@ func TestCodexWithoutALoginShowsItsSignIn(t *testing.T) {
 	t.Cleanup(func() { _, _ = w.kubectl("delete", "profile", "-n", ns, "codex-nologin", "--wait=false") })
 	apply(t, fmt.Sprintf("apiVersion: fleet.fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: cx-nologin, namespace: %s}\nspec: {profile: codex-nologin}\n", ns))
 	t.Cleanup(func() { _, _ = w.kubectl("delete", "member", "-n", ns, "cx-nologin", "--wait=false") })
-	eventually(t, "the member blocked on the sign-in screen", func() (bool, string) {
+	testutil.Eventually(t, "the member blocked on the sign-in screen", func() (bool, string) {
 		m, err := getMember("cx-nologin")
 		if err != nil {
 			return false, err.Error()

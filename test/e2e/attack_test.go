@@ -24,6 +24,7 @@ import (
 	"github.com/fleetd/fleetd/internal/mcpclient"
 	"github.com/fleetd/fleetd/internal/scheme"
 	"github.com/fleetd/fleetd/internal/testenv"
+	"github.com/fleetd/fleetd/internal/testutil"
 )
 
 // TestTerminalInjectionIsNeutralised sends a message holding the end of a
@@ -64,7 +65,7 @@ func TestInjectionThroughAWorkersReply(t *testing.T) {
 	if rep := call(t, asWorker, "bridge_reply", map[string]any{"content": evil}); rep.IsError {
 		t.Fatalf("bridge_reply: %v", rep.Fields)
 	}
-	eventually(t, "the reply in the sender's pane", func() (bool, string) {
+	testutil.Eventually(t, "the reply in the sender's pane", func() (bool, string) {
 		got := received(t, senderLog)[before:]
 		return len(got) == 1, fmt.Sprintf("%q", got)
 	})
@@ -114,7 +115,7 @@ func TestInjectionThroughAWorkersQuestion(t *testing.T) {
 	go func() {
 		_, _ = mcpclient.Call(t.Context(), asWorker, "bridge_ask", map[string]any{"content": evil, "timeoutMs": 15000})
 	}()
-	eventually(t, "the question in the sender's pane", func() (bool, string) {
+	testutil.Eventually(t, "the question in the sender's pane", func() (bool, string) {
 		got := received(t, senderLog)[before:]
 		return len(got) >= 1, fmt.Sprintf("%q", got)
 	})
@@ -183,7 +184,7 @@ func TestForgedSendersAreRefused(t *testing.T) {
 		"posing as another service account": {from: map[string]any{"kind": "ServiceAccount", "name": "system:serviceaccount:" + ns + ":someone"}, want: "spec.from must name you"},
 		"posing as the gateway's primary":   {from: map[string]any{"kind": "Static", "name": "dev"}, want: "spec.from must name you"},
 	}
-	eventually(t, "the API server enforces the sender policy", func() (bool, string) {
+	testutil.Eventually(t, "the API server enforces the sender policy", func() (bool, string) {
 		err := create(map[string]any{"kind": "Member", "name": "e2e-target"}, "")
 		return err != nil, fmt.Sprint(err)
 	})

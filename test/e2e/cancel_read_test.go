@@ -12,6 +12,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/internal/mcpclient"
+	"github.com/fleetd/fleetd/internal/testutil"
 )
 
 func getDelegation(name string) (*fleetv1alpha1.Delegation, error) {
@@ -21,7 +22,7 @@ func getDelegation(name string) (*fleetv1alpha1.Delegation, error) {
 
 func waitPhase(t *testing.T, name string, phase fleetv1alpha1.DelegationPhase) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("%s %s", name, phase), func() (bool, string) {
+	testutil.Eventually(t, fmt.Sprintf("%s %s", name, phase), func() (bool, string) {
 		d, err := getDelegation(name)
 		if err != nil {
 			return false, err.Error()
@@ -45,7 +46,7 @@ func TestCancel(t *testing.T) {
 			"sessionId": "e2e-cancel", "content": "sleep: 60\nreply: too late", "idempotencyKey": "cancel-working"})
 		held <- r
 	}()
-	eventually(t, "the member working", func() (bool, string) {
+	testutil.Eventually(t, "the member working", func() (bool, string) {
 		m, err := getMember("e2e-cancel")
 		if err != nil {
 			return false, err.Error()

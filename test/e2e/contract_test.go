@@ -16,6 +16,7 @@ import (
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/internal/devenv"
 	"github.com/fleetd/fleetd/internal/mcpclient"
+	"github.com/fleetd/fleetd/internal/testutil"
 )
 
 // replica starts another fleetd serving only the gateway, with extra flags,
@@ -193,7 +194,7 @@ func TestTeamPolicyAndStop(t *testing.T) {
 	if r.IsError || !slices.Equal(strs(r.Fields["removed"]), []string{"e2e-m2", "e2e-m3"}) {
 		t.Fatalf("removing two members: %v", r.Fields)
 	}
-	eventually(t, "e2e-m2 and e2e-m3 gone", func() (bool, string) {
+	testutil.Eventually(t, "e2e-m2 and e2e-m3 gone", func() (bool, string) {
 		_, err2 := getMember("e2e-m2")
 		_, err3 := getMember("e2e-m3")
 		return err2 != nil && err3 != nil, fmt.Sprint(err2, err3)
@@ -234,7 +235,7 @@ func TestFailureCatalogue(t *testing.T) {
 
 	// Who is calling.
 	for name, token := range map[string]string{"caller missing": "", "bad token": "not-a-token", "caller closed": closedToken} {
-		eventually(t, name+" refused", func() (bool, string) {
+		testutil.Eventually(t, name+" refused", func() (bool, string) {
 			status, body := restCall(t, w.gatewayURL, http.MethodGet, "/agents", token, "")
 			e, _ := body["error"].(map[string]any)
 			return status == http.StatusUnauthorized && e["code"] == "unauthorized", fmt.Sprint(status, body)
@@ -311,7 +312,7 @@ func TestListAndStatus(t *testing.T) {
 	done := call(t, s, "bridge_send", map[string]any{"sessionId": "e2e-ls-a", "content": "reply: finished", "wait": false})
 	asked := call(t, s, "bridge_send", map[string]any{"sessionId": "e2e-ls-c", "content": "ask: which way?", "wait": false})
 	var st mcpclient.Result
-	eventually(t, "the outcome and the question in bridge_status", func() (bool, string) {
+	testutil.Eventually(t, "the outcome and the question in bridge_status", func() (bool, string) {
 		st = call(t, s, "bridge_status", map[string]any{"sessionId": "e2e-ls-b"})
 		return pollHas(st, done.Str("dispatchId"), "reply", "finished") && len(st.Fields["questions"].([]any)) > 0, fmt.Sprint(st.Fields)
 	})
@@ -398,7 +399,7 @@ func TestDetachedQuestionReachesAMemberSender(t *testing.T) {
 	wantOutcome(t, r, "dispatched")
 	id := r.Str("dispatchId")
 	turnID := id + ".q1"
-	eventually(t, "the question typed into the sender's pane", func() (bool, string) {
+	testutil.Eventually(t, "the question typed into the sender's pane", func() (bool, string) {
 		got := received(t, senderLog)
 		return slices.ContainsFunc(got, func(p string) bool {
 			return strings.Contains(p, "which colour?") && strings.Contains(p, turnID) && strings.Contains(p, "bridge_send")
@@ -414,7 +415,7 @@ func TestDetachedQuestionReachesAMemberSender(t *testing.T) {
 	if a.IsError {
 		t.Fatalf("answering: %v", a.Fields)
 	}
-	eventually(t, "the reply typed into the sender's pane", func() (bool, string) {
+	testutil.Eventually(t, "the reply typed into the sender's pane", func() (bool, string) {
 		got := received(t, senderLog)
 		return slices.ContainsFunc(got, func(p string) bool { return strings.Contains(p, "painting it teal") }), fmt.Sprintf("%q", got)
 	})
@@ -440,7 +441,7 @@ func TestGatewayRolloutEndsHeldCallsWithAResult(t *testing.T) {
 		}
 		held <- r
 	}()
-	eventually(t, "the member working", func() (bool, string) {
+	testutil.Eventually(t, "the member working", func() (bool, string) {
 		m, err := getMember("e2e-rollout")
 		if err != nil {
 			return false, err.Error()
@@ -480,7 +481,7 @@ func TestProcessTools(t *testing.T) {
 		t.Fatalf("process_run: %v", r.Fields)
 	}
 	id := fmt.Sprint(r.Fields["process"].(map[string]any)["processId"])
-	eventually(t, "the process exited 3", func() (bool, string) {
+	testutil.Eventually(t, "the process exited 3", func() (bool, string) {
 		st := call(t, s, "process_status", map[string]any{"processId": id})
 		ps, _ := st.Fields["processes"].([]any)
 		if len(ps) != 1 {

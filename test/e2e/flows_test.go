@@ -26,6 +26,7 @@ import (
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/internal/mcpclient"
 	"github.com/fleetd/fleetd/internal/testenv"
+	"github.com/fleetd/fleetd/internal/testutil"
 )
 
 // member applies a scripted-agent Member and waits until it is Ready. It
@@ -65,7 +66,7 @@ func getMember(name string) (*fleetv1alpha1.Member, error) {
 func waitReady(t *testing.T, name string) *fleetv1alpha1.Member {
 	t.Helper()
 	var m *fleetv1alpha1.Member
-	eventually(t, name+" Ready", func() (bool, string) {
+	testutil.Eventually(t, name+" Ready", func() (bool, string) {
 		var err error
 		if m, err = getMember(name); err != nil {
 			return false, err.Error()
@@ -120,7 +121,7 @@ func TestReply(t *testing.T) {
 		t.Errorf("reply text %q", r.Str("text"))
 	}
 	// The Delegation is there for kubectl to see, settled and Ready.
-	eventually(t, "the delegation Ready", func() (bool, string) {
+	testutil.Eventually(t, "the delegation Ready", func() (bool, string) {
 		d := &fleetv1alpha1.Delegation{}
 		if err := w.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: r.Str("dispatchId")}, d); err != nil {
 			return false, err.Error()
@@ -160,7 +161,7 @@ func TestDetachedPollAndAck(t *testing.T) {
 	if id == "" {
 		t.Fatalf("no dispatchId: %v", r.Fields)
 	}
-	eventually(t, "the outcome in bridge_poll", func() (bool, string) {
+	testutil.Eventually(t, "the outcome in bridge_poll", func() (bool, string) {
 		p := call(t, s, "bridge_poll", nil)
 		return pollHas(p, id, "reply", "done later"), fmt.Sprint(p.Fields)
 	})
@@ -216,7 +217,7 @@ func timeoutThenPolled(t *testing.T, s *mcp.ClientSession, r mcpclient.Result, t
 	if id == "" {
 		t.Fatalf("a timeout without its dispatchId: %v", r.Fields)
 	}
-	eventually(t, "the late reply in bridge_poll", func() (bool, string) {
+	testutil.Eventually(t, "the late reply in bridge_poll", func() (bool, string) {
 		p := call(t, s, "bridge_poll", nil)
 		return pollHas(p, id, "reply", text), fmt.Sprint(p.Fields)
 	})
@@ -235,7 +236,7 @@ func TestQueuedPastItsDeadlineIsDeliveredLater(t *testing.T) {
 	if busy.IsError {
 		t.Fatalf("dispatch: %v", busy.Fields)
 	}
-	eventually(t, "the worker busy", func() (bool, string) {
+	testutil.Eventually(t, "the worker busy", func() (bool, string) {
 		m, err := getMember("e2e-busy")
 		if err != nil {
 			return false, err.Error()
@@ -258,7 +259,7 @@ func TestWorkerGone(t *testing.T) {
 		r, _ := mcpclient.Call(context.Background(), s, "bridge_send", map[string]any{"sessionId": "e2e-gone", "content": "sleep: 60"})
 		done <- r
 	}()
-	eventually(t, "the member working", func() (bool, string) {
+	testutil.Eventually(t, "the member working", func() (bool, string) {
 		m, err := getMember("e2e-gone")
 		if err != nil {
 			return false, err.Error()
@@ -378,7 +379,7 @@ func TestServiceAccountTokenBoundToAPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	var who mcpclient.Result
-	eventually(t, "the primary allowed after the RoleBinding", func() (bool, string) {
+	testutil.Eventually(t, "the primary allowed after the RoleBinding", func() (bool, string) {
 		s, err := mcpclient.Connect(ctx, w.gatewayURL, token)
 		if err != nil {
 			return false, err.Error()
@@ -403,14 +404,14 @@ func TestFleetdKilledMidBurstLosesNothing(t *testing.T) {
 		wantOutcome(t, r, "dispatched")
 		ids[i] = r.Str("dispatchId")
 	}
-	eventually(t, "some deliveries", func() (bool, string) {
+	testutil.Eventually(t, "some deliveries", func() (bool, string) {
 		got := len(received(t, log))
 		return got >= 3, fmt.Sprintf("%d received", got)
 	})
 	if err := w.killFleetd(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "every delegation settled", func() (bool, string) {
+	testutil.Eventually(t, "every delegation settled", func() (bool, string) {
 		var list fleetv1alpha1.DelegationList
 		if err := w.client.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{fleetv1alpha1.LabelMember: "e2e-burst"}); err != nil {
 			return false, err.Error()
@@ -457,7 +458,7 @@ func TestPaneServerRestartHealsMembers(t *testing.T) {
 	if err := w.restartPaneServer(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the member healed", func() (bool, string) {
+	testutil.Eventually(t, "the member healed", func() (bool, string) {
 		m, err := getMember("e2e-heal")
 		if err != nil {
 			return false, err.Error()

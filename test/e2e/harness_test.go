@@ -1,4 +1,4 @@
-// Package e2e drives every flow of DESIGN.md through the real binaries; the
+// Package e2e drives every flow of fleetd's contract through the real binaries; the
 // tests talk to the gateway over HTTP with the go-sdk MCP client and read
 // what a user reads.
 //
@@ -34,7 +34,6 @@ import (
 
 	"github.com/fleetd/fleetd/internal/mcpclient"
 	"github.com/fleetd/fleetd/internal/testenv"
-	"github.com/fleetd/fleetd/internal/testutil"
 )
 
 // ns is where the primary acts and the samples and test members go.
@@ -208,10 +207,4 @@ func call(t *testing.T, s *mcp.ClientSession, tool string, args map[string]any) 
 		t.Fatalf("%s: %v", tool, err)
 	}
 	return res
-}
-
-// eventually polls until cond holds; the deadline catches hangs, not slowness.
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	testutil.Eventually(t, 90*time.Second, 100*time.Millisecond, what, cond)
 }
