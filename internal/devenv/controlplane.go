@@ -220,12 +220,18 @@ func (c *ControlPlane) RESTConfig() (*rest.Config, error) {
 
 func (c *ControlPlane) writeKubeconfig() error {
 	p := c.pki()
+	return WriteKubeconfig(c.Kubeconfig(), "fleetd-dev", "https://"+hostPort(c.APIServerPort), p.path(caCert), p.path(adminCert), p.path(adminKey))
+}
+
+// WriteKubeconfig writes a kubeconfig whose one context, named name, reaches
+// server with a client certificate; its namespace is default.
+func WriteKubeconfig(path, name, server, caFile, certFile, keyFile string) error {
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["fleetd-dev"] = &clientcmdapi.Cluster{Server: "https://" + hostPort(c.APIServerPort), CertificateAuthority: p.path(caCert)}
-	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificate: p.path(adminCert), ClientKey: p.path(adminKey)}
-	cfg.Contexts["fleetd-dev"] = &clientcmdapi.Context{Cluster: "fleetd-dev", AuthInfo: "admin", Namespace: "default"}
-	cfg.CurrentContext = "fleetd-dev"
-	return clientcmd.WriteToFile(*cfg, c.Kubeconfig())
+	cfg.Clusters[name] = &clientcmdapi.Cluster{Server: server, CertificateAuthority: caFile}
+	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{ClientCertificate: certFile, ClientKey: keyFile}
+	cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name, Namespace: "default"}
+	cfg.CurrentContext = name
+	return clientcmd.WriteToFile(*cfg, path)
 }
 
 func httpOK(hc *http.Client, url string) error {

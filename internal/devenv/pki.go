@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -52,14 +53,11 @@ func (p pki) ensure() error {
 	if err := os.MkdirAll(p.dir, 0o700); err != nil {
 		return err
 	}
-	ca, caPriv, err := newCA()
+	ca, err := NewCA("fleetd-dev-ca")
 	if err != nil {
 		return err
 	}
-	if err := writePEM(p.path(caCert), "CERTIFICATE", ca.Raw); err != nil {
-		return err
-	}
-	if err := writeKey(p.path(caKey), caPriv); err != nil {
+	if err := ca.Write(p.path(caCert), p.path(caKey)); err != nil {
 		return err
 	}
 	server := &x509.Certificate{
@@ -68,38 +66,35 @@ func (p pki) ensure() error {
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	if err := p.issue(ca, caPriv, server, serverCert, serverKey); err != nil {
+	if err := ca.Issue(server, p.path(serverCert), p.path(serverKey)); err != nil {
 		return err
 	}
 	admin := &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "fleetd-dev-admin", Organization: []string{"system:masters"}},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
-	if err := p.issue(ca, caPriv, admin, adminCert, adminKey); err != nil {
+	if err := ca.Issue(admin, p.path(adminCert), p.path(adminKey)); err != nil {
 		return err
 	}
-	sa, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		return err
-	}
-	if err := writePEM(p.path(saKey), "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(sa)); err != nil {
-		return err
-	}
-	pub, err := x509.MarshalPKIXPublicKey(&sa.PublicKey)
-	if err != nil {
-		return err
-	}
-	return writePEM(p.path(saPub), "PUBLIC KEY", pub)
+	return WriteServiceAccountKey(p.path(saKey), p.path(saPub))
 }
 
-func newCA() (*x509.Certificate, *ecdsa.PrivateKey, error) {
+// CA is a certificate authority that issues the certificates of a local
+// control plane and its clients.
+type CA struct {
+	Cert *x509.Certificate
+	Key  *ecdsa.PrivateKey
+}
+
+// NewCA makes a CA, valid for ten years, named commonName.
+func NewCA(commonName string) (*CA, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "fleetd-dev-ca"},
+		Subject:               pkix.Name{CommonName: commonName},
 		NotBefore:             time.Now().Add(-time.Hour),
 		NotAfter:              time.Now().Add(10 * 365 * 24 * time.Hour),
 		IsCA:                  true,
@@ -108,13 +103,53 @@ func newCA() (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		return nil, nil, fmt.Errorf("creating the CA: %w", err)
+		return nil, fmt.Errorf("creating the CA: %w", err)
 	}
 	cert, err := x509.ParseCertificate(der)
-	return cert, key, err
+	if err != nil {
+		return nil, err
+	}
+	return &CA{Cert: cert, Key: key}, nil
 }
 
-func (p pki) issue(ca *x509.Certificate, caPriv *ecdsa.PrivateKey, tmpl *x509.Certificate, certFile, keyFile string) error {
+// LoadCA reads a CA that Write wrote.
+func LoadCA(certFile, keyFile string) (*CA, error) {
+	certPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := os.ReadFile(keyFile)
+	if err != nil {
+		return nil, err
+	}
+	cb, _ := pem.Decode(certPEM)
+	kb, _ := pem.Decode(keyPEM)
+	if cb == nil || kb == nil {
+		return nil, errors.New("the CA's files hold no PEM block")
+	}
+	cert, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	key, err := x509.ParseECPrivateKey(kb.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	return &CA{Cert: cert, Key: key}, nil
+}
+
+// Write writes the CA's certificate and key as PEM files.
+func (ca *CA) Write(certFile, keyFile string) error {
+	if err := writePEM(certFile, "CERTIFICATE", ca.Cert.Raw); err != nil {
+		return err
+	}
+	return writeKey(keyFile, ca.Key)
+}
+
+// Issue signs a certificate for tmpl (its subject, names and extended key
+// usage; serial, validity and key usage are set here) with a new key, and
+// writes both as PEM files.
+func (ca *CA) Issue(tmpl *x509.Certificate, certFile, keyFile string) error {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return err
@@ -127,14 +162,31 @@ func (p pki) issue(ca *x509.Certificate, caPriv *ecdsa.PrivateKey, tmpl *x509.Ce
 	tmpl.NotBefore = time.Now().Add(-time.Hour)
 	tmpl.NotAfter = time.Now().Add(5 * 365 * 24 * time.Hour)
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caPriv)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
 	if err != nil {
 		return fmt.Errorf("issuing %s: %w", certFile, err)
 	}
-	if err := writePEM(p.path(certFile), "CERTIFICATE", der); err != nil {
+	if err := writePEM(certFile, "CERTIFICATE", der); err != nil {
 		return err
 	}
-	return writeKey(p.path(keyFile), key)
+	return writeKey(keyFile, key)
+}
+
+// WriteServiceAccountKey writes a new RSA key that signs service-account
+// tokens, and its public half that the API server checks them with.
+func WriteServiceAccountKey(keyFile, pubFile string) error {
+	sa, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	if err := writePEM(keyFile, "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(sa)); err != nil {
+		return err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&sa.PublicKey)
+	if err != nil {
+		return err
+	}
+	return writePEM(pubFile, "PUBLIC KEY", pub)
 }
 
 func writeKey(path string, key *ecdsa.PrivateKey) error {
@@ -145,6 +197,6 @@ func writeKey(path string, key *ecdsa.PrivateKey) error {
 	return writePEM(path, "EC PRIVATE KEY", der)
 }
 
-func writePEM(path, typ string, der []byte) error {
+func writePEM(path string, typ string, der []byte) error {
 	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600)
 }
