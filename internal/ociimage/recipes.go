@@ -1,0 +1,229 @@
+package ociimage
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+)
+
+// The images the project builds, by the names pods and containerd use.
+// config/manager names fleetd:dev, which resolves to FleetdRef, as on a
+// kind node that `kind load docker-image fleetd:dev` filled.
+const (
+	FleetdRef  = "docker.io/library/fleetd:dev"
+	WorkerRef  = "docker.io/library/fleetd-worker:dev"
+	PauseRef   = "localhost/fleetd/pause:dev"
+	CoreDNSRef = "localhost/fleetd/coredns:dev"
+)
+
+// Unprivileged users of the images: the agent user of fleetd's images
+// (as the Dockerfile makes it), and the pause container's.
+const (
+	AgentUID = 65532
+	pauseUID = 65535
+)
+
+// Builder builds images from the repository at Root into Dir (the archives,
+// and layer tars and binaries on the way).
+type Builder struct {
+	Root  string
+	Dir   string
+	Epoch time.Time
+	// Arch is the architecture binaries are built for and images say.
+	Arch string
+}
+
+// NewBuilder builds into dir from the repository at root.
+func NewBuilder(root, dir string) (*Builder, error) {
+	epoch, err := Epoch()
+	if err != nil {
+		return nil, err
+	}
+	return &Builder{Root: root, Dir: dir, Epoch: epoch, Arch: runtime.GOARCH}, nil
+}
+
+// Archive is where the image named ref is written.
+func (b *Builder) Archive(name string) string { return filepath.Join(b.Dir, name+".tar") }
+
+// goBuild builds a static binary of pkg (a path in the repository) into
+// Dir/bin: no cgo, no paths of this machine, no VCS stamp, so the same
+// tree gives the same bytes here or in a Docker build.
+func (b *Builder) goBuild(ctx context.Context, pkg, name string) (string, error) {
+	out := filepath.Join(b.Dir, "bin", name)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-o", out, pkg)
+	cmd.Dir = b.Root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+b.Arch)
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %w: %s", pkg, err, strings.TrimSpace(string(msg)))
+	}
+	return out, nil
+}
+
+// write builds s and writes its archive as Dir/<name>.tar, returning the
+// image's digest.
+func (b *Builder) write(name string, s Spec) (v1.Hash, error) {
+	img, err := Build(s, b.Arch, b.Epoch)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	if err := WriteArchive(b.Archive(name), s.Ref, img); err != nil {
+		return v1.Hash{}, err
+	}
+	return img.Digest()
+}
+
+// Pause builds the sandbox image: the pause program of hack/pause alone.
+func (b *Builder) Pause(ctx context.Context) (v1.Hash, error) {
+	bin, err := b.goBuild(ctx, "./hack/pause", "pause")
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	layer, err := LayerFromFiles(b.layerDir(), "pause", []File{{Path: "/pause", Source: bin, Mode: 0o755}}, b.Epoch)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	return b.write("pause", Spec{
+		Ref:    PauseRef,
+		Layers: []v1.Layer{layer},
+		Config: v1.Config{Entrypoint: []string{"/pause"}, User: fmt.Sprintf("%d:%d", pauseUID, pauseUID)},
+	})
+}
+
+// CoreDNS builds the cluster DNS image from the coredns binary that
+// hack/controlplane.sh coredns built (static, from hack/coredns).
+func (b *Builder) CoreDNS(corednsBinary string) (v1.Hash, error) {
+	if _, err := os.Stat(corednsBinary); err != nil {
+		return v1.Hash{}, fmt.Errorf("no CoreDNS binary (hack/controlplane.sh coredns builds it): %w", err)
+	}
+	layer, err := LayerFromFiles(b.layerDir(), "coredns", []File{
+		{Path: "/coredns", Source: corednsBinary, Mode: 0o755},
+		{Path: "/etc/coredns", Mode: fs.ModeDir | 0o755},
+	}, b.Epoch)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	return b.write("coredns", Spec{
+		Ref:    CoreDNSRef,
+		Layers: []v1.Layer{layer},
+		Config: v1.Config{
+			Entrypoint:   []string{"/coredns"},
+			User:         fmt.Sprintf("%d:%d", AgentUID, AgentUID),
+			ExposedPorts: map[string]struct{}{"53/udp": {}, "53/tcp": {}},
+		},
+	})
+}
+
+func (b *Builder) layerDir() string { return filepath.Join(b.Dir, "layers") }
+
+// fleetdBinaries is the layer of fleetd's own programs, where the
+// Dockerfile puts them: the controller and gateway, the pane server, and
+// the scripted test agent on PATH. The fleetd and worker images share it.
+func (b *Builder) fleetdBinaries(ctx context.Context) (v1.Layer, error) {
+	var files []File
+	for _, p := range []struct{ pkg, name, dest string }{
+		{"./cmd/fleetd", "fleetd", "/fleetd"},
+		{"./cmd/paneserver", "paneserver", "/paneserver"},
+		{"./hack/scriptedagent", "scripted-agent", "/usr/local/bin/scripted-agent"},
+	} {
+		bin, err := b.goBuild(ctx, p.pkg, p.name)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, File{Path: p.dest, Source: bin, Mode: 0o755})
+	}
+	return LayerFromFiles(b.layerDir(), "fleetd-binaries", files, b.Epoch)
+}
+
+// rootfsLayer is the layer of a normalized root filesystem tar.
+func (b *Builder) rootfsLayer(ctx context.Context, d Debian, out io.Writer) (string, v1.Layer, error) {
+	tarPath, err := b.Rootfs(ctx, d, out)
+	if err != nil {
+		return "", nil, err
+	}
+	l, err := LayerFromTar(tarPath)
+	return tarPath, l, err
+}
+
+// agentConfig is the config of fleetd's images: the agent user, its home,
+// a PATH with the scripted agent.
+func agentConfig() v1.Config {
+	return v1.Config{
+		User:       fmt.Sprintf("%d:%d", AgentUID, AgentUID),
+		WorkingDir: "/home/agent",
+		Env:        []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/agent"},
+	}
+}
+
+// Fleetd builds fleetd's image: the Debian base and fleetd's binaries.
+func (b *Builder) Fleetd(ctx context.Context, out io.Writer) (v1.Hash, error) {
+	_, base, err := b.rootfsLayer(ctx, DebianBase, out)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	bins, err := b.fleetdBinaries(ctx)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	cfg := agentConfig()
+	cfg.Entrypoint = []string{"/fleetd"}
+	return b.write("fleetd", Spec{Ref: FleetdRef, Layers: []v1.Layer{base, bins}, Config: cfg})
+}
+
+// Worker builds the worker image: the same Debian base, node and git on
+// it, the pinned agent CLIs that hack/agents.sh installed into agentsDir
+// (bin/agents), and fleetd's binaries, so that a member's pod runs the pane
+// host and the agent from one image.
+func (b *Builder) Worker(ctx context.Context, agentsDir string, out io.Writer) (v1.Hash, error) {
+	baseTar, base, err := b.rootfsLayer(ctx, DebianBase, out)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	fullTar, err := b.Rootfs(ctx, DebianWorker, out)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	diffTar := filepath.Join(b.layerDir(), "worker-packages.tar")
+	if err := os.MkdirAll(b.layerDir(), 0o755); err != nil {
+		return v1.Hash{}, err
+	}
+	if err := DiffRootfs(baseTar, fullTar, diffTar, b.Epoch); err != nil {
+		return v1.Hash{}, err
+	}
+	pkgs, err := LayerFromTar(diffTar)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	if _, err := os.Stat(filepath.Join(agentsDir, "node_modules")); err != nil {
+		return v1.Hash{}, fmt.Errorf("no agent CLIs in %s (make agents installs them): %w", agentsDir, err)
+	}
+	agentFiles, err := TreeFiles(agentsDir, agentsPath, 0, 0)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	for _, cli := range []string{"claude", "codex"} {
+		agentFiles = append(agentFiles, File{Path: "/usr/local/bin/" + cli, Mode: fs.ModeSymlink | 0o777, Link: agentsPath + "/node_modules/.bin/" + cli})
+	}
+	agents, err := LayerFromFiles(b.layerDir(), "agents", agentFiles, b.Epoch)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	bins, err := b.fleetdBinaries(ctx)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	cfg := agentConfig()
+	cfg.Cmd = []string{"/bin/sh"}
+	return b.write("worker", Spec{Ref: WorkerRef, Layers: []v1.Layer{base, pkgs, agents, bins}, Config: cfg})
+}
+
+// agentsPath is where the worker image holds the agent CLIs' npm tree.
+const agentsPath = "/opt/fleetd/agents"
