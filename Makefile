@@ -78,6 +78,14 @@ fuzz: ## Run each fuzz target briefly (FUZZTIME inputs each, default 20000x).
 bench: controlplane ## Run the benchmarks.
 	go test -run '^$$' -bench . -benchmem $(PKGS)
 
+.PHONY: test-cluster
+test-cluster: cluster-bin ## Run the local cluster's tests (root): machine unchanged after up and down, reuse, killed bring-up, NotReady node, fleetd deployed.
+	FLEETD_CLUSTER_TESTS=1 go test -count=1 -v -timeout 60m ./test/cluster/...
+
+.PHONY: bench-cluster
+bench-cluster: cluster-bin ## Benchmark the local cluster (root): cold and warm bring-up, memory, image build time and size.
+	FLEETD_CLUSTER_TESTS=1 go test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 60m ./test/cluster/...
+
 .PHONY: bench-compare
 bench-compare: controlplane ## Run BENCH (default BenchmarkThousandDelegations) on BASE (default HEAD) and on the working tree, in one run.
 	hack/bench-compare.sh $(or $(BASE),HEAD) $(or $(BENCH),BenchmarkThousandDelegations) $(or $(BENCH_PKG),./controllers/)
@@ -94,6 +102,15 @@ build: ## Build the fleetd binaries into bin/.
 	go build -o $(BIN)/scripted-agent ./hack/scriptedagent
 	go build -o $(BIN)/stubmodel ./hack/stubmodel
 
+.PHONY: cluster-bin
+cluster-bin: controlplane ## Build the local cluster's node components (kube-scheduler, kubelet, kube-proxy) and CoreDNS into bin/controlplane.
+	CONTROLPLANE_BIN=$(CONTROLPLANE_BIN) hack/controlplane.sh node
+	CONTROLPLANE_BIN=$(CONTROLPLANE_BIN) hack/controlplane.sh coredns
+
+.PHONY: images
+images: cluster-bin agents ## Build the fleetd, worker, pause and CoreDNS images (OCI, reproducible, no Docker) into bin/images; load them into the local cluster if it runs.
+	go run ./hack/images --out=$(BIN)/images --load
+
 .PHONY: agents
 agents: ## Install the pinned agent CLIs (hack/agents: Claude Code, Codex) from npm into bin/.
 	hack/agents.sh $(BIN)
@@ -109,3 +126,17 @@ demo: ## Walk every flow against a running `make dev` (two scripted members, a p
 .PHONY: dev
 dev: controlplane build ## Run fleetd locally: control plane, pane server, controllers and gateway (state in .dev/).
 	$(BIN)/fleetd dev $(DEV_ARGS)
+
+##@ Local cluster
+
+NODES ?= 3
+CLUSTER_PORT ?= 26443
+CLUSTER := go run ./hack/cluster
+
+.PHONY: cluster
+cluster: cluster-bin ## Start (or reuse) a local cluster of NODES=3 nodes in a network namespace of its own (root; state in .cluster/).
+	NODES=$(NODES) CLUSTER_PORT=$(CLUSTER_PORT) $(CLUSTER) up
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local cluster and undo every change it made to the machine (root).
+	$(CLUSTER) down

@@ -1,0 +1,19 @@
+// Package localcluster runs a real multi-node Kubernetes cluster on this
+// machine, as kind does but without Docker: etcd, kube-apiserver,
+// kube-controller-manager and kube-scheduler built from the pinned modules,
+// N kubelets each on a containerd of its own, CNI bridge networking,
+// kube-proxy in iptables mode and CoreDNS as the kube-dns Deployment.
+//
+// Everything with an address lives in one network namespace that Up
+// creates; the machine's own namespace gets nothing but a relay listening
+// on 127.0.0.1, so the one kubeconfig works from inside and outside. Every
+// daemon runs in a cgroup under one root of our own (per node, so a node can
+// be killed as on power loss), and every action that changes the machine
+// is written to a journal in the state directory before it is done, so
+// Down undoes a bring-up that was killed halfway as well as a finished one.
+//
+// The decisions (addresses, ports, paths, the configuration files, what to
+// undo and in which order) are pure functions of a Config, in layout.go,
+// render.go and journal.go; the files named after the machine's parts
+// (netns.go, cgroup.go, mount.go, sysctl.go, process.go) do the I/O.
+package localcluster

@@ -1,0 +1,269 @@
+package localcluster
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// host does the cluster's changes to the machine, each journaled first.
+type host struct {
+	layout  Layout
+	journal Journal
+	cgroups []hierarchy
+}
+
+func newHost(l Layout) (*host, error) {
+	hs, err := cgroupHierarchies()
+	if err != nil {
+		return nil, err
+	}
+	if len(hs) == 0 {
+		return nil, errors.New("no cgroup hierarchy is mounted")
+	}
+	return &host{layout: l, journal: Journal{path: l.JournalPath()}, cgroups: hs}, nil
+}
+
+// v1 are the hierarchies a process is moved into after it starts (the v2
+// one has it from birth).
+func (h *host) v1() []hierarchy {
+	var out []hierarchy
+	for _, c := range h.cgroups {
+		if !c.V2 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// run runs a command to completion and returns its error with its output.
+func run(name string, args ...string) error {
+	return runInput(nil, name, args...)
+}
+
+func runInput(stdin []byte, name string, args ...string) error {
+	cmd := exec.Command(name, args...)
+	cmd.Env = daemonEnv()
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// createNetns makes the cluster's network namespace and everything with
+// an address in it: loopback with the control-plane and node addresses, one bridge per node with its pods' gateway, and the route that
+// makes ClusterIPs answer in the namespace itself. Nothing links it to the
+// machine's namespace.
+func (h *host) createNetns() error {
+	l := h.layout
+	existed := exists(netnsDir)
+	mounted := false
+	if existed {
+		var err error
+		if mounted, err = isMountPoint(netnsDir); err != nil {
+			return err
+		}
+	}
+	if err := h.journal.Append(Entry{Op: OpNetns, Name: l.Name, Existed: existed, Mounted: mounted}); err != nil {
+		return err
+	}
+	if err := run("ip", "netns", "add", l.Name); err != nil {
+		return err
+	}
+	if err := runInput([]byte(netnsScript(l)), "ip", "-n", l.Name, "-batch", "-"); err != nil {
+		return err
+	}
+	// net.* sysctls belong to the namespace.
+	return run("nsenter", "--net="+l.NetnsPath(), "--", "sh", "-c",
+		"echo 1 > /proc/sys/net/ipv4/ip_forward && echo 1 > /proc/sys/net/bridge/bridge-nf-call-iptables")
+}
+
+// netnsScript is the `ip -batch` input that lays out the namespace. The
+// control-plane and node addresses sit on the namespace's loopback (this
+// machine's kernel has no dummy links): local to every daemon, and routed
+// to from every pod through its node's bridge.
+func netnsScript(l Layout) string {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	p("link set lo up")
+	p("addr add %s/32 dev lo", controlPlaneIP)
+	for _, n := range l.Nodes {
+		p("addr add %s/32 dev lo", n.IP)
+	}
+	for _, n := range l.Nodes {
+		// The CNI bridge plugin takes over a bridge that exists; making it
+		// here gives the kubelet its pods' gateway from the start.
+		p("link add %s type bridge", n.Bridge)
+		p("addr add %s dev %s", netip.PrefixFrom(n.Gateway, n.PodCIDR.Bits()), n.Bridge)
+		p("link set %s up", n.Bridge)
+	}
+	p("route add %s dev %s", ServiceCIDR, l.Nodes[0].Bridge)
+	return b.String()
+}
+
+// deleteNetns deletes the namespace and puts /run/netns back as it was.
+func deleteNetns(e Entry) error {
+	path := filepath.Join(netnsDir, e.Name)
+	if exists(path) {
+		if err := run("ip", "netns", "delete", e.Name); err != nil {
+			return err
+		}
+	}
+	if !e.Mounted {
+		others, _ := os.ReadDir(netnsDir)
+		if m, _ := isMountPoint(netnsDir); m && len(others) == 0 {
+			if err := unmountUnder(netnsDir); err != nil {
+				return err
+			}
+		}
+	}
+	if !e.Existed {
+		// Only if nothing else made a namespace there meanwhile.
+		if err := os.Remove(netnsDir); err != nil && !errors.Is(err, fs.ErrNotExist) && !isNotEmpty(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+func isNotEmpty(err error) bool {
+	var pe *fs.PathError
+	return errors.As(err, &pe) && strings.Contains(pe.Err.Error(), "not empty")
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+// kubeletSysctls are the global settings the kubelet sets at start
+// (setupKernelTunables in its container manager), saved before the first
+// kubelet and restored at teardown.
+var kubeletSysctls = []string{
+	"vm.overcommit_memory",
+	"vm.panic_on_oom",
+	"kernel.panic",
+	"kernel.panic_on_oops",
+	"kernel.keys.root_maxkeys",
+	"kernel.keys.root_maxbytes",
+}
+
+func sysctlPath(key string) string {
+	return filepath.Join("/proc/sys", strings.ReplaceAll(key, ".", "/"))
+}
+
+func readSysctl(key string) (string, error) {
+	v, err := os.ReadFile(sysctlPath(key))
+	return strings.TrimSpace(string(v)), err
+}
+
+func writeSysctl(key, value string) error {
+	return os.WriteFile(sysctlPath(key), []byte(value), 0o644)
+}
+
+func (h *host) recordSysctls() error {
+	for _, k := range kubeletSysctls {
+		v, err := readSysctl(k)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := h.journal.Append(Entry{Op: OpSysctl, Name: k, Value: v}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// globalDirs are the directories outside the state directory that the
+// kubelets and containerds write to whatever their configuration says:
+// the kubelet's /var/log/containers links and its device-plugin socket
+// directory, CNI's result cache, and containerd's shim sockets. Parents
+// come before their children.
+var globalDirs = []string{
+	"/var/log/containers",
+	"/var/log/pods",
+	"/var/lib/kubelet",
+	"/var/lib/kubelet/device-plugins",
+	"/var/lib/cni",
+	"/var/lib/cni/results",
+	"/run/containerd",
+	"/run/containerd/s",
+	"/run/containerd/fifo",
+}
+
+// recordDirs notes what each global directory holds before any daemon
+// writes there.
+func (h *host) recordDirs() error {
+	for _, d := range globalDirs {
+		e := Entry{Op: OpDir, Path: d}
+		if entries, err := os.ReadDir(d); err == nil {
+			e.Existed = true
+			for _, de := range entries {
+				e.Entries = append(e.Entries, de.Name())
+			}
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if err := h.journal.Append(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restoreDir removes what the cluster added to a global directory, or the
+// directory itself if the cluster made it.
+func restoreDir(e Entry) error {
+	if !exists(e.Path) {
+		return nil
+	}
+	if err := unmountUnder(e.Path); err != nil {
+		return err
+	}
+	if !e.Existed {
+		return os.RemoveAll(e.Path)
+	}
+	entries, err := os.ReadDir(e.Path)
+	if err != nil {
+		return err
+	}
+	var now []string
+	for _, de := range entries {
+		now = append(now, de.Name())
+	}
+	var errs []error
+	for _, n := range newEntries(e.Entries, now) {
+		if slices.Contains(childDirs(e.Path), n) {
+			// Recorded on its own; restored before this one.
+			continue
+		}
+		errs = append(errs, os.RemoveAll(filepath.Join(e.Path, n)))
+	}
+	return errors.Join(errs...)
+}
+
+// childDirs are the names of the global directories recorded directly
+// below dir.
+func childDirs(dir string) []string {
+	var out []string
+	for _, d := range globalDirs {
+		if filepath.Dir(d) == dir {
+			out = append(out, filepath.Base(d))
+		}
+	}
+	return out
+}
