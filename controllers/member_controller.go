@@ -329,14 +329,6 @@ func (r *MemberReconciler) home(m *fleetv1alpha1.Member) agentHome {
 	return agentHome{Dir: filepath.Join(r.AgentDir, m.Namespace, m.Name+"-"+uid), HookCommand: r.HookCommand}
 }
 
-// missingError is a dependency of the spec that does not exist (yet).
-type missingError struct {
-	reason string
-	msg    string
-}
-
-func (e *missingError) Error() string { return e.msg }
-
 // resolve finds how to run the Member and the values of its environment.
 func (r *MemberReconciler) resolve(ctx context.Context, m *fleetv1alpha1.Member) (Worker, map[string]string, error) {
 	var profile *fleetv1alpha1.Profile
@@ -350,32 +342,9 @@ func (r *MemberReconciler) resolve(ctx context.Context, m *fleetv1alpha1.Member)
 		}
 	}
 	w := resolveWorker(m, profile)
-	env := make(map[string]string, len(w.Env))
-	for _, e := range w.Env {
-		if e.Value != nil {
-			env[e.Name] = *e.Value
-			continue
-		}
-		ref := e.ValueFrom.SecretKeyRef
-		secret := &corev1.Secret{}
-		err := r.Reader.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: ref.Name}, secret)
-		if apierrors.IsNotFound(err) {
-			if ref.Optional != nil && *ref.Optional {
-				continue
-			}
-			return Worker{}, nil, &missingError{fleetv1alpha1.ReasonSecretNotFound, fmt.Sprintf("env %s: secret %q does not exist", e.Name, ref.Name)}
-		}
-		if err != nil {
-			return Worker{}, nil, fmt.Errorf("getting secret %s for env %s: %w", ref.Name, e.Name, err)
-		}
-		v, ok := secret.Data[ref.Key]
-		if !ok {
-			if ref.Optional != nil && *ref.Optional {
-				continue
-			}
-			return Worker{}, nil, &missingError{fleetv1alpha1.ReasonSecretNotFound, fmt.Sprintf("env %s: secret %q has no key %q", e.Name, ref.Name, ref.Key)}
-		}
-		env[e.Name] = string(v)
+	env, err := resolveEnv(ctx, r.Reader, m.Namespace, w.Env)
+	if err != nil {
+		return Worker{}, nil, err
 	}
 	return w, env, nil
 }

@@ -2,12 +2,11 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -72,26 +71,15 @@ func (r *ProfileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	return ctrl.Result{}, nil
 }
 
-// missingSecret names the first env Secret or key that does not exist.
+// missingSecret says which env Secret or key of p, the first one, does not
+// exist: what a Member started from p would be refused for.
 func (r *ProfileReconciler) missingSecret(ctx context.Context, p *fleetv1alpha1.Profile) (string, error) {
-	for _, e := range p.Spec.Env {
-		if e.ValueFrom == nil || (e.ValueFrom.SecretKeyRef.Optional != nil && *e.ValueFrom.SecretKeyRef.Optional) {
-			continue
-		}
-		ref := e.ValueFrom.SecretKeyRef
-		s := &corev1.Secret{}
-		err := r.Reader.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: ref.Name}, s)
-		if apierrors.IsNotFound(err) {
-			return fmt.Sprintf("env %s: secret %q does not exist", e.Name, ref.Name), nil
-		}
-		if err != nil {
-			return "", fmt.Errorf("getting secret %s: %w", ref.Name, err)
-		}
-		if _, ok := s.Data[ref.Key]; !ok {
-			return fmt.Sprintf("env %s: secret %q has no key %q", e.Name, ref.Name, ref.Key), nil
-		}
+	_, err := resolveEnv(ctx, r.Reader, p.Namespace, p.Spec.Env)
+	var missing *missingError
+	if errors.As(err, &missing) {
+		return missing.Error(), nil
 	}
-	return "", nil
+	return "", err
 }
 
 // SetupWithManager registers the reconciler; a Member coming or going
