@@ -3,6 +3,7 @@ package herdr
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -39,8 +40,11 @@ type Client struct {
 	// default.
 	ReconnectMax time.Duration
 
-	socketPath string
-	lastID     atomic.Uint64
+	// address is what the client dials: a socket path, or host:port.
+	address string
+	// tls, when set, makes the connection TLS to a pane host on TCP.
+	tls    *tls.Config
+	lastID atomic.Uint64
 }
 
 // NewClient returns a client for the herdr server listening on socketPath.
@@ -49,13 +53,24 @@ func NewClient(socketPath string) *Client {
 		Timeout:      DefaultTimeout,
 		ReconnectMin: DefaultReconnectMin,
 		ReconnectMax: DefaultReconnectMax,
-		socketPath:   socketPath,
+		address:      socketPath,
 	}
 }
 
-// SocketPath returns the socket the client dials.
+// NewTLSClient returns a client for a herdr-compatible pane host that serves
+// the same protocol over TLS on addr (host:port): one TLS connection per
+// request, as one socket connection per request. cfg says whom to trust and
+// which client certificate to present.
+func NewTLSClient(addr string, cfg *tls.Config) *Client {
+	c := NewClient(addr)
+	c.tls = cfg
+	return c
+}
+
+// SocketPath returns what the client dials: herdr's socket, or a pane
+// host's host:port.
 func (c *Client) SocketPath() string {
-	return c.socketPath
+	return c.address
 }
 
 // Ping checks that herdr answers and speaks at least MinProtocol.
@@ -221,6 +236,14 @@ func (c *Client) SessionSnapshot(ctx context.Context) (*SessionSnapshot, error) 
 	return &res.Snapshot, nil
 }
 
+// Call makes a one-shot call of a method beyond the ones this client names,
+// such as one a herdr-compatible server adds: params is encoded as the
+// request's params, and a result of type wantType is decoded into out (nil
+// discards it). It is bounded like every one-shot call.
+func (c *Client) Call(ctx context.Context, method string, params any, wantType string, out any) error {
+	return c.call(ctx, method, params, wantType, out)
+}
+
 // call makes a one-shot call, bounded by Timeout when ctx has no deadline.
 func (c *Client) call(ctx context.Context, method string, params any, wantType string, out any) error {
 	if _, ok := ctx.Deadline(); !ok && c.Timeout > 0 {
@@ -275,13 +298,20 @@ func (c *Client) roundTrip(ctx context.Context, method string, params any, wantT
 }
 
 func (c *Client) dial(ctx context.Context) (net.Conn, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", c.socketPath)
+	var conn net.Conn
+	var err error
+	if c.tls != nil {
+		d := tls.Dialer{Config: c.tls}
+		conn, err = d.DialContext(ctx, "tcp", c.address)
+	} else {
+		var d net.Dialer
+		conn, err = d.DialContext(ctx, "unix", c.address)
+	}
 	if err != nil {
 		if ctxErr := context.Cause(ctx); ctxErr != nil {
 			return nil, ctxErr
 		}
-		return nil, fmt.Errorf("%w: dialing %s: %w", ErrUnavailable, c.socketPath, err)
+		return nil, fmt.Errorf("%w: dialing %s: %w", ErrUnavailable, c.address, err)
 	}
 	return conn, nil
 }

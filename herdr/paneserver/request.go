@@ -79,8 +79,9 @@ func promptWaits(params any) bool {
 }
 
 // decodeRequest decodes a request line. Any failure is herdr's
-// invalid_request, answered with an empty id.
-func decodeRequest(line []byte) (request, *herdr.Error) {
+// invalid_request, answered with an empty id. An extension's params stay
+// raw: the extension decodes them.
+func decodeRequest(line []byte, extensions map[string]Extension) (request, *herdr.Error) {
 	var frame struct {
 		ID     *string         `json:"id"`
 		Method *string         `json:"method"`
@@ -96,6 +97,9 @@ func decodeRequest(line []byte) (request, *herdr.Error) {
 		return request{}, invalidRequest("missing field `method`")
 	}
 	m, ok := methods[*frame.Method]
+	if _, ext := extensions[*frame.Method]; ext && !ok {
+		return request{id: *frame.ID, method: *frame.Method, params: frame.Params}, nil
+	}
 	if !ok {
 		return request{}, invalidRequest("unknown method %q", *frame.Method)
 	}

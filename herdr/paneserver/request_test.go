@@ -71,7 +71,7 @@ func TestDecodeRequest(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, herr := decodeRequest([]byte(tc.line))
+			got, herr := decodeRequest([]byte(tc.line), nil)
 			if tc.wantInvalid {
 				if herr == nil || herr.Code != herdr.CodeInvalidRequest {
 					t.Fatalf("decodeRequest() = %+v, %v; want invalid_request", got, herr)
@@ -108,7 +108,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
-		req, herr := decodeRequest(line)
+		req, herr := decodeRequest(line, nil)
 		if herr != nil {
 			if herr.Code != herdr.CodeInvalidRequest {
 				t.Fatalf("decodeRequest rejected with %q, want invalid_request", herr.Code)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -69,7 +70,19 @@ type Options struct {
 	Protocol int
 	// Logger receives connection failures; discarded if nil.
 	Logger *slog.Logger
+	// Extensions are methods beyond herdr's protocol that the server also
+	// answers: fleetd's pane host adds its own. Each decodes its params.
+	Extensions map[string]Extension
+	// TLSAddress, with TLSConfig, serves the protocol over TLS on TCP as
+	// well, one request per connection as on the socket: how a controller
+	// outside the server's pod reaches it. TLSConfig decides whom it lets
+	// in; every caller it admits may do everything.
+	TLSAddress string
+	TLSConfig  *tls.Config
 }
+
+// Extension serves a method beyond herdr's protocol.
+type Extension func(ctx context.Context, params json.RawMessage) (any, *herdr.Error)
 
 func (o Options) withDefaults() (Options, error) {
 	if o.SocketPath == "" {
@@ -130,7 +143,9 @@ func (o *Options) agentExecutable(label string) string {
 type Server struct {
 	opts Options
 	ln   *net.UnixListener
-	sess *session
+	// tlsLn serves the protocol over TLS, when Options.TLSAddress is set.
+	tlsLn net.Listener
+	sess  *session
 	log  *slog.Logger
 
 	// ctx ends when the server closes; held-open calls watch it.
@@ -155,10 +170,22 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	var tlsLn net.Listener
+	if opts.TLSAddress != "" {
+		if opts.TLSConfig == nil {
+			_ = ln.Close()
+			return nil, errors.New("paneserver: a TLS address needs a TLS configuration")
+		}
+		if tlsLn, err = tls.Listen("tcp", opts.TLSAddress, opts.TLSConfig); err != nil {
+			_ = ln.Close()
+			return nil, fmt.Errorf("paneserver: listening on %s: %w", opts.TLSAddress, err)
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		opts:   opts,
 		ln:     ln,
+		tlsLn:  tlsLn,
 		log:    opts.Logger,
 		ctx:    ctx,
 		cancel: cancel,
@@ -172,6 +199,9 @@ func New(opts Options) (*Server, error) {
 			s.opts.SessionFile = ""
 			s.sess.shutdown()
 			_ = ln.Close()
+			if tlsLn != nil {
+				_ = tlsLn.Close()
+			}
 			return nil, fmt.Errorf("paneserver: %w", err)
 		}
 	}
@@ -208,10 +238,37 @@ func (s *Server) SocketPath() string {
 	return s.opts.SocketPath
 }
 
-// Serve answers connections until Close. It returns nil after Close.
+// TLSAddress returns where the server listens for TLS, empty when it does
+// not.
+func (s *Server) TLSAddress() string {
+	if s.tlsLn == nil {
+		return ""
+	}
+	return s.tlsLn.Addr().String()
+}
+
+// Serve answers connections on the socket, and on the TLS address when
+// there is one, until Close. It returns nil after Close.
 func (s *Server) Serve() error {
+	if s.tlsLn == nil {
+		return s.accept(s.ln)
+	}
+	errs := make(chan error, 2)
+	go func() { errs <- s.accept(s.tlsLn) }()
+	go func() { errs <- s.accept(s.ln) }()
+	err := <-errs
+	if err != nil {
+		// One listener failing stops the server: a half-reachable pane
+		// host would fail its callers in ways that are hard to see.
+		_ = s.Close()
+	}
+	return errors.Join(err, <-errs)
+}
+
+// accept answers the connections of one listener until it closes.
+func (s *Server) accept(ln net.Listener) error {
 	for {
-		conn, err := s.ln.Accept()
+		conn, err := ln.Accept()
 		if err != nil {
 			if s.ctx.Err() != nil {
 				return nil
@@ -249,6 +306,11 @@ func (s *Server) Close() error {
 
 	s.cancel()
 	err := s.ln.Close()
+	if s.tlsLn != nil {
+		if terr := s.tlsLn.Close(); terr != nil && !errors.Is(terr, net.ErrClosed) {
+			err = errors.Join(err, terr)
+		}
+	}
 	s.sess.shutdown()
 	s.wg.Wait()
 	if err != nil && !errors.Is(err, net.ErrClosed) {
@@ -322,9 +384,18 @@ func (s *Server) serveConn(conn net.Conn) {
 		return
 	}
 
-	req, herr := decodeRequest(line)
+	req, herr := decodeRequest(line, s.opts.Extensions)
 	if herr != nil {
 		s.writeLine(conn, errorResponse{ID: "", Error: herr})
+		return
+	}
+	if ext, ok := s.opts.Extensions[req.method]; ok {
+		result, herr := ext(s.ctx, req.params.(json.RawMessage))
+		if herr != nil {
+			s.writeLine(conn, errorResponse{ID: req.id, Error: herr})
+			return
+		}
+		s.writeLine(conn, successResponse{ID: req.id, Result: result})
 		return
 	}
 	m := methods[req.method]

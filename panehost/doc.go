@@ -1,0 +1,16 @@
+// Package panehost is what a Member's Pod runs beside its agent: fleetd's
+// herdr-compatible pane server, reached by the controllers over mutually
+// authenticated TLS (as the API server reaches a kubelet), plus the few
+// things a pod needs that herdr's protocol does not carry.
+//
+//   - tls.go: the certificates. fleetd keeps a CA; each member's pane host
+//     serves a certificate minted for that Member's UID, and admits only a
+//     client certificate of fleetd's own from the same CA.
+//   - agent.go: two methods beyond herdr's protocol, so the controllers can
+//     seed a known agent's configuration in the pod and read what its hooks
+//     recorded there (fleetd.agent.install, fleetd.agent.observe).
+//   - forward.go: the gateway forwarder. The agent mounts the gateway on
+//     loopback; the forwarder adds the pod's current service-account token
+//     (projected for audience fleetd, bound to the Pod, rotated by the
+//     kubelet), so the agent itself never holds a credential.
+package panehost

@@ -1,0 +1,239 @@
+package panehost
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetd/fleetd/agents"
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/herdr"
+	"github.com/fleetd/fleetd/herdr/paneserver"
+)
+
+const memberUID = "0f4d3c1e-6b7a-4e0b-9d62-3a9b0c1d2e3f"
+
+// paneHost is a pane server serving TLS with a member's credentials, as a
+// member's pod runs it.
+type paneHost struct {
+	ca    *CA
+	srv   *paneserver.Server
+	root  string
+	agent string
+}
+
+func startPaneHost(t *testing.T) *paneHost {
+	t.Helper()
+	now := time.Now()
+	ca, _, err := NewCA(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certPEM, keyPEM, err := ca.IssueServer(memberUID, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{CertKey: certPEM, KeyKey: keyPEM, CAKey: ca.CertPEM} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := ServerConfig(filepath.Join(dir, CertKey), filepath.Join(dir, KeyKey), filepath.Join(dir, CAKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(dir, "agents")
+	// Socket paths must be short.
+	sockDir, err := os.MkdirTemp("", "ph")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
+	srv, err := paneserver.New(paneserver.Options{
+		SocketPath: filepath.Join(sockDir, "herdr.sock"),
+		Shell:      "/bin/sh",
+		Cwd:        dir,
+		TLSAddress: "127.0.0.1:0",
+		TLSConfig:  cfg,
+		Extensions: Extensions(root),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve() }()
+	t.Cleanup(func() {
+		if err := srv.Close(); err != nil {
+			t.Error(err)
+		}
+		if err := <-served; err != nil {
+			t.Error(err)
+		}
+	})
+	return &paneHost{ca: ca, srv: srv, root: root, agent: filepath.Join(root, "ns", "w1")}
+}
+
+// client is the controllers' client of the pane host.
+func (h *paneHost) client(t *testing.T, ca *CA, uid string) *herdr.Client {
+	t.Helper()
+	cert, err := ca.IssueController(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return herdr.NewTLSClient(h.srv.TLSAddress(), ClientConfig(h.ca.Pool(), func() (*tls.Certificate, error) { return &cert, nil }, uid))
+}
+
+// TestPaneHostOverTLS: the controllers reach a member's pane host over
+// TLS with fleetd's client certificate and the member's expected name, and
+// nobody else gets in: no certificate, another CA's, or a client that
+// expects another member.
+func TestPaneHostOverTLS(t *testing.T) {
+	h := startPaneHost(t)
+	ctx := context.Background()
+	if _, err := h.client(t, h.ca, memberUID).Ping(ctx); err != nil {
+		t.Fatalf("fleetd's controllers: ping = %v", err)
+	}
+	ws, err := h.client(t, h.ca, memberUID).WorkspaceCreate(ctx, herdr.WorkspaceCreateParams{Label: "w1"})
+	if err != nil || ws.RootPane.PaneID == "" {
+		t.Fatalf("workspace.create over TLS = %+v, %v", ws, err)
+	}
+
+	other, _, err := NewCA(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := h.client(t, other, memberUID)
+	if _, err := foreign.Ping(ctx); err == nil {
+		t.Error("a client certificate of another CA was admitted")
+	}
+	if _, err := h.client(t, h.ca, "another-member-uid").Ping(ctx); err == nil {
+		t.Error("the controllers accepted a pane host serving another member's name")
+	}
+	anonymous := herdr.NewTLSClient(h.srv.TLSAddress(), &tls.Config{RootCAs: h.ca.Pool(), ServerName: ServerName(memberUID), MinVersion: tls.VersionTLS13})
+	if _, err := anonymous.Ping(ctx); err == nil {
+		t.Error("a client without a certificate was admitted")
+	}
+	// A certificate from the right CA that is not the controllers' is not
+	// enough either: a member's own serving certificate, say.
+	certPEM, keyPEM, err := h.ca.IssueServer("x", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	imposter := herdr.NewTLSClient(h.srv.TLSAddress(), ClientConfig(h.ca.Pool(), func() (*tls.Certificate, error) { return &pair, nil }, memberUID))
+	if _, err := imposter.Ping(ctx); err == nil {
+		t.Error("a certificate that is not the controllers' was admitted")
+	}
+}
+
+// TestAgentInstallAndObserve: the controllers seed a known agent's
+// configuration in the pane host and read its hook record back; nothing
+// outside the agent directories is written or read.
+func TestAgentInstallAndObserve(t *testing.T) {
+	h := startPaneHost(t)
+	ctx := context.Background()
+	remote := Remote{Client: h.client(t, h.ca, memberUID)}
+	work := filepath.Join(h.agent, "work")
+	files := []agents.File{
+		{Path: filepath.Join(h.agent, "claude", "settings.json"), Content: []byte(`{"a":1}`)},
+		{Path: filepath.Join(h.agent, "claude", ".claude.json"), Content: []byte(`{"hasCompletedOnboarding":true}`), Merge: true},
+	}
+	if err := remote.Install(ctx, h.agent, work, files); err != nil {
+		t.Fatalf("install = %v", err)
+	}
+	if got, err := os.ReadFile(files[0].Path); err != nil || string(got) != `{"a":1}` {
+		t.Errorf("settings.json = %q, %v", got, err)
+	}
+	if fi, err := os.Stat(work); err != nil || !fi.IsDir() {
+		t.Errorf("working dir: %v", err)
+	}
+
+	o, err := remote.Observe(ctx, fleetv1alpha1.AgentClaude, h.agent)
+	if err != nil || o.Hooks != nil {
+		t.Fatalf("observe before any hook = %+v, %v", o, err)
+	}
+	if err := agents.WriteHookStatus(h.agent, agents.HookStatus{Agent: fleetv1alpha1.AgentClaude, SessionID: "s-1", Event: "Stop", Seq: 1}); err != nil {
+		t.Fatal(err)
+	}
+	o, err = remote.Observe(ctx, fleetv1alpha1.AgentClaude, h.agent)
+	if err != nil || o.Hooks == nil || o.Hooks.SessionID != "s-1" {
+		t.Fatalf("observe = %+v, %v", o, err)
+	}
+
+	for name, dir := range map[string]string{
+		"outside the root":  filepath.Dir(h.root),
+		"escaping with ..":  filepath.Join(h.root, "..", "elsewhere"),
+		"a relative path":   "agents/ns/w1",
+		"the host's /etc":   "/etc",
+		"a sibling by name": h.root + "-other",
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := remote.Install(ctx, dir, "", []agents.File{{Path: filepath.Join(dir, "x"), Content: []byte("x")}})
+			var herr *herdr.Error
+			if !errors.As(err, &herr) || herr.Code != herdr.CodeInvalidParams {
+				t.Errorf("install into %s = %v, want invalid_params", dir, err)
+			}
+		})
+	}
+	err = remote.Install(ctx, h.agent, "", []agents.File{{Path: filepath.Join(h.agent, "..", "..", "..", "x"), Content: []byte("x")}})
+	if err == nil || !strings.Contains(err.Error(), "not within") {
+		t.Errorf("a file escaping the agent directory = %v", err)
+	}
+}
+
+// TestForwarderAddsThePodsCurrentToken: the agent's requests reach the
+// gateway with the pod's token, never with what the agent sent, and a
+// rotated token file is picked up.
+func TestForwarderAddsThePodsCurrentToken(t *testing.T) {
+	seen := make(chan string, 4)
+	gateway := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Get("Authorization") + " " + r.URL.Path
+	}))
+	defer gateway.Close()
+	tokenPath := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenPath, []byte("first-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := NewForwarder(gateway.URL, tokenPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := httptest.NewServer(f)
+	defer local.Close()
+
+	send := func() string {
+		req, _ := http.NewRequest(http.MethodPost, local.URL+"/mcp", strings.NewReader("{}"))
+		req.Header.Set("Authorization", "Bearer stolen-token")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return <-seen
+	}
+	if got := send(); got != "Bearer first-token /mcp" {
+		t.Fatalf("gateway saw %q", got)
+	}
+	if err := os.WriteFile(tokenPath, []byte("rotated-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The forwarder looks again at most every tokenRecheck; make this one
+	// due without waiting.
+	f.token.mu.Lock()
+	f.token.read = time.Time{}
+	f.token.mu.Unlock()
+	if got := send(); got != "Bearer rotated-token /mcp" {
+		t.Fatalf("after the rotation the gateway saw %q", got)
+	}
+}
