@@ -39,7 +39,11 @@ const resyncPeriod = 5 * time.Minute
 const herdrTimeout = 10 * time.Second
 
 // MemberReconciler keeps each Member's agent running in a herdr pane and
-// mirrors its status.
+// mirrors its status. Its phases live beside it: the pane's lifecycle
+// (member_pane.go), the token (member_token.go), what the agent's hooks
+// and transcript say (member_agent.go); they record what they find on the
+// pass's scope, and setConditions (member_status.go) turns that into the
+// Member's conditions.
 type MemberReconciler struct {
 	Client client.Client
 	Reader client.Reader // uncached, for env Secrets the cache does not hold
@@ -70,27 +74,32 @@ type MemberReconciler struct {
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// memberScope carries one reconcile pass: the status being built and the
-// events to emit once it is written.
+// memberScope carries one reconcile pass: the Member whose status is being
+// built, what the pass found out (its facts, from which setConditions sets
+// the conditions), and the Kubernetes Events to emit once the status is
+// written.
 type memberScope struct {
 	member *fleetv1alpha1.Member
 	now    metav1.Time
+	// panes is the pane host the Member's panes live on.
+	panes  Panes
+	facts  memberFacts
 	events []memberEvent
-	// sawWorking is what this pass took from PaneWatch: given back if
+	// sawWorking is what this pass took from the PaneWatch: given back if
 	// the pass's status is not written.
 	sawWorking bool
 }
 
+// memberEvent is a Kubernetes Event about the Member.
 type memberEvent struct{ kind, reason, note string }
 
 func (s *memberScope) event(kind, reason, format string, args ...any) {
 	s.events = append(s.events, memberEvent{kind, reason, fmt.Sprintf(format, args...)})
 }
 
-func (s *memberScope) condition(typ string, status metav1.ConditionStatus, reason, msg string) {
-	meta.SetStatusCondition(&s.member.Status.Conditions, metav1.Condition{
-		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: s.member.Generation,
-	})
+// newScope starts a pass over m.
+func (r *MemberReconciler) newScope(m *fleetv1alpha1.Member) *memberScope {
+	return &memberScope{member: m, now: metav1.NewTime(r.Clock.Now()), panes: r.Panes}
 }
 
 // Reconcile brings one Member's pane in line with its spec.
@@ -113,9 +122,9 @@ func (r *MemberReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 
 	original := m.DeepCopy()
-	scope := &memberScope{member: m, now: metav1.NewTime(r.Clock.Now())}
+	scope := r.newScope(m)
 	result, reconcileErr := r.reconcileNormal(ctx, scope)
-	rollUp(&m.Status, m.Generation, false)
+	setConditions(&m.Status, m.Generation, scope.facts, scope.now)
 	if err := r.writeStatus(ctx, original, scope); err != nil {
 		if scope.sawWorking {
 			r.PaneWatch.GiveBackSawWorking(req.NamespacedName)
@@ -138,7 +147,7 @@ func (r *MemberReconciler) reconcileNormal(ctx context.Context, s *memberScope) 
 	if err != nil {
 		var missing *missingError
 		if errors.As(err, &missing) {
-			s.condition(fleetv1alpha1.ConditionPaneReady, metav1.ConditionFalse, missing.reason, missing.Error())
+			s.facts.unresolved = missing
 			return ctrl.Result{}, nil // a watch on Profiles brings us back
 		}
 		return ctrl.Result{}, err
@@ -148,24 +157,22 @@ func (r *MemberReconciler) reconcileNormal(ctx context.Context, s *memberScope) 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	home := r.home(m)
-	launch, err := planLaunch(worker, env, r.MCPURL, token, m.Name, home)
+	launch, err := planLaunch(worker, env, r.MCPURL, token, m.Name, r.home(m))
 	if err != nil {
 		var boundary *boundaryError
 		if !errors.As(err, &boundary) {
 			return ctrl.Result{}, err
 		}
 		if m.Status.WorkspaceID != "" {
-			if err := r.closeWorkspaces(ctx, m); err != nil {
+			if err := closeWorkspaces(ctx, s.panes, m); err != nil {
 				return ctrl.Result{}, err
 			}
-			r.clearPane(m)
+			clearPane(m)
 		}
 		if cond := meta.FindStatusCondition(m.Status.Conditions, fleetv1alpha1.ConditionPaneReady); cond == nil || cond.Reason != fleetv1alpha1.ReasonSubscriptionBoundary {
 			s.event(corev1.EventTypeWarning, fleetv1alpha1.ReasonSubscriptionBoundary, "Refusing to start the agent: %s", boundary.reason)
 		}
-		s.condition(fleetv1alpha1.ConditionPaneReady, metav1.ConditionFalse, fleetv1alpha1.ReasonSubscriptionBoundary, boundary.reason)
-		s.condition(fleetv1alpha1.ConditionAgentReady, metav1.ConditionFalse, fleetv1alpha1.ReasonSubscriptionBoundary, "no agent is started across the subscription boundary")
+		s.facts.boundary = boundary.reason
 		return ctrl.Result{}, reconcile.TerminalError(err)
 	}
 
@@ -173,13 +180,13 @@ func (r *MemberReconciler) reconcileNormal(ctx context.Context, s *memberScope) 
 	defer cancel()
 	result, err := r.reconcilePane(ctx, hctx, s, launch)
 	if errors.Is(err, herdr.ErrUnavailable) {
-		s.condition(fleetv1alpha1.ConditionHerdrReachable, metav1.ConditionFalse, fleetv1alpha1.ReasonHerdrUnreachable, err.Error())
-		// PaneWatch's probe brings us back as soon as herdr answers; the
-		// requeue is the safety net.
+		s.facts.herdr = &herdrReach{detail: err.Error()}
+		// The PaneWatch's probe brings us back as soon as herdr answers;
+		// the requeue is the safety net.
 		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
 	}
 	if err == nil {
-		s.condition(fleetv1alpha1.ConditionHerdrReachable, metav1.ConditionTrue, fleetv1alpha1.ReasonHerdrReachable, "herdr answers at "+socketOf(r.Panes))
+		s.facts.herdr = &herdrReach{reachable: true, detail: socketOf(s.panes)}
 	}
 	return result, err
 }
@@ -216,7 +223,7 @@ func (r *MemberReconciler) reconcileDelete(ctx context.Context, m *fleetv1alpha1
 	r.Screens.Forget(key)
 	if m.Status.WorkspaceID != "" {
 		hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
-		err := r.closeWorkspaces(hctx, m)
+		err := closeWorkspaces(hctx, r.Panes, m)
 		cancel()
 		if err != nil {
 			waited := r.Clock.Since(m.DeletionTimestamp.Time)
@@ -233,9 +240,8 @@ func (r *MemberReconciler) reconcileDelete(ctx context.Context, m *fleetv1alpha1
 			log.FromContext(ctx).Info("Removing the agent's directory", "member", klog.KObj(m), "error", err.Error())
 		}
 	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: TokenSecretName(m.Name)}}
-	if err := r.Client.Delete(ctx, secret); client.IgnoreNotFound(err) != nil {
-		return ctrl.Result{}, fmt.Errorf("deleting token secret: %w", err)
+	if err := r.deleteToken(ctx, m); err != nil {
+		return ctrl.Result{}, err
 	}
 	controllerutil.RemoveFinalizer(m, fleetv1alpha1.MemberFinalizer)
 	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, m))
@@ -246,10 +252,9 @@ func (r *MemberReconciler) reconcileDelete(ctx context.Context, m *fleetv1alpha1
 func (r *MemberReconciler) writeStatus(ctx context.Context, original *fleetv1alpha1.Member, s *memberScope) error {
 	m := s.member
 	if !equality.Semantic.DeepEqual(original.Status, m.Status) {
-		// A merge patch against what this pass read touches only the fields
-		// it changed, so the Delegation controller's queue fields survive.
-		// The lock makes a pass that read a stale cache fail instead of
-		// leaving out fields it wrongly thought unchanged.
+		// A merge patch carries only what this pass changed. The lock makes
+		// a pass that read a stale cache fail and look again, rather than
+		// write what it saw over a newer status.
 		if err := r.Client.Status().Patch(ctx, m, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{})); err != nil {
 			return fmt.Errorf("writing member status: %w", err)
 		}
@@ -260,6 +265,7 @@ func (r *MemberReconciler) writeStatus(ctx context.Context, original *fleetv1alp
 	return nil
 }
 
+// socketOf says where p answers, for the HerdrReachable condition.
 func socketOf(p Panes) string {
 	if c, ok := p.(interface{ SocketPath() string }); ok {
 		return c.SocketPath()
@@ -273,8 +279,8 @@ func (r *MemberReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.MaxConcurrentReconciles = 4
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
-		// Status writes (this controller's and the injector's queue fields)
-		// are not a reason to look at herdr again.
+		// This controller's own status writes are not a reason to look at
+		// herdr again.
 		For(&fleetv1alpha1.Member{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{},
 			predicate.LabelChangedPredicate{},

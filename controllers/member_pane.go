@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,15 +18,24 @@ import (
 	"github.com/fleetd/fleetd/herdr"
 )
 
+// The pane's lifecycle: create it, adopt one an earlier pass made, look at
+// it, replace it when it is lost, close it. Each step acts on the scope's
+// pane host (s.panes) or the Panes it is given, and records what it found
+// on the scope's facts.
+
+// staleRetry is how soon a pass that found its view of the Member stale
+// looks again, once the cache has caught up.
+const staleRetry = 100 * time.Millisecond
+
 // reconcilePane creates, adopts, observes or replaces the Member's pane.
 func (r *MemberReconciler) reconcilePane(ctx, hctx context.Context, s *memberScope, launch Launch) (ctrl.Result, error) {
 	m := s.member
 
 	if m.Status.PaneID == "" {
 		if fresh, err := r.isFresh(ctx, m); err != nil || !fresh {
-			return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, err
+			return ctrl.Result{RequeueAfter: staleRetry}, err
 		}
-		adopted, err := r.adopt(hctx, s)
+		adopted, err := adopt(hctx, s)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -35,42 +43,31 @@ func (r *MemberReconciler) reconcilePane(ctx, hctx context.Context, s *memberSco
 			return r.createPane(hctx, s, launch)
 		}
 	}
+	key := client.ObjectKeyFromObject(m)
 	// Taken before the look, so a working status the look misses (a turn
 	// that fell between two looks) still shows as a pickup.
-	s.sawWorking = r.PaneWatch.TakeSawWorking(client.ObjectKeyFromObject(m))
-	obs, err := r.observe(hctx, m.Status.PaneID)
+	s.sawWorking = r.PaneWatch.TakeSawWorking(key)
+	obs, err := observe(hctx, s.panes, m.Status.PaneID)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	agentCond := meta.FindStatusCondition(m.Status.Conditions, fleetv1alpha1.ConditionAgentReady)
-	wasReady := agentCond != nil && agentCond.Status == metav1.ConditionTrue
-	var startedAt time.Time
-	if pane := meta.FindStatusCondition(m.Status.Conditions, fleetv1alpha1.ConditionPaneReady); pane != nil {
-		startedAt = pane.LastTransitionTime.Time
-	}
+	wasReady := meta.IsStatusConditionTrue(m.Status.Conditions, fleetv1alpha1.ConditionAgentReady)
+	startedAt := s.paneStartedAt()
 	if verdict, why := judgePane(obs, m.Status.TerminalID, wasReady, startedAt, s.now.Time); verdict == paneLost {
 		if fresh, err := r.isFresh(ctx, m); err != nil || !fresh {
-			return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, err
+			return ctrl.Result{RequeueAfter: staleRetry}, err
 		}
 		return r.recreate(hctx, s, launch, why)
 	}
-	if pane := meta.FindStatusCondition(m.Status.Conditions, fleetv1alpha1.ConditionPaneReady); pane == nil || pane.Status != metav1.ConditionTrue {
-		s.condition(fleetv1alpha1.ConditionPaneReady, metav1.ConditionTrue, fleetv1alpha1.ReasonReady, "pane "+m.Status.PaneID+" in workspace "+m.Status.WorkspaceID)
-	}
-	key := client.ObjectKeyFromObject(m)
+	s.facts.observed = &obs
 	r.PaneWatch.Track(key, m.Status.PaneID)
 	r.Screens.Watch(key, m.Status.PaneID, m.Status.AgentKind)
 	observeAgent(&m.Status, obs.Agent, s.sawWorking, s.now)
-	r.observeHooks(ctx, s, obs.Agent)
-	switch {
-	case agentIsReady(obs.Agent):
-		s.condition(fleetv1alpha1.ConditionAgentReady, metav1.ConditionTrue, fleetv1alpha1.ReasonReady, fmt.Sprintf("the agent is %s", m.Status.AgentStatus))
-	case obs.Agent != nil && obs.Agent.LaunchPending && m.Status.AgentStatus == fleetv1alpha1.AgentBlocked:
-		s.condition(fleetv1alpha1.ConditionAgentReady, metav1.ConditionFalse, fleetv1alpha1.ReasonBlockedAtStart,
-			"the agent shows a dialog before it was ever ready, and waits for someone to answer it: "+cmp.Or(m.Status.AgentMessage, "(no text)"))
+	r.observeHooks(ctx, s)
+	switch judgeAgent(obs.Agent, m.Status.AgentStatus) {
+	case agentBlockedAtStart:
 		return ctrl.Result{RequeueAfter: launchPoll}, nil
-	default:
-		s.condition(fleetv1alpha1.ConditionAgentReady, metav1.ConditionFalse, fleetv1alpha1.ReasonAgentStarting, "the agent was started and has not reported yet")
+	case agentStarting:
 		if obs.Agent != nil && obs.Agent.LaunchPending {
 			// herdr says nothing when a launch becomes ready: look again
 			// soon, as herdr's own CLI polls agent.get.
@@ -81,6 +78,20 @@ func (r *MemberReconciler) reconcilePane(ctx, hctx context.Context, s *memberSco
 		}
 	}
 	return ctrl.Result{}, nil
+}
+
+// paneStartedAt is when the Member's pane became ready, as PaneReady's
+// transition will say once this pass's conditions are set: a pane adopted
+// in this pass became ready now, unless PaneReady already said so.
+func (s *memberScope) paneStartedAt() time.Time {
+	pane := meta.FindStatusCondition(s.member.Status.Conditions, fleetv1alpha1.ConditionPaneReady)
+	switch {
+	case s.facts.adopted != "" && (pane == nil || pane.Status != metav1.ConditionTrue):
+		return s.now.Time
+	case pane != nil:
+		return pane.LastTransitionTime.Time
+	}
+	return time.Time{}
 }
 
 // isFresh says whether the cached Member is the latest. Creating or
@@ -101,8 +112,8 @@ func workspaceLabel(m *fleetv1alpha1.Member) string {
 }
 
 // adopt takes over a pane an earlier pass created but did not record.
-func (r *MemberReconciler) adopt(ctx context.Context, s *memberScope) (bool, error) {
-	snap, err := r.Panes.SessionSnapshot(ctx)
+func adopt(ctx context.Context, s *memberScope) (bool, error) {
+	snap, err := s.panes.SessionSnapshot(ctx)
 	if err != nil {
 		return false, fmt.Errorf("taking a herdr snapshot: %w", err)
 	}
@@ -113,8 +124,8 @@ func (r *MemberReconciler) adopt(ctx context.Context, s *memberScope) (bool, err
 		}
 		for _, p := range snap.Panes {
 			if p.WorkspaceID == ws.WorkspaceID {
-				r.recordPane(s.member, p)
-				s.condition(fleetv1alpha1.ConditionPaneReady, metav1.ConditionTrue, fleetv1alpha1.ReasonPaneAdopted, "adopted pane "+p.PaneID)
+				recordPane(s.member, p)
+				s.facts.adopted = p.PaneID
 				s.event(corev1.EventTypeNormal, fleetv1alpha1.ReasonPaneAdopted, "Adopted pane %s in workspace %s", p.PaneID, ws.WorkspaceID)
 				return true, nil
 			}
@@ -123,14 +134,16 @@ func (r *MemberReconciler) adopt(ctx context.Context, s *memberScope) (bool, err
 	return false, nil
 }
 
-func (r *MemberReconciler) recordPane(m *fleetv1alpha1.Member, p herdr.PaneInfo) {
+// recordPane makes p the Member's pane.
+func recordPane(m *fleetv1alpha1.Member, p herdr.PaneInfo) {
 	m.Status.PaneID = p.PaneID
 	m.Status.WorkspaceID = p.WorkspaceID
 	m.Status.TabID = p.TabID
 	m.Status.TerminalID = p.TerminalID
 }
 
-func (r *MemberReconciler) clearPane(m *fleetv1alpha1.Member) {
+// clearPane forgets the Member's pane and what its agent reported.
+func clearPane(m *fleetv1alpha1.Member) {
 	m.Status.PaneID, m.Status.WorkspaceID, m.Status.TabID, m.Status.TerminalID = "", "", "", ""
 	m.Status.AgentSessionID, m.Status.ContextRemainingPercent = "", nil
 	m.Status.StateChangeSeq, m.Status.WorkingSeq = 0, 0
@@ -144,45 +157,44 @@ func (r *MemberReconciler) createPane(ctx context.Context, s *memberScope, l Lau
 			return ctrl.Result{}, fmt.Errorf("writing the agent's configuration: %w", err)
 		}
 	}
-	ws, err := r.Panes.WorkspaceCreate(ctx, herdr.WorkspaceCreateParams{Cwd: l.WorkingDir, Env: l.Env, Label: workspaceLabel(m)})
+	ws, err := s.panes.WorkspaceCreate(ctx, herdr.WorkspaceCreateParams{Cwd: l.WorkingDir, Env: l.Env, Label: workspaceLabel(m)})
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("creating a workspace: %w", err)
 	}
-	r.recordPane(m, ws.RootPane)
+	recordPane(m, ws.RootPane)
 	if l.AgentKind != "" {
 		start := herdr.AgentStartParams{Name: agentName(m.Namespace, m.Name), Kind: l.AgentKind, PaneID: ws.RootPane.PaneID, Args: l.AgentArgs}
-		_, err = r.Panes.AgentStart(ctx, start)
+		_, err = s.panes.AgentStart(ctx, start)
 		if errors.Is(err, herdr.ErrAgentNameTaken) {
 			// After a restart herdr may bring back an earlier agent of this
 			// Member under its name (it resumes agents its own integrations
 			// reported): that pane is this Member's past, not another's.
-			freed, ferr := r.freeAgentName(ctx, m, start.Name, ws.Workspace.WorkspaceID)
+			freed, ferr := freeAgentName(ctx, s.panes, m, start.Name, ws.Workspace.WorkspaceID)
 			switch {
 			case ferr != nil:
 				err = ferr
 			case freed:
 				s.event(corev1.EventTypeNormal, fleetv1alpha1.ReasonPaneLost, "Closed an earlier pane of this Member that still held herdr agent name %s", start.Name)
-				_, err = r.Panes.AgentStart(ctx, start)
+				_, err = s.panes.AgentStart(ctx, start)
 			}
 		}
 	} else {
-		err = r.Panes.PaneSendInput(ctx, herdr.PaneSendInputParams{PaneID: ws.RootPane.PaneID, Text: l.CommandLine, Keys: []string{"enter"}})
+		err = s.panes.PaneSendInput(ctx, herdr.PaneSendInputParams{PaneID: ws.RootPane.PaneID, Text: l.CommandLine, Keys: []string{"enter"}})
 	}
 	if err != nil {
 		var herr *herdr.Error
 		if errors.As(err, &herr) && !errors.Is(err, herdr.ErrNotFound) {
 			// herdr refused the agent (unknown kind, name taken, ...): a
 			// spec or environment problem that retrying will not fix soon.
-			_ = r.closeWorkspaces(ctx, m)
-			r.clearPane(m)
-			s.condition(fleetv1alpha1.ConditionPaneReady, metav1.ConditionFalse, fleetv1alpha1.ReasonAgentStartFailed, err.Error())
+			_ = closeWorkspaces(ctx, s.panes, m)
+			clearPane(m)
+			s.facts.startRefused = err.Error()
 			s.event(corev1.EventTypeWarning, fleetv1alpha1.ReasonAgentStartFailed, "herdr refused to start the agent: %v", err)
 			return ctrl.Result{RequeueAfter: restartBackoffMax}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("starting the agent in pane %s: %w", ws.RootPane.PaneID, err)
 	}
-	s.condition(fleetv1alpha1.ConditionPaneReady, metav1.ConditionTrue, fleetv1alpha1.ReasonPaneCreated, "pane "+ws.RootPane.PaneID+" in workspace "+ws.Workspace.WorkspaceID)
-	s.condition(fleetv1alpha1.ConditionAgentReady, metav1.ConditionFalse, fleetv1alpha1.ReasonAgentStarting, "the agent was started and has not reported yet")
+	s.facts.started = &startedPane{paneID: ws.RootPane.PaneID, workspaceID: ws.Workspace.WorkspaceID}
 	observeAgent(&m.Status, nil, false, s.now)
 	s.event(corev1.EventTypeNormal, fleetv1alpha1.ReasonPaneCreated, "Started the agent in pane %s", ws.RootPane.PaneID)
 	r.PaneWatch.Track(client.ObjectKeyFromObject(m), ws.RootPane.PaneID)
@@ -193,8 +205,8 @@ func (r *MemberReconciler) createPane(ctx context.Context, s *memberScope, l Lau
 // incarnations of m whose agents hold name in herdr. It reports whether it
 // closed any; a name held by anything else is left alone, and herdr's
 // refusal stands.
-func (r *MemberReconciler) freeAgentName(ctx context.Context, m *fleetv1alpha1.Member, name, keep string) (bool, error) {
-	snap, err := r.Panes.SessionSnapshot(ctx)
+func freeAgentName(ctx context.Context, panes Panes, m *fleetv1alpha1.Member, name, keep string) (bool, error) {
+	snap, err := panes.SessionSnapshot(ctx)
 	if err != nil {
 		return false, fmt.Errorf("taking a herdr snapshot: %w", err)
 	}
@@ -208,7 +220,7 @@ func (r *MemberReconciler) freeAgentName(ctx context.Context, m *fleetv1alpha1.M
 		if a.Name == nil || *a.Name != name || a.WorkspaceID == keep || !strings.HasPrefix(labels[a.WorkspaceID], mine) {
 			continue
 		}
-		if err := r.Panes.WorkspaceClose(ctx, a.WorkspaceID); err != nil && !errors.Is(err, herdr.ErrNotFound) {
+		if err := panes.WorkspaceClose(ctx, a.WorkspaceID); err != nil && !errors.Is(err, herdr.ErrNotFound) {
 			return false, fmt.Errorf("closing workspace %s, which holds agent name %s: %w", a.WorkspaceID, name, err)
 		}
 		freed = true
@@ -219,23 +231,20 @@ func (r *MemberReconciler) freeAgentName(ctx context.Context, m *fleetv1alpha1.M
 // recreate replaces a lost pane, after the restart backoff.
 func (r *MemberReconciler) recreate(ctx context.Context, s *memberScope, l Launch, why string) (ctrl.Result, error) {
 	m := s.member
-	if wait := r.backoffLeft(m, s.now.Time); wait > 0 {
-		s.condition(fleetv1alpha1.ConditionPaneReady, metav1.ConditionFalse, fleetv1alpha1.ReasonBackoff, fmt.Sprintf("%s; recreating in %s", why, wait.Round(time.Second)))
-		s.condition(fleetv1alpha1.ConditionAgentReady, metav1.ConditionFalse, fleetv1alpha1.ReasonPaneLost, why)
+	if wait := backoffLeft(m, s.now.Time); wait > 0 {
+		s.facts.waiting = &paneWait{why: why, left: wait}
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	if err := r.closeWorkspaces(ctx, m); err != nil {
+	if err := closeWorkspaces(ctx, s.panes, m); err != nil {
 		return ctrl.Result{}, err
 	}
 	s.event(corev1.EventTypeWarning, fleetv1alpha1.ReasonPaneLost, "Pane %s lost: %s", m.Status.PaneID, why)
-	r.clearPane(m)
+	clearPane(m)
 	m.Status.Restarts++
 	m.Status.LastRestartReason = why
 	m.Status.LastRestartTime = &s.now
-	// A fresh pane needs fresh conditions, or the new pane would inherit the
-	// old one's readiness.
-	meta.RemoveStatusCondition(&m.Status.Conditions, fleetv1alpha1.ConditionPaneReady)
-	meta.RemoveStatusCondition(&m.Status.Conditions, fleetv1alpha1.ConditionAgentReady)
+	// The new pane must not inherit the old one's readiness.
+	s.facts.recreated = true
 	res, err := r.createPane(ctx, s, l)
 	if err == nil && m.Status.PaneID != "" {
 		s.event(corev1.EventTypeNormal, fleetv1alpha1.ReasonPaneRecreated, "Recreated the pane as %s (restart %d)", m.Status.PaneID, m.Status.Restarts)
@@ -244,7 +253,7 @@ func (r *MemberReconciler) recreate(ctx context.Context, s *memberScope, l Launc
 }
 
 // backoffLeft is how long to wait before the next recreation.
-func (r *MemberReconciler) backoffLeft(m *fleetv1alpha1.Member, now time.Time) time.Duration {
+func backoffLeft(m *fleetv1alpha1.Member, now time.Time) time.Duration {
 	if m.Status.LastRestartTime == nil {
 		return 0
 	}
@@ -256,8 +265,8 @@ func (r *MemberReconciler) backoffLeft(m *fleetv1alpha1.Member, now time.Time) t
 }
 
 // observe reads what herdr knows of a pane.
-func (r *MemberReconciler) observe(ctx context.Context, paneID string) (PaneObservation, error) {
-	a, err := r.Panes.AgentGet(ctx, paneID)
+func observe(ctx context.Context, panes Panes, paneID string) (PaneObservation, error) {
+	a, err := panes.AgentGet(ctx, paneID)
 	if err == nil {
 		return PaneObservation{Exists: true, Agent: a}, nil
 	}
@@ -266,7 +275,7 @@ func (r *MemberReconciler) observe(ctx context.Context, paneID string) (PaneObse
 	}
 	// No agent there: is there still a pane?
 	one := 1
-	if _, err := r.Panes.PaneRead(ctx, herdr.ReadParams{PaneID: paneID, Source: herdr.ReadSourceRecent, Lines: &one}); err != nil {
+	if _, err := panes.PaneRead(ctx, herdr.ReadParams{PaneID: paneID, Source: herdr.ReadSourceRecent, Lines: &one}); err != nil {
 		if errors.Is(err, herdr.ErrNotFound) {
 			return PaneObservation{Exists: false}, nil
 		}
@@ -278,8 +287,8 @@ func (r *MemberReconciler) observe(ctx context.Context, paneID string) (PaneObse
 // closeWorkspaces closes every workspace labelled as this Member's. It goes
 // by label, never by a recorded id: herdr reuses ids after a restart, and a
 // recorded id may name another Member's workspace by now.
-func (r *MemberReconciler) closeWorkspaces(ctx context.Context, m *fleetv1alpha1.Member) error {
-	snap, err := r.Panes.SessionSnapshot(ctx)
+func closeWorkspaces(ctx context.Context, panes Panes, m *fleetv1alpha1.Member) error {
+	snap, err := panes.SessionSnapshot(ctx)
 	if err != nil {
 		return fmt.Errorf("taking a herdr snapshot: %w", err)
 	}
@@ -288,7 +297,7 @@ func (r *MemberReconciler) closeWorkspaces(ctx context.Context, m *fleetv1alpha1
 		if ws.Label != label {
 			continue
 		}
-		if err := r.Panes.WorkspaceClose(ctx, ws.WorkspaceID); err != nil && !errors.Is(err, herdr.ErrNotFound) {
+		if err := panes.WorkspaceClose(ctx, ws.WorkspaceID); err != nil && !errors.Is(err, herdr.ErrNotFound) {
 			return fmt.Errorf("closing workspace %s: %w", ws.WorkspaceID, err)
 		}
 	}

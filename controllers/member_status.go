@@ -1,11 +1,14 @@
 package controllers
 
 import (
+	"cmp"
+	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/fleetd/fleetd/agents"
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/herdr"
 )
@@ -92,6 +95,31 @@ func agentStatus(s herdr.AgentStatus) fleetv1alpha1.AgentStatus {
 	return fleetv1alpha1.AgentUnknown
 }
 
+// agentReadiness is how far a started agent is from taking work.
+type agentReadiness int
+
+const (
+	// agentStarting: started, and it has not reported yet.
+	agentStarting agentReadiness = iota
+	// agentReady: it can take work.
+	agentReady
+	// agentBlockedAtStart: it shows a dialog before it was ever ready, and
+	// waits for someone to answer it.
+	agentBlockedAtStart
+)
+
+// judgeAgent says how far the agent herdr reports in a pane is from taking
+// work; status is its status as the Member shows it.
+func judgeAgent(a *herdr.AgentInfo, status fleetv1alpha1.AgentStatus) agentReadiness {
+	switch {
+	case agentIsReady(a):
+		return agentReady
+	case a != nil && a.LaunchPending && status == fleetv1alpha1.AgentBlocked:
+		return agentBlockedAtStart
+	}
+	return agentStarting
+}
+
 // agentIsReady says whether a started agent can take work: it is
 // interactive and reports a status, not just launched.
 func agentIsReady(a *herdr.AgentInfo) bool {
@@ -131,12 +159,141 @@ func observeAgent(st *fleetv1alpha1.MemberStatus, a *herdr.AgentInfo, sawWorking
 	}
 }
 
-// rollUp sets the Ready condition and the phase from the specific conditions.
-func rollUp(st *fleetv1alpha1.MemberStatus, generation int64, deleting bool) {
+// memberFacts is what one reconcile pass found out about a Member. The
+// phases record it; setConditions alone turns it into conditions. A field
+// left zero is something the pass did not find out (it returned before,
+// or it was not so).
+type memberFacts struct {
+	// unresolved is a Profile or Secret the spec needs that does not exist.
+	unresolved *missingError
+	// boundary is why starting the agent would cross the subscription
+	// boundary.
+	boundary string
+	// adopted is the pane an earlier pass created and this one took over.
+	adopted string
+	// waiting is a lost pane waiting out the restart backoff.
+	waiting *paneWait
+	// recreated says the pass closed a lost pane to start another.
+	recreated bool
+	// startRefused is herdr's refusal to start the agent in a new pane.
+	startRefused string
+	// started is the new pane the pass started the agent in.
+	started *startedPane
+	// observed is what herdr says of a pane judged alive.
+	observed *PaneObservation
+	// hookRecord is the last record of the agent's hooks; nil when no hook
+	// ran yet (or its record could not be read).
+	hookRecord *agents.HookStatus
+	// herdr is whether herdr answered the pass; nil when the pass did not
+	// get that far, or failed on the way for another reason.
+	herdr *herdrReach
+	// deleting says the Member is being deleted.
+	deleting bool
+}
+
+// paneWait is a lost pane that is recreated once the restart backoff ends.
+type paneWait struct {
+	// why the pane was judged lost.
+	why string
+	// left is how long the backoff still holds.
+	left time.Duration
+}
+
+// startedPane is where an agent was started.
+type startedPane struct{ paneID, workspaceID string }
+
+// herdrReach is whether herdr answered: where it answers, or why it did not.
+type herdrReach struct {
+	reachable bool
+	detail    string
+}
+
+// agentStartingMessage is AgentReady's message for an agent that has not
+// reported yet.
+const agentStartingMessage = "the agent was started and has not reported yet"
+
+// setConditions sets every condition of a Member from what one pass found
+// out: PaneReady, AgentReady, AgentHooks and HerdrReachable, then the Ready
+// rollup and the phase. The facts apply in the order a pass finds them,
+// and a condition no fact speaks of keeps what it said. now is the
+// transition time of a condition that changes status.
+func setConditions(st *fleetv1alpha1.MemberStatus, generation int64, f memberFacts, now metav1.Time) {
+	set := func(typ string, status metav1.ConditionStatus, reason, msg string) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: generation, LastTransitionTime: now,
+		})
+	}
+	if f.unresolved != nil {
+		set(fleetv1alpha1.ConditionPaneReady, metav1.ConditionFalse, f.unresolved.reason, f.unresolved.Error())
+	}
+	if f.boundary != "" {
+		set(fleetv1alpha1.ConditionPaneReady, metav1.ConditionFalse, fleetv1alpha1.ReasonSubscriptionBoundary, f.boundary)
+		set(fleetv1alpha1.ConditionAgentReady, metav1.ConditionFalse, fleetv1alpha1.ReasonSubscriptionBoundary, "no agent is started across the subscription boundary")
+	}
+	if f.adopted != "" {
+		set(fleetv1alpha1.ConditionPaneReady, metav1.ConditionTrue, fleetv1alpha1.ReasonPaneAdopted, "adopted pane "+f.adopted)
+	}
+	if w := f.waiting; w != nil {
+		set(fleetv1alpha1.ConditionPaneReady, metav1.ConditionFalse, fleetv1alpha1.ReasonBackoff, fmt.Sprintf("%s; recreating in %s", w.why, w.left.Round(time.Second)))
+		set(fleetv1alpha1.ConditionAgentReady, metav1.ConditionFalse, fleetv1alpha1.ReasonPaneLost, w.why)
+	}
+	if f.recreated {
+		// A new pane starts afresh, or it would inherit the old one's
+		// readiness and its start time.
+		meta.RemoveStatusCondition(&st.Conditions, fleetv1alpha1.ConditionPaneReady)
+		meta.RemoveStatusCondition(&st.Conditions, fleetv1alpha1.ConditionAgentReady)
+	}
+	if f.startRefused != "" {
+		set(fleetv1alpha1.ConditionPaneReady, metav1.ConditionFalse, fleetv1alpha1.ReasonAgentStartFailed, f.startRefused)
+	}
+	if p := f.started; p != nil {
+		set(fleetv1alpha1.ConditionPaneReady, metav1.ConditionTrue, fleetv1alpha1.ReasonPaneCreated, "pane "+p.paneID+" in workspace "+p.workspaceID)
+		set(fleetv1alpha1.ConditionAgentReady, metav1.ConditionFalse, fleetv1alpha1.ReasonAgentStarting, agentStartingMessage)
+	}
+	if obs := f.observed; obs != nil {
+		if !meta.IsStatusConditionTrue(st.Conditions, fleetv1alpha1.ConditionPaneReady) {
+			set(fleetv1alpha1.ConditionPaneReady, metav1.ConditionTrue, fleetv1alpha1.ReasonReady, "pane "+st.PaneID+" in workspace "+st.WorkspaceID)
+		}
+		if agents.Hooked(st.AgentKind) {
+			a := obs.Agent
+			switch {
+			case a != nil && a.AgentSession != nil && a.AgentSession.Source != agents.ReportSource:
+				set(fleetv1alpha1.ConditionAgentHooks, metav1.ConditionFalse, fleetv1alpha1.ReasonOtherStatusSource,
+					fmt.Sprintf("herdr's status for this pane belongs to %s (session %s) and drops fleetd's reports; the status shown is that source's", a.AgentSession.Source, a.AgentSession.Value))
+			case f.hookRecord != nil:
+				set(fleetv1alpha1.ConditionAgentHooks, metav1.ConditionTrue, fleetv1alpha1.ReasonHooksReporting,
+					fmt.Sprintf("the agent's hooks report its status to herdr as %s; last: %s", agents.ReportSource, f.hookRecord.Event))
+			default:
+				set(fleetv1alpha1.ConditionAgentHooks, metav1.ConditionUnknown, fleetv1alpha1.ReasonAwaitingHooks, "no hook of the agent has run yet")
+			}
+		}
+		switch judgeAgent(obs.Agent, st.AgentStatus) {
+		case agentReady:
+			set(fleetv1alpha1.ConditionAgentReady, metav1.ConditionTrue, fleetv1alpha1.ReasonReady, fmt.Sprintf("the agent is %s", st.AgentStatus))
+		case agentBlockedAtStart:
+			set(fleetv1alpha1.ConditionAgentReady, metav1.ConditionFalse, fleetv1alpha1.ReasonBlockedAtStart,
+				"the agent shows a dialog before it was ever ready, and waits for someone to answer it: "+cmp.Or(st.AgentMessage, "(no text)"))
+		default:
+			set(fleetv1alpha1.ConditionAgentReady, metav1.ConditionFalse, fleetv1alpha1.ReasonAgentStarting, agentStartingMessage)
+		}
+	}
+	if h := f.herdr; h != nil {
+		if h.reachable {
+			set(fleetv1alpha1.ConditionHerdrReachable, metav1.ConditionTrue, fleetv1alpha1.ReasonHerdrReachable, "herdr answers at "+h.detail)
+		} else {
+			set(fleetv1alpha1.ConditionHerdrReachable, metav1.ConditionFalse, fleetv1alpha1.ReasonHerdrUnreachable, h.detail)
+		}
+	}
+	rollUp(st, generation, f.deleting, now)
+}
+
+// rollUp sets the Ready condition and the phase from the specific
+// conditions, or to Terminating for a Member being deleted.
+func rollUp(st *fleetv1alpha1.MemberStatus, generation int64, deleting bool, now metav1.Time) {
 	pane := meta.FindStatusCondition(st.Conditions, fleetv1alpha1.ConditionPaneReady)
 	agent := meta.FindStatusCondition(st.Conditions, fleetv1alpha1.ConditionAgentReady)
 	herdrOK := meta.FindStatusCondition(st.Conditions, fleetv1alpha1.ConditionHerdrReachable)
-	ready := metav1.Condition{Type: fleetv1alpha1.ConditionReady, ObservedGeneration: generation}
+	ready := metav1.Condition{Type: fleetv1alpha1.ConditionReady, ObservedGeneration: generation, LastTransitionTime: now}
 	switch {
 	case deleting:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonDeleting, "the member is being deleted"

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/fleetd/fleetd/agents"
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/herdr"
 )
@@ -101,7 +102,7 @@ func TestRollUp(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			st := tc.status
-			rollUp(&st, 3, tc.deleting)
+			rollUp(&st, 3, tc.deleting, metav1.Now())
 			var ready *metav1.Condition
 			for i := range st.Conditions {
 				if st.Conditions[i].Type == fleetv1alpha1.ConditionReady {
@@ -112,6 +113,271 @@ func TestRollUp(t *testing.T) {
 			want := []any{tc.wantPhase, tc.wantReady, tc.reason, int64(3)}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("rollUp (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestSetConditions: what a pass found out, and the conditions it leaves the
+// Member with. The conditions are a table of "when is a Member Ready".
+func TestSetConditions(t *testing.T) {
+	earlier := metav1.NewTime(time.Date(2026, 1, 1, 11, 0, 0, 0, time.UTC))
+	now := metav1.NewTime(earlier.Add(time.Hour))
+	type c = metav1.Condition
+	cond := func(typ string, status metav1.ConditionStatus, reason, msg string) c {
+		return c{Type: typ, Status: status, Reason: reason, Message: msg}
+	}
+	const (
+		paneReady  = fleetv1alpha1.ConditionPaneReady
+		agentReady = fleetv1alpha1.ConditionAgentReady
+		hooks      = fleetv1alpha1.ConditionAgentHooks
+		reachable  = fleetv1alpha1.ConditionHerdrReachable
+		ready      = fleetv1alpha1.ConditionReady
+		yes        = metav1.ConditionTrue
+		no         = metav1.ConditionFalse
+		unknown    = metav1.ConditionUnknown
+	)
+	idle := &herdr.AgentInfo{Agent: ptr.To("claude"), AgentStatus: herdr.AgentStatusIdle}
+	launching := &herdr.AgentInfo{Agent: ptr.To("claude"), LaunchPending: true, AgentStatus: herdr.AgentStatusBlocked}
+	theirs := &herdr.AgentInfo{Agent: ptr.To("claude"), AgentStatus: herdr.AgentStatusWorking, AgentSession: &herdr.AgentSessionInfo{Source: "herdr:claude", Value: "s1"}}
+	answers := &herdrReach{reachable: true, detail: "/run/herdr.sock"}
+	withPane := func(st fleetv1alpha1.MemberStatus) fleetv1alpha1.MemberStatus {
+		st.PaneID, st.WorkspaceID = "w1:p1", "w1"
+		return st
+	}
+	cases := map[string]struct {
+		status    fleetv1alpha1.MemberStatus
+		facts     memberFacts
+		want      []c
+		wantPhase fleetv1alpha1.MemberPhase
+	}{
+		"its profile does not exist": {
+			facts: memberFacts{unresolved: &missingError{fleetv1alpha1.ReasonProfileNotFound, `profile "p" does not exist in namespace ns`}},
+			want: []c{
+				cond(paneReady, no, fleetv1alpha1.ReasonProfileNotFound, `profile "p" does not exist in namespace ns`),
+				cond(ready, no, fleetv1alpha1.ReasonProfileNotFound, `profile "p" does not exist in namespace ns`),
+			},
+			wantPhase: fleetv1alpha1.MemberPending,
+		},
+		"across the subscription boundary": {
+			facts: memberFacts{boundary: "the command line sets ANTHROPIC_BASE_URL"},
+			want: []c{
+				cond(paneReady, no, fleetv1alpha1.ReasonSubscriptionBoundary, "the command line sets ANTHROPIC_BASE_URL"),
+				cond(agentReady, no, fleetv1alpha1.ReasonSubscriptionBoundary, "no agent is started across the subscription boundary"),
+				cond(ready, no, fleetv1alpha1.ReasonSubscriptionBoundary, "the command line sets ANTHROPIC_BASE_URL"),
+			},
+			wantPhase: fleetv1alpha1.MemberFailed,
+		},
+		"the agent was started in a new pane": {
+			status: withPane(fleetv1alpha1.MemberStatus{}),
+			facts:  memberFacts{started: &startedPane{"w1:p1", "w1"}, herdr: answers},
+			want: []c{
+				cond(paneReady, yes, fleetv1alpha1.ReasonPaneCreated, "pane w1:p1 in workspace w1"),
+				cond(agentReady, no, fleetv1alpha1.ReasonAgentStarting, "the agent was started and has not reported yet"),
+				cond(reachable, yes, fleetv1alpha1.ReasonHerdrReachable, "herdr answers at /run/herdr.sock"),
+				cond(ready, no, fleetv1alpha1.ReasonAgentStarting, "the agent was started and has not reported yet"),
+			},
+			wantPhase: fleetv1alpha1.MemberStarting,
+		},
+		"herdr refused to start the agent": {
+			facts: memberFacts{startRefused: "agent_name_taken: the name is taken", herdr: answers},
+			want: []c{
+				cond(paneReady, no, fleetv1alpha1.ReasonAgentStartFailed, "agent_name_taken: the name is taken"),
+				cond(reachable, yes, fleetv1alpha1.ReasonHerdrReachable, "herdr answers at /run/herdr.sock"),
+				cond(ready, no, fleetv1alpha1.ReasonAgentStartFailed, "agent_name_taken: the name is taken"),
+			},
+			wantPhase: fleetv1alpha1.MemberFailed,
+		},
+		"an adopted pane whose agent is idle": {
+			status: withPane(fleetv1alpha1.MemberStatus{AgentStatus: fleetv1alpha1.AgentIdle}),
+			facts:  memberFacts{adopted: "w1:p1", observed: &PaneObservation{Exists: true, Agent: idle}, herdr: answers},
+			want: []c{
+				cond(paneReady, yes, fleetv1alpha1.ReasonPaneAdopted, "adopted pane w1:p1"),
+				cond(agentReady, yes, fleetv1alpha1.ReasonReady, "the agent is idle"),
+				cond(reachable, yes, fleetv1alpha1.ReasonHerdrReachable, "herdr answers at /run/herdr.sock"),
+				cond(ready, yes, fleetv1alpha1.ReasonReady, "the agent runs in pane w1:p1"),
+			},
+			wantPhase: fleetv1alpha1.MemberReady,
+		},
+		"a pane that was ready keeps what made it so": {
+			status: withPane(fleetv1alpha1.MemberStatus{AgentStatus: fleetv1alpha1.AgentIdle, Conditions: []c{
+				cond(paneReady, yes, fleetv1alpha1.ReasonPaneCreated, "pane w1:p1 in workspace w1"),
+			}}),
+			facts: memberFacts{observed: &PaneObservation{Exists: true, Agent: idle}},
+			want: []c{
+				cond(paneReady, yes, fleetv1alpha1.ReasonPaneCreated, "pane w1:p1 in workspace w1"),
+				cond(agentReady, yes, fleetv1alpha1.ReasonReady, "the agent is idle"),
+				cond(ready, yes, fleetv1alpha1.ReasonReady, "the agent runs in pane w1:p1"),
+			},
+			wantPhase: fleetv1alpha1.MemberReady,
+		},
+		"a pane seen alive again is ready": {
+			status: withPane(fleetv1alpha1.MemberStatus{Restarts: 1, Conditions: []c{
+				cond(paneReady, no, fleetv1alpha1.ReasonBackoff, "the agent exited; recreating in 1s"),
+			}}),
+			facts: memberFacts{observed: &PaneObservation{Exists: true}},
+			want: []c{
+				cond(paneReady, yes, fleetv1alpha1.ReasonReady, "pane w1:p1 in workspace w1"),
+				cond(agentReady, no, fleetv1alpha1.ReasonAgentStarting, "the agent was started and has not reported yet"),
+				cond(ready, no, fleetv1alpha1.ReasonAgentStarting, "the agent was started and has not reported yet"),
+			},
+			wantPhase: fleetv1alpha1.MemberStarting,
+		},
+		"a dialog before the agent was ever ready": {
+			status: withPane(fleetv1alpha1.MemberStatus{AgentStatus: fleetv1alpha1.AgentBlocked, AgentMessage: "Do you trust this folder?"}),
+			facts:  memberFacts{observed: &PaneObservation{Exists: true, Agent: launching}},
+			want: []c{
+				cond(paneReady, yes, fleetv1alpha1.ReasonReady, "pane w1:p1 in workspace w1"),
+				cond(agentReady, no, fleetv1alpha1.ReasonBlockedAtStart, "the agent shows a dialog before it was ever ready, and waits for someone to answer it: Do you trust this folder?"),
+				cond(ready, no, fleetv1alpha1.ReasonBlockedAtStart, "the agent shows a dialog before it was ever ready, and waits for someone to answer it: Do you trust this folder?"),
+			},
+			wantPhase: fleetv1alpha1.MemberStarting,
+		},
+		"the hooks of a hooked agent report": {
+			status: withPane(fleetv1alpha1.MemberStatus{AgentKind: fleetv1alpha1.AgentClaude, AgentStatus: fleetv1alpha1.AgentIdle}),
+			facts:  memberFacts{observed: &PaneObservation{Exists: true, Agent: idle}, hookRecord: &agents.HookStatus{Event: "Stop"}},
+			want: []c{
+				cond(paneReady, yes, fleetv1alpha1.ReasonReady, "pane w1:p1 in workspace w1"),
+				cond(hooks, yes, fleetv1alpha1.ReasonHooksReporting, "the agent's hooks report its status to herdr as fleetd; last: Stop"),
+				cond(agentReady, yes, fleetv1alpha1.ReasonReady, "the agent is idle"),
+				cond(ready, yes, fleetv1alpha1.ReasonReady, "the agent runs in pane w1:p1"),
+			},
+			wantPhase: fleetv1alpha1.MemberReady,
+		},
+		"no hook has run yet": {
+			status: withPane(fleetv1alpha1.MemberStatus{AgentKind: fleetv1alpha1.AgentCodex, AgentStatus: fleetv1alpha1.AgentIdle}),
+			facts:  memberFacts{observed: &PaneObservation{Exists: true, Agent: idle}},
+			want: []c{
+				cond(paneReady, yes, fleetv1alpha1.ReasonReady, "pane w1:p1 in workspace w1"),
+				cond(hooks, unknown, fleetv1alpha1.ReasonAwaitingHooks, "no hook of the agent has run yet"),
+				cond(agentReady, yes, fleetv1alpha1.ReasonReady, "the agent is idle"),
+				cond(ready, yes, fleetv1alpha1.ReasonReady, "the agent runs in pane w1:p1"),
+			},
+			wantPhase: fleetv1alpha1.MemberReady,
+		},
+		"another source owns the pane's status": {
+			status: withPane(fleetv1alpha1.MemberStatus{AgentKind: fleetv1alpha1.AgentClaude, AgentStatus: fleetv1alpha1.AgentWorking}),
+			facts:  memberFacts{observed: &PaneObservation{Exists: true, Agent: theirs}, hookRecord: &agents.HookStatus{Event: "Stop"}},
+			want: []c{
+				cond(paneReady, yes, fleetv1alpha1.ReasonReady, "pane w1:p1 in workspace w1"),
+				cond(hooks, no, fleetv1alpha1.ReasonOtherStatusSource, "herdr's status for this pane belongs to herdr:claude (session s1) and drops fleetd's reports; the status shown is that source's"),
+				cond(agentReady, yes, fleetv1alpha1.ReasonReady, "the agent is working"),
+				cond(ready, yes, fleetv1alpha1.ReasonReady, "the agent runs in pane w1:p1"),
+			},
+			wantPhase: fleetv1alpha1.MemberReady,
+		},
+		"a plain command has no hooks": {
+			status: withPane(fleetv1alpha1.MemberStatus{AgentStatus: fleetv1alpha1.AgentIdle}),
+			facts:  memberFacts{observed: &PaneObservation{Exists: true, Agent: idle}, hookRecord: &agents.HookStatus{Event: "Stop"}},
+			want: []c{
+				cond(paneReady, yes, fleetv1alpha1.ReasonReady, "pane w1:p1 in workspace w1"),
+				cond(agentReady, yes, fleetv1alpha1.ReasonReady, "the agent is idle"),
+				cond(ready, yes, fleetv1alpha1.ReasonReady, "the agent runs in pane w1:p1"),
+			},
+			wantPhase: fleetv1alpha1.MemberReady,
+		},
+		"a lost pane waits out the backoff": {
+			status: withPane(fleetv1alpha1.MemberStatus{Restarts: 2, Conditions: []c{
+				cond(paneReady, yes, fleetv1alpha1.ReasonReady, "pane w1:p1 in workspace w1"),
+				cond(agentReady, yes, fleetv1alpha1.ReasonReady, "the agent is idle"),
+			}}),
+			facts: memberFacts{waiting: &paneWait{why: "the agent exited and left a bare shell", left: 3400 * time.Millisecond}, herdr: answers},
+			want: []c{
+				cond(paneReady, no, fleetv1alpha1.ReasonBackoff, "the agent exited and left a bare shell; recreating in 3s"),
+				cond(agentReady, no, fleetv1alpha1.ReasonPaneLost, "the agent exited and left a bare shell"),
+				cond(reachable, yes, fleetv1alpha1.ReasonHerdrReachable, "herdr answers at /run/herdr.sock"),
+				cond(ready, no, fleetv1alpha1.ReasonBackoff, "the agent exited and left a bare shell; recreating in 3s"),
+			},
+			wantPhase: fleetv1alpha1.MemberRestarting,
+		},
+		"a recreated pane starts without the old one's conditions": {
+			status: withPane(fleetv1alpha1.MemberStatus{Restarts: 1, Conditions: []c{
+				cond(reachable, yes, fleetv1alpha1.ReasonHerdrReachable, "herdr answers at /run/herdr.sock"),
+				cond(paneReady, yes, fleetv1alpha1.ReasonReady, "pane w1:p0 in workspace w0"),
+				cond(agentReady, yes, fleetv1alpha1.ReasonReady, "the agent is idle"),
+			}}),
+			facts: memberFacts{recreated: true, started: &startedPane{"w1:p1", "w1"}, herdr: answers},
+			want: []c{
+				cond(reachable, yes, fleetv1alpha1.ReasonHerdrReachable, "herdr answers at /run/herdr.sock"),
+				cond(paneReady, yes, fleetv1alpha1.ReasonPaneCreated, "pane w1:p1 in workspace w1"),
+				cond(agentReady, no, fleetv1alpha1.ReasonAgentStarting, "the agent was started and has not reported yet"),
+				cond(ready, no, fleetv1alpha1.ReasonAgentStarting, "the agent was started and has not reported yet"),
+			},
+			wantPhase: fleetv1alpha1.MemberStarting,
+		},
+		"herdr does not answer": {
+			status: withPane(fleetv1alpha1.MemberStatus{Conditions: []c{
+				cond(paneReady, yes, fleetv1alpha1.ReasonReady, "pane w1:p1 in workspace w1"),
+				cond(agentReady, yes, fleetv1alpha1.ReasonReady, "the agent is idle"),
+			}}),
+			facts: memberFacts{herdr: &herdrReach{detail: "herdr is unavailable"}},
+			want: []c{
+				cond(paneReady, yes, fleetv1alpha1.ReasonReady, "pane w1:p1 in workspace w1"),
+				cond(agentReady, yes, fleetv1alpha1.ReasonReady, "the agent is idle"),
+				cond(reachable, no, fleetv1alpha1.ReasonHerdrUnreachable, "herdr is unavailable"),
+				cond(ready, no, fleetv1alpha1.ReasonHerdrUnreachable, "herdr is unavailable"),
+			},
+			wantPhase: fleetv1alpha1.MemberRestarting,
+		},
+		"a pass that failed on the way changes nothing but the rollup": {
+			status: withPane(fleetv1alpha1.MemberStatus{Conditions: []c{
+				cond(paneReady, yes, fleetv1alpha1.ReasonReady, "pane w1:p1 in workspace w1"),
+				cond(agentReady, yes, fleetv1alpha1.ReasonReady, "the agent is idle"),
+			}}),
+			want: []c{
+				cond(paneReady, yes, fleetv1alpha1.ReasonReady, "pane w1:p1 in workspace w1"),
+				cond(agentReady, yes, fleetv1alpha1.ReasonReady, "the agent is idle"),
+				cond(ready, yes, fleetv1alpha1.ReasonReady, "the agent runs in pane w1:p1"),
+			},
+			wantPhase: fleetv1alpha1.MemberReady,
+		},
+		"being deleted": {
+			status: withPane(fleetv1alpha1.MemberStatus{Conditions: []c{
+				cond(paneReady, yes, fleetv1alpha1.ReasonReady, "pane w1:p1 in workspace w1"),
+				cond(agentReady, yes, fleetv1alpha1.ReasonReady, "the agent is idle"),
+			}}),
+			facts: memberFacts{deleting: true},
+			want: []c{
+				cond(paneReady, yes, fleetv1alpha1.ReasonReady, "pane w1:p1 in workspace w1"),
+				cond(agentReady, yes, fleetv1alpha1.ReasonReady, "the agent is idle"),
+				cond(ready, no, fleetv1alpha1.ReasonDeleting, "the member is being deleted"),
+			},
+			wantPhase: fleetv1alpha1.MemberTerminating,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			st := *tc.status.DeepCopy()
+			for i := range st.Conditions {
+				st.Conditions[i].LastTransitionTime = earlier
+			}
+			setConditions(&st, 7, tc.facts, now)
+			got := make([]c, 0, len(st.Conditions))
+			for _, cd := range st.Conditions {
+				got = append(got, cond(cd.Type, cd.Status, cd.Reason, cd.Message))
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("conditions (-want +got):\n%s", diff)
+			}
+			if st.Phase != tc.wantPhase {
+				t.Errorf("phase %s, want %s", st.Phase, tc.wantPhase)
+			}
+			before := map[string]c{}
+			for _, cd := range tc.status.Conditions {
+				before[cd.Type] = cd
+			}
+			for _, cd := range st.Conditions {
+				// A condition that changed status, or that a recreated
+				// pane starts anew, moves to now; any other keeps its time.
+				old, had := before[cd.Type]
+				renewed := tc.facts.recreated && (cd.Type == paneReady || cd.Type == agentReady)
+				wantTime := earlier
+				if !had || old.Status != cd.Status || renewed {
+					wantTime = now
+				}
+				if !cd.LastTransitionTime.Equal(&wantTime) {
+					t.Errorf("%s moved at %v, want %v", cd.Type, cd.LastTransitionTime, wantTime)
+				}
 			}
 		})
 	}

@@ -66,3 +66,12 @@ func (r *MemberReconciler) ensureToken(ctx context.Context, s *memberScope) (str
 	m.Status.TokenSecretName, m.Status.TokenHash = key.Name, fleetv1alpha1.TokenHash(token)
 	return token, nil
 }
+
+// deleteToken deletes the Member's token Secret, if there is one.
+func (r *MemberReconciler) deleteToken(ctx context.Context, m *fleetv1alpha1.Member) error {
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: TokenSecretName(m.Name)}}
+	if err := r.Client.Delete(ctx, secret); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting token secret: %w", err)
+	}
+	return nil
+}
