@@ -135,10 +135,15 @@ func (r *MemberReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		}
 		return ctrl.Result{}, errors.Join(reconcileErr, err)
 	}
+	if reconcileErr != nil {
+		// controller-runtime ignores a result returned with an error: the
+		// error's backoff brings the Member back.
+		return ctrl.Result{}, reconcileErr
+	}
 	if result.RequeueAfter == 0 || result.RequeueAfter > resyncPeriod {
 		result.RequeueAfter = resyncPeriod
 	}
-	return result, reconcileErr
+	return result, nil
 }
 
 func (r *MemberReconciler) reconcileNormal(ctx context.Context, s *memberScope) (ctrl.Result, error) {

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,12 +17,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/fleetd/fleetd/agents"
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/herdr"
 	"github.com/fleetd/fleetd/herdr/paneserver"
+	"github.com/fleetd/fleetd/internal/testenv"
 	"github.com/fleetd/fleetd/internal/testutil"
 )
 
@@ -606,5 +612,75 @@ func TestAgentNameHeldByAnEarlierPaneIsFreed(t *testing.T) {
 	}
 	if !kept {
 		t.Errorf("fleetd closed a workspace that was not a Member's")
+	}
+}
+
+// failingReader is an API server that fails every live read.
+type failingReader struct{ client.Reader }
+
+func (failingReader) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
+	return errors.New("connection refused")
+}
+
+// aheadReader is an API server that holds a newer Member than the cache.
+type aheadReader struct{ client.Reader }
+
+func (aheadReader) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	obj.SetName(key.Name)
+	obj.SetNamespace(key.Namespace)
+	obj.SetResourceVersion("newer")
+	return nil
+}
+
+// closedPanes is herdr after the Member's pane was closed.
+type closedPanes struct{ Panes }
+
+func (closedPanes) AgentGet(context.Context, string) (*herdr.AgentInfo, error) {
+	return nil, herdr.ErrNotFound
+}
+
+func (closedPanes) PaneRead(context.Context, herdr.ReadParams) (*herdr.PaneRead, error) {
+	return nil, herdr.ErrNotFound
+}
+
+// TestReconcileReturnsAnErrorOrARequeue: controller-runtime ignores a
+// result returned with an error, so a pass that fails says so alone (the
+// error's backoff brings it back), and one that waits for the cache asks
+// for its requeue alone. Both the paths that check the Member is fresh
+// before making a pane are covered: with no pane yet, and with a lost one.
+func TestReconcileReturnsAnErrorOrARequeue(t *testing.T) {
+	cases := map[string]struct {
+		pane        string
+		reader      client.Reader
+		wantErr     bool
+		wantRequeue time.Duration
+	}{
+		"no pane yet, and the live look fails": {reader: failingReader{}, wantErr: true},
+		"no pane yet, and the cache is behind": {reader: aheadReader{}, wantRequeue: staleRetry},
+		"a lost pane, and the live look fails": {pane: "w1:p1", reader: failingReader{}, wantErr: true},
+		"a lost pane, and the cache is behind": {pane: "w1:p1", reader: aheadReader{}, wantRequeue: staleRetry},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			m := testutil.MakeMember("w1", "ns").Command("agent").Obj()
+			m.UID = "0123456789abcdef"
+			m.Finalizers = []string{fleetv1alpha1.MemberFinalizer}
+			m.Status.PaneID, m.Status.WorkspaceID = tc.pane, strings.Split(tc.pane, ":")[0]
+			c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(m).WithStatusSubresource(m).Build()
+			r := &MemberReconciler{
+				Client: c, Reader: tc.reader, Panes: closedPanes{}, PaneWatch: NewPaneWatch(closedPanes{}),
+				Recorder: events.NewFakeRecorder(10), Clock: clocktesting.NewFakeClock(time.Now()), AgentDir: t.TempDir(),
+			}
+			res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(m)})
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Reconcile() error = %v, want an error: %v", err, tc.wantErr)
+			}
+			if err != nil && !res.IsZero() {
+				t.Errorf("Reconcile() = %+v with error %v: controller-runtime ignores a result returned with an error", res, err)
+			}
+			if err == nil && res.RequeueAfter != tc.wantRequeue {
+				t.Errorf("Reconcile() requeues after %s, want %s", res.RequeueAfter, tc.wantRequeue)
+			}
+		})
 	}
 }

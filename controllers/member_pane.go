@@ -32,8 +32,12 @@ func (r *MemberReconciler) reconcilePane(ctx, hctx context.Context, s *memberSco
 	m := s.member
 
 	if m.Status.PaneID == "" {
-		if fresh, err := r.isFresh(ctx, m); err != nil || !fresh {
-			return ctrl.Result{RequeueAfter: staleRetry}, err
+		fresh, err := r.isFresh(ctx, m)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if !fresh {
+			return ctrl.Result{RequeueAfter: staleRetry}, nil
 		}
 		adopted, err := adopt(hctx, s)
 		if err != nil {
@@ -54,8 +58,12 @@ func (r *MemberReconciler) reconcilePane(ctx, hctx context.Context, s *memberSco
 	wasReady := meta.IsStatusConditionTrue(m.Status.Conditions, fleetv1alpha1.ConditionAgentReady)
 	startedAt := s.paneStartedAt()
 	if verdict, why := judgePane(obs, m.Status.TerminalID, wasReady, startedAt, s.now.Time); verdict == paneLost {
-		if fresh, err := r.isFresh(ctx, m); err != nil || !fresh {
-			return ctrl.Result{RequeueAfter: staleRetry}, err
+		fresh, err := r.isFresh(ctx, m)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if !fresh {
+			return ctrl.Result{RequeueAfter: staleRetry}, nil
 		}
 		return r.recreate(hctx, s, launch, why)
 	}
