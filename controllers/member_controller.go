@@ -218,7 +218,7 @@ func (r *MemberReconciler) resolve(ctx context.Context, m *fleetv1alpha1.Member)
 
 // reconcileDelete closes the pane and lets the Member go. When herdr does not
 // answer, it gives up after cleanupTimeout so a Member never hangs in
-// deletion.
+// deletion. Until then the Member's status says it is terminating.
 func (r *MemberReconciler) reconcileDelete(ctx context.Context, m *fleetv1alpha1.Member) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(m, fleetv1alpha1.MemberFinalizer) {
 		return ctrl.Result{}, nil
@@ -226,9 +226,19 @@ func (r *MemberReconciler) reconcileDelete(ctx context.Context, m *fleetv1alpha1
 	key := client.ObjectKeyFromObject(m)
 	r.PaneWatch.Forget(key)
 	r.Screens.Forget(key)
+	original := m.DeepCopy()
+	s := r.newScope(m)
+	s.facts.deleting = true
+	setConditions(&m.Status, m.Generation, s.facts, s.now)
+	if err := r.writeStatus(ctx, original, s); err != nil {
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{RequeueAfter: 10 * time.Millisecond}, nil
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
 	if m.Status.WorkspaceID != "" {
 		hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
-		err := closeWorkspaces(hctx, r.Panes, m)
+		err := closeWorkspaces(hctx, s.panes, m)
 		cancel()
 		if err != nil {
 			waited := r.Clock.Since(m.DeletionTimestamp.Time)

@@ -337,6 +337,9 @@ func TestDeleteCleansUp(t *testing.T) {
 	}
 }
 
+// TestDeleteWhileHerdrIsDown: a Member whose pane herdr cannot close is
+// held by its finalizer, and its status says it is going (phase
+// Terminating, Ready False for Deleting), until cleanupTimeout lets it go.
 func TestDeleteWhileHerdrIsDown(t *testing.T) {
 	ns := env.Namespace(t)
 	h := startHerdr(t)
@@ -347,6 +350,15 @@ func TestDeleteWhileHerdrIsDown(t *testing.T) {
 	if err := env.Client.Delete(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
+	testutil.Eventually(t, "the member shown terminating", func() (bool, string) {
+		m, err := getMember(t, ns, "orphaned")
+		if err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(m.Status.Conditions, fleetv1alpha1.ConditionReady)
+		return !m.DeletionTimestamp.IsZero() && m.Status.Phase == fleetv1alpha1.MemberTerminating &&
+			c != nil && c.Status == metav1.ConditionFalse && c.Reason == fleetv1alpha1.ReasonDeleting, describe(m)
+	})
 	// Bounded by cleanupTimeout, then released with a Warning.
 	testutil.Eventually(t, "member deleted without herdr", func() (bool, string) {
 		_, err := getMember(t, ns, "orphaned")
