@@ -13,8 +13,12 @@ const (
 	// status in herdr: False when another source owns the pane (herdr then
 	// drops fleetd's reports).
 	ConditionAgentHooks = "AgentHooks"
-	// ConditionHerdrReachable says the controller can talk to herdr.
+	// ConditionHerdrReachable says the controller can talk to herdr: the
+	// shared pane server, or a pod member's own pane host.
 	ConditionHerdrReachable = "HerdrReachable"
+	// ConditionPodScheduled says a pod member's Pod has a node: False with
+	// the scheduler's message when none fits.
+	ConditionPodScheduled = "PodScheduled"
 	// ConditionDelivered says whether a Delegation was typed into its pane.
 	ConditionDelivered = "Delivered"
 	// ConditionSettled says a Delegation reached a terminal phase.
@@ -25,6 +29,16 @@ const (
 const (
 	// ReasonReady: everything the condition checks is in place.
 	ReasonReady = "Ready"
+	// ReasonUnschedulable: no node fits the Member's Pod; the message is
+	// the scheduler's.
+	ReasonUnschedulable = "Unschedulable"
+	// ReasonPodScheduled: the Member's Pod has a node.
+	ReasonPodScheduled = "PodScheduled"
+	// ReasonPodStarting: the Member's Pod has not started its pane host yet.
+	ReasonPodStarting = "PodStarting"
+	// ReasonPodLost: the Member's Pod ended (crashed, was OOMKilled or
+	// deleted, or its node was lost); it is recreated.
+	ReasonPodLost = "PodLost"
 	// ReasonProfileNotFound: the Member names a Profile that does not exist.
 	ReasonProfileNotFound = "ProfileNotFound"
 	// ReasonSecretNotFound: an env value refers to a missing Secret or key.

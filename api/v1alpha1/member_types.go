@@ -56,6 +56,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="has(self.profile) ? !has(self.agent) && !has(self.command) : (has(self.agent) != has(self.command))",message="set exactly one of profile, agent or command"
 // +kubebuilder:validation:XValidation:rule="!has(self.args) || has(self.agent) || has(self.profile)",message="args apply only to an agent or a profile; put a plain command's arguments in command"
 // +kubebuilder:validation:XValidation:rule="!has(self.profile) || (!has(self.env) && !has(self.workingDir))",message="env and workingDir come from the profile when profile is set"
+// +kubebuilder:validation:XValidation:rule="!has(self.pod) || !has(self.runtime) || self.runtime == 'Pod'",message="pod applies only to runtime: Pod"
 type MemberSpec struct {
 	// profile names a Profile in the Member's namespace to run the worker from.
 	// Mutually exclusive with agent and command.
@@ -109,6 +110,18 @@ type MemberSpec struct {
 	// +optional
 	// +kubebuilder:default=member
 	Role Role `json:"role,omitempty"`
+
+	// runtime says where the agent runs: Pod (a Pod of its own) or Shared
+	// (a pane of the pane server beside fleetd). Default: the Profile's,
+	// else fleetd's --default-runtime. Fixed for the life of the Member once
+	// it started.
+	// +optional
+	Runtime Runtime `json:"runtime,omitempty"`
+
+	// pod shapes the Member's Pod when it runs in one; it replaces the
+	// Profile's pod as a whole.
+	// +optional
+	Pod *MemberPod `json:"pod,omitempty"`
 }
 
 // MemberStatus is the observed state of a Member.
@@ -119,7 +132,8 @@ type MemberStatus struct {
 	Phase MemberPhase `json:"phase,omitempty"`
 
 	// conditions: Ready (rollup), PaneReady, AgentReady, HerdrReachable,
-	// and for agents fleetd hooks (Claude Code) AgentHooks.
+	// for agents fleetd hooks (Claude Code, Codex) AgentHooks, and for pod
+	// members PodScheduled.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -207,6 +221,28 @@ type MemberStatus struct {
 	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
 	TokenHash string `json:"tokenHash,omitempty"`
 
+	// runtime is where the agent runs: Shared or Pod, decided when the
+	// Member first started.
+	// +optional
+	Runtime Runtime `json:"runtime,omitempty"`
+
+	// podName names the Pod the agent runs in, for a pod member.
+	// +optional
+	PodName string `json:"podName,omitempty"`
+
+	// podUID is that Pod's UID. The gateway knows a pod member by it: a
+	// token of a Pod that is not the Member's current one is refused.
+	// +optional
+	PodUID string `json:"podUID,omitempty"`
+
+	// podIP is where the controllers reach the Pod's pane host.
+	// +optional
+	PodIP string `json:"podIP,omitempty"`
+
+	// nodeName is the node the Pod runs on.
+	// +optional
+	NodeName string `json:"nodeName,omitempty"`
+
 	// observedGeneration is the generation the status was computed from.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -222,6 +258,8 @@ type MemberStatus struct {
 // +kubebuilder:printcolumn:name="Team",type=string,JSONPath=`.spec.team`
 // +kubebuilder:printcolumn:name="Role",type=string,JSONPath=`.spec.role`
 // +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restarts`,priority=1
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.nodeName`,priority=1
+// +kubebuilder:printcolumn:name="Pod",type=string,JSONPath=`.status.podName`,priority=1
 // +kubebuilder:printcolumn:name="Profile",type=string,JSONPath=`.spec.profile`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 

@@ -36,6 +36,7 @@ type Effort string
 // +kubebuilder:validation:XValidation:rule="!has(self.allowedTools) || (has(self.agent) && self.agent == 'claude')",message="allowedTools applies to agent: claude"
 // +kubebuilder:validation:XValidation:rule="self.billing != 'api' || (has(self.env) && self.env.exists(e, e.name == (has(self.agent) && self.agent == 'codex' ? 'OPENAI_BASE_URL' : 'ANTHROPIC_BASE_URL')))",message="billing: api requires ANTHROPIC_BASE_URL in env (OPENAI_BASE_URL for agent: codex)"
 // +kubebuilder:validation:XValidation:rule="self.billing != 'subscription' || !has(self.env) || !self.env.exists(e, e.name in ['ANTHROPIC_BASE_URL', 'ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN', 'OPENAI_BASE_URL', 'OPENAI_API_KEY', 'CODEX_API_KEY'])",message="billing: subscription must not set ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, OPENAI_BASE_URL, OPENAI_API_KEY or CODEX_API_KEY in env"
+// +kubebuilder:validation:XValidation:rule="!has(self.pod) || !has(self.runtime) || self.runtime == 'Pod'",message="pod applies only to runtime: Pod"
 type ProfileSpec struct {
 	WorkerSpec `json:",inline"`
 
@@ -84,6 +85,17 @@ type ProfileSpec struct {
 	// +kubebuilder:validation:items:MaxLength=512
 	// +listType=atomic
 	AllowedTools []string `json:"allowedTools,omitempty"`
+
+	// runtime says where its members run: Pod (a Pod of their own) or
+	// Shared (panes of the pane server beside fleetd). Default: fleetd's
+	// --default-runtime. A Member's own runtime wins.
+	// +optional
+	Runtime Runtime `json:"runtime,omitempty"`
+
+	// pod shapes the Pods its members run in; a Member's own pod replaces
+	// it as a whole.
+	// +optional
+	Pod *MemberPod `json:"pod,omitempty"`
 
 	// default marks the profile bridge_send auto-spawns from when no member is
 	// addressed and none exists. At most one profile per namespace should set it;

@@ -106,6 +106,22 @@ func TestBadManifestsAreRefused(t *testing.T) {
 			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Member, metadata: {name: m2}, spec: {profile: p, command: [sh]}}`,
 			want:     []string{"spec", "set exactly one of profile, agent or command"},
 		},
+		"member with a pod in the shared runtime": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Member, metadata: {name: m-pod}, spec: {command: [sh], runtime: Shared, pod: {image: x}}}`,
+			want:     []string{"spec", "pod applies only to runtime: Pod"},
+		},
+		"member with an unknown runtime": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Member, metadata: {name: m-rt}, spec: {command: [sh], runtime: VM}}`,
+			want:     []string{"spec.runtime", "Unsupported value", "Shared", "Pod"},
+		},
+		"member pod workspace claim without a size": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Member, metadata: {name: m-pvc}, spec: {command: [sh], runtime: Pod, pod: {workspace: {volumeClaim: {keep: true}}}}}`,
+			want:     []string{"spec.pod.workspace.volumeClaim.size", "Required"},
+		},
+		"profile with a pod in the shared runtime": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Profile, metadata: {name: p-pod}, spec: {command: [sh], runtime: Shared, pod: {image: x}}}`,
+			want:     []string{"spec", "pod applies only to runtime: Pod"},
+		},
 		"member with agent and command": {
 			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Member, metadata: {name: m3}, spec: {agent: claude, command: [sh]}}`,
 			want:     []string{"spec", "set exactly one of profile, agent or command"},

@@ -1,10 +1,17 @@
 // Command paneserver runs a herdr-compatible server: fleetd's stand-in for
-// herdr where herdr itself cannot be installed.
+// herdr where herdr itself cannot be installed, and the pane host of a
+// Member's Pod.
 //
 //	paneserver --socket /run/herdr/herdr.sock
 //
 // The socket defaults to $HERDR_SOCKET_PATH. SIGTERM or SIGINT kills every
 // pane's processes and removes the socket.
+//
+// In a member's Pod it also serves the protocol over TLS to fleetd's
+// controllers (--tls-listen with the member's credentials in --tls-dir),
+// keeps the agent's directory (--agent-root) and forwards the agent's MCP
+// traffic to the gateway with the pod's token (--gateway, --gateway-listen,
+// --token-file).
 package main
 
 import (
@@ -12,13 +19,18 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/fleetd/fleetd/herdr"
 	"github.com/fleetd/fleetd/herdr/paneserver"
+	"github.com/fleetd/fleetd/panehost"
 )
 
 func main() {
@@ -42,12 +54,50 @@ func run() error {
 		opts.AgentCommands[label] = exe
 		return nil
 	})
+	tlsDir := flag.String("tls-dir", "", "directory with the pane host's "+panehost.CertKey+", "+panehost.KeyKey+" and "+panehost.CAKey+" (a mounted Secret), for --tls-listen")
+	flag.StringVar(&opts.TLSAddress, "tls-listen", "", "also serve the protocol over TLS on this address, to fleetd's controllers only")
+	agentRoot := flag.String("agent-root", "", "directory the agents' own directories lie in: serve fleetd's agent methods for them")
+	gateway := flag.String("gateway", "", "the gateway's base URL, to forward the agent's MCP traffic to (with --gateway-listen and --token-file)")
+	gatewayListen := flag.String("gateway-listen", "127.0.0.1:8766", "loopback address the agent mounts the gateway on")
+	tokenFile := flag.String("token-file", "", "the pod's service-account token for the gateway, rotated by the kubelet")
 	flag.Parse()
 	if opts.SocketPath == "" {
 		return fmt.Errorf("no socket: pass --socket or set %s", herdr.SocketPathEnv)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	opts.Logger = log
+	if opts.TLSAddress != "" {
+		if *tlsDir == "" {
+			return fmt.Errorf("--tls-listen needs --tls-dir")
+		}
+		cfg, err := panehost.ServerConfig(filepath.Join(*tlsDir, panehost.CertKey), filepath.Join(*tlsDir, panehost.KeyKey), filepath.Join(*tlsDir, panehost.CAKey))
+		if err != nil {
+			return err
+		}
+		opts.TLSConfig = cfg
+	}
+	if *agentRoot != "" {
+		opts.Extensions = panehost.Extensions(*agentRoot)
+	}
+	if *gateway != "" {
+		if *tokenFile == "" {
+			return fmt.Errorf("--gateway needs --token-file")
+		}
+		fwd, err := panehost.NewForwarder(*gateway, *tokenFile)
+		if err != nil {
+			return err
+		}
+		ln, err := net.Listen("tcp", *gatewayListen)
+		if err != nil {
+			return fmt.Errorf("listening for the agent's gateway traffic: %w", err)
+		}
+		if !isLoopback(ln.Addr()) {
+			_ = ln.Close()
+			return fmt.Errorf("--gateway-listen=%s: the forwarder carries the pod's credential and listens on loopback only", *gatewayListen)
+		}
+		go func() { _ = (&http.Server{Handler: fwd, ReadHeaderTimeout: 10 * time.Second}).Serve(ln) }()
+		log.Info("Forwarding the agent's gateway traffic", "listen", ln.Addr().String(), "gateway", *gateway)
+	}
 
 	srv, err := paneserver.New(opts)
 	if err != nil {
@@ -58,7 +108,7 @@ func run() error {
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve() }()
-	log.Info("Serving herdr protocol", "socket", srv.SocketPath())
+	log.Info("Serving herdr protocol", "socket", srv.SocketPath(), "tls", srv.TLSAddress())
 
 	select {
 	case <-ctx.Done():
@@ -71,4 +121,9 @@ func run() error {
 		return err
 	}
 	return <-served
+}
+
+func isLoopback(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }

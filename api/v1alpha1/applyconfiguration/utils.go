@@ -44,6 +44,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1alpha1.EnvVarSourceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("Member"):
 		return &apiv1alpha1.MemberApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("MemberPod"):
+		return &apiv1alpha1.MemberPodApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("MemberSpec"):
 		return &apiv1alpha1.MemberSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("MemberStatus"):
@@ -60,6 +62,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1alpha1.QuestionApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("WorkerSpec"):
 		return &apiv1alpha1.WorkerSpecApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("Workspace"):
+		return &apiv1alpha1.WorkspaceApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("WorkspaceVolumeClaim"):
+		return &apiv1alpha1.WorkspaceVolumeClaimApplyConfiguration{}
 
 	}
 	return nil

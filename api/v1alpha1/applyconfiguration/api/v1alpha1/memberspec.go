@@ -46,6 +46,14 @@ type MemberSpecApplyConfiguration struct {
 	Team *string `json:"team,omitempty"`
 	// role is lead or member (default). Leads manage their team.
 	Role *apiv1alpha1.Role `json:"role,omitempty"`
+	// runtime says where the agent runs: Pod (a Pod of its own) or Shared
+	// (a pane of the pane server beside fleetd). Default: the Profile's,
+	// else fleetd's --default-runtime. Fixed for the life of the Member once
+	// it started.
+	Runtime *apiv1alpha1.Runtime `json:"runtime,omitempty"`
+	// pod shapes the Member's Pod when it runs in one; it replaces the
+	// Profile's pod as a whole.
+	Pod *MemberPodApplyConfiguration `json:"pod,omitempty"`
 }
 
 // MemberSpecApplyConfiguration constructs a declarative configuration of the MemberSpec type for use with
@@ -124,5 +132,21 @@ func (b *MemberSpecApplyConfiguration) WithTeam(value string) *MemberSpecApplyCo
 // If called multiple times, the Role field is set to the value of the last call.
 func (b *MemberSpecApplyConfiguration) WithRole(value apiv1alpha1.Role) *MemberSpecApplyConfiguration {
 	b.Role = &value
+	return b
+}
+
+// WithRuntime sets the Runtime field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Runtime field is set to the value of the last call.
+func (b *MemberSpecApplyConfiguration) WithRuntime(value apiv1alpha1.Runtime) *MemberSpecApplyConfiguration {
+	b.Runtime = &value
+	return b
+}
+
+// WithPod sets the Pod field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Pod field is set to the value of the last call.
+func (b *MemberSpecApplyConfiguration) WithPod(value *MemberPodApplyConfiguration) *MemberSpecApplyConfiguration {
+	b.Pod = value
 	return b
 }

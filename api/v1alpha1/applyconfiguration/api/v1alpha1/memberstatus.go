@@ -33,7 +33,8 @@ type MemberStatusApplyConfiguration struct {
 	// or Terminating.
 	Phase *apiv1alpha1.MemberPhase `json:"phase,omitempty"`
 	// conditions: Ready (rollup), PaneReady, AgentReady, HerdrReachable,
-	// and for agents fleetd hooks (Claude Code) AgentHooks.
+	// for agents fleetd hooks (Claude Code, Codex) AgentHooks, and for pod
+	// members PodScheduled.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 	// paneID is herdr's id of the member's pane (changes when recreated).
 	PaneID *string `json:"paneID,omitempty"`
@@ -78,6 +79,18 @@ type MemberStatusApplyConfiguration struct {
 	// gateway knows a member by it: only fleetd writes a Member's status, so
 	// a Secret made by anyone else never authenticates anyone.
 	TokenHash *string `json:"tokenHash,omitempty"`
+	// runtime is where the agent runs: Shared or Pod, decided when the
+	// Member first started.
+	Runtime *apiv1alpha1.Runtime `json:"runtime,omitempty"`
+	// podName names the Pod the agent runs in, for a pod member.
+	PodName *string `json:"podName,omitempty"`
+	// podUID is that Pod's UID. The gateway knows a pod member by it: a
+	// token of a Pod that is not the Member's current one is refused.
+	PodUID *string `json:"podUID,omitempty"`
+	// podIP is where the controllers reach the Pod's pane host.
+	PodIP *string `json:"podIP,omitempty"`
+	// nodeName is the node the Pod runs on.
+	NodeName *string `json:"nodeName,omitempty"`
 	// observedGeneration is the generation the status was computed from.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
 }
@@ -242,6 +255,46 @@ func (b *MemberStatusApplyConfiguration) WithTokenSecretName(value string) *Memb
 // If called multiple times, the TokenHash field is set to the value of the last call.
 func (b *MemberStatusApplyConfiguration) WithTokenHash(value string) *MemberStatusApplyConfiguration {
 	b.TokenHash = &value
+	return b
+}
+
+// WithRuntime sets the Runtime field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Runtime field is set to the value of the last call.
+func (b *MemberStatusApplyConfiguration) WithRuntime(value apiv1alpha1.Runtime) *MemberStatusApplyConfiguration {
+	b.Runtime = &value
+	return b
+}
+
+// WithPodName sets the PodName field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PodName field is set to the value of the last call.
+func (b *MemberStatusApplyConfiguration) WithPodName(value string) *MemberStatusApplyConfiguration {
+	b.PodName = &value
+	return b
+}
+
+// WithPodUID sets the PodUID field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PodUID field is set to the value of the last call.
+func (b *MemberStatusApplyConfiguration) WithPodUID(value string) *MemberStatusApplyConfiguration {
+	b.PodUID = &value
+	return b
+}
+
+// WithPodIP sets the PodIP field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PodIP field is set to the value of the last call.
+func (b *MemberStatusApplyConfiguration) WithPodIP(value string) *MemberStatusApplyConfiguration {
+	b.PodIP = &value
+	return b
+}
+
+// WithNodeName sets the NodeName field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the NodeName field is set to the value of the last call.
+func (b *MemberStatusApplyConfiguration) WithNodeName(value string) *MemberStatusApplyConfiguration {
+	b.NodeName = &value
 	return b
 }
 

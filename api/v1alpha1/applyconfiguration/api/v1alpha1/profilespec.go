@@ -53,6 +53,13 @@ type ProfileSpecApplyConfiguration struct {
 	// fleetd's own, in the agent's rule syntax (Claude Code:
 	// "Bash(git diff:*)", "Edit", "mcp__github").
 	AllowedTools []string `json:"allowedTools,omitempty"`
+	// runtime says where its members run: Pod (a Pod of their own) or
+	// Shared (panes of the pane server beside fleetd). Default: fleetd's
+	// --default-runtime. A Member's own runtime wins.
+	Runtime *apiv1alpha1.Runtime `json:"runtime,omitempty"`
+	// pod shapes the Pods its members run in; a Member's own pod replaces
+	// it as a whole.
+	Pod *MemberPodApplyConfiguration `json:"pod,omitempty"`
 	// default marks the profile bridge_send auto-spawns from when no member is
 	// addressed and none exists. At most one profile per namespace should set it;
 	// when several do, the oldest wins.
@@ -161,6 +168,22 @@ func (b *ProfileSpecApplyConfiguration) WithAllowedTools(values ...string) *Prof
 	for i := range values {
 		b.AllowedTools = append(b.AllowedTools, values[i])
 	}
+	return b
+}
+
+// WithRuntime sets the Runtime field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Runtime field is set to the value of the last call.
+func (b *ProfileSpecApplyConfiguration) WithRuntime(value apiv1alpha1.Runtime) *ProfileSpecApplyConfiguration {
+	b.Runtime = &value
+	return b
+}
+
+// WithPod sets the Pod field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Pod field is set to the value of the last call.
+func (b *ProfileSpecApplyConfiguration) WithPod(value *MemberPodApplyConfiguration) *ProfileSpecApplyConfiguration {
+	b.Pod = value
 	return b
 }
 
