@@ -1,14 +1,17 @@
 // Command cluster runs the local multi-node Kubernetes cluster of package
 // localcluster: `make cluster` and `make cluster-down` call it.
 //
-//	go run ./hack/cluster up [--nodes=3] [--port=26443]   start it, or reuse the running one
+//	go run ./hack/cluster up [--nodes=3] [--port=26443]  start it, or reuse the running one
 //	go run ./hack/cluster down                           stop it and undo every change to the machine
 //	go run ./hack/cluster status                         its daemons, nodes and kubeconfig
 //	go run ./hack/cluster node-kill NODE                 kill a node as a power loss would
 //	go run ./hack/cluster node-start NODE                boot a killed node again
 //	go run ./hack/cluster load ARCHIVE...                import OCI archives into every node
 //
-// The state lives in .cluster/ (--state). Everything needs root.
+// The state lives in .cluster/ (--state, CLUSTER_STATE); --name
+// (CLUSTER_NAME, default fleetd-cluster) names its network namespace and
+// cgroups, so a second cluster with its own state, name and port can run
+// beside it. Everything needs root.
 package main
 
 import (
@@ -53,6 +56,7 @@ func run(args []string) error {
 	state := fs.String("state", envOr("CLUSTER_STATE", filepath.Join(root, ".cluster")), "the cluster's state directory")
 	nodes := fs.Int("nodes", envInt("NODES", localcluster.DefaultNodes), "how many nodes (kubelet + containerd each)")
 	port := fs.Int("port", envInt("CLUSTER_PORT", localcluster.DefaultPort), "the API server's port on 127.0.0.1")
+	name := fs.String("name", envOr("CLUSTER_NAME", localcluster.DefaultName), "names the network namespace and the cgroups")
 	binDir := fs.String("bin", envOr("CONTROLPLANE_BIN", filepath.Join(root, "bin", "controlplane")), "the Kubernetes binaries")
 	images := fs.String("images", filepath.Join(root, "bin", "images"), "where the image archives are built")
 	netns := fs.String("netns", "", "relay: the network namespace file to reach into")
@@ -75,7 +79,7 @@ func run(args []string) error {
 			return err
 		}
 		start := time.Now()
-		cl, err := localcluster.Up(ctx, localcluster.Config{StateDir: *state, BinDir: *binDir, Nodes: *nodes, Port: *port},
+		cl, err := localcluster.Up(ctx, localcluster.Config{StateDir: *state, BinDir: *binDir, Nodes: *nodes, Port: *port, Name: *name},
 			localcluster.Options{Out: os.Stdout, RelayCommand: []string{relay, "relay"}, Images: infra})
 		if err != nil {
 			return err

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // host does the cluster's changes to the machine, each journaled first.
@@ -43,6 +44,13 @@ func (h *host) v1() []hierarchy {
 	return out
 }
 
+// diesWithUs makes a short-lived child die with the bring-up, so that a
+// bring-up killed halfway leaves no ctr or ip behind: only the daemons,
+// which the journal and the cgroups know, outlive it.
+func diesWithUs() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
+
 // run runs a command to completion and returns its error with its output.
 func run(name string, args ...string) error {
 	return runInput(nil, name, args...)
@@ -51,6 +59,7 @@ func run(name string, args ...string) error {
 func runInput(stdin []byte, name string, args ...string) error {
 	cmd := exec.Command(name, args...)
 	cmd.Env = daemonEnv()
+	cmd.SysProcAttr = diesWithUs()
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
 	}

@@ -327,6 +327,7 @@ func importImage(ctx context.Context, n NodeLayout, img Image) error {
 	ctr := func(args ...string) error {
 		cmd := exec.CommandContext(ctx, "ctr", append([]string{"--address", n.ContainerdSocket(), "--namespace", "k8s.io"}, args...)...)
 		cmd.Env = daemonEnv()
+		cmd.SysProcAttr = diesWithUs()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("ctr %s on %s: %w: %s", strings.Join(args, " "), n.Name, err, strings.TrimSpace(string(out)))
 		}
@@ -364,6 +365,7 @@ func (b *bringUp) waitHTTP(ctx context.Context, what, url string, timeout time.D
 
 func (b *bringUp) kubectl(ctx context.Context, args ...string) error {
 	cmd := exec.CommandContext(ctx, b.l.bin("kubectl"), append([]string{"--kubeconfig=" + b.l.Kubeconfig()}, args...)...)
+	cmd.SysProcAttr = diesWithUs()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
