@@ -49,6 +49,7 @@ func fakeGateway(t testing.TB) (*Gateway, *httptest.Server) {
 		WithIndex(&fleetv1alpha1.Delegation{}, indexReceiverState, indexReceiverStateFunc).
 		WithIndex(&fleetv1alpha1.Delegation{}, indexSenderState, indexSenderStateFunc).
 		WithIndex(&fleetv1alpha1.Member{}, identity.IndexMemberTokenHash, identity.IndexMemberToken).
+		WithIndex(&fleetv1alpha1.Member{}, identity.IndexMemberPodUID, identity.IndexMemberPod).
 		WithObjects(objs...).
 		Build()
 	g := newGateway(Options{Namespace: ns, StaticTokens: types.NamespacedName{Namespace: ns, Name: "static"}, ProgressInterval: time.Millisecond},

@@ -70,9 +70,16 @@ func internal(reason, format string, args ...any) *Failure {
 	return &Failure{Code: toolerr.Internal, Reason: reason, Message: fmt.Sprintf(format, args...)}
 }
 
+// Claims of a token bound to a Pod, as a TokenReview reports them.
+const (
+	extraPodName = "authentication.kubernetes.io/pod-name"
+	extraPodUID  = "authentication.kubernetes.io/pod-uid"
+)
+
 // Config is what an Authenticator reads and writes.
 type Config struct {
-	// Cache reads Members, indexed by IndexMemberTokenHash.
+	// Cache reads Members, indexed by IndexMemberTokenHash and
+	// IndexMemberPodUID, and members' Pods.
 	Cache client.Reader
 	// Static reads the static-token Secret named StaticTokens; nil, or an
 	// empty name, switches static tokens off.
@@ -129,6 +136,11 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (*Princi
 		return nil, review.failure
 	}
 	p := *review.principal
+	// The review is reused for a while; which Member a Pod runs is looked
+	// up afresh every time, so a replaced Pod's token stops at once.
+	if m, f := a.podMember(ctx, &p); m != nil || f != nil {
+		return m, f
+	}
 	if f := a.Authorize(ctx, &p, CreateDelegations); f != nil {
 		return nil, f
 	}
@@ -156,6 +168,56 @@ func (a *Authenticator) memberToken(ctx context.Context, token []byte) (*Princip
 	// 256 random bits do not collide: two Members claiming one token
 	// means one status was copied.
 	return nil, unauthorized("ambiguous_token", "the token belongs to more than one member")
+}
+
+// podMember resolves a service-account token bound to a Member's Pod to
+// that Member: a pod member has no token of its own, its Pod's projected
+// token is its identity. A token of a member Pod that is no longer its
+// Member's current one (replaced after a crash, or on a lost node) is
+// refused, which fences a stale agent. A token of any other Pod is a
+// service account's, and nil is returned.
+func (a *Authenticator) podMember(ctx context.Context, p *Principal) (*Principal, *Failure) {
+	if p.user == nil {
+		return nil, nil
+	}
+	uid, name := first(p.user.Extra[extraPodUID]), first(p.user.Extra[extraPodName])
+	if uid == "" {
+		return nil, nil
+	}
+	var members fleetv1alpha1.MemberList
+	if err := a.cfg.Cache.List(ctx, &members, client.InNamespace(p.Namespace), client.MatchingFields{IndexMemberPodUID: uid}); err != nil {
+		return nil, internal("lookup_error", "looking up the pod's member: %v", err)
+	}
+	switch len(members.Items) {
+	case 1:
+		m := &members.Items[0]
+		if m.DeletionTimestamp != nil {
+			return nil, unauthorized("member_closed", "member %s is stopped (being deleted): its pod's token no longer works", m.Name)
+		}
+		return &Principal{Kind: fleetv1alpha1.PrincipalMember, Name: m.Name, Namespace: m.Namespace, Member: m}, nil
+	case 0:
+	default:
+		return nil, unauthorized("ambiguous_token", "the pod's token belongs to more than one member")
+	}
+	var pod corev1.Pod
+	err := a.cfg.Cache.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: name}, &pod)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, internal("lookup_error", "looking up the token's pod: %v", err)
+	}
+	if member, ok := pod.Labels[fleetv1alpha1.LabelMember]; ok && string(pod.UID) == uid {
+		return nil, unauthorized("replaced_pod", "pod %s no longer runs member %s: the member runs in another pod now, or none", name, member)
+	}
+	return nil, nil
+}
+
+func first(v authnv1.ExtraValue) string {
+	if len(v) == 0 {
+		return ""
+	}
+	return v[0]
 }
 
 // staticToken resolves a static token. Every key is compared, so the time
@@ -268,6 +330,9 @@ var (
 	// GetMembers: see members (bridge_list, bridge_status, bridge_read,
 	// team_status, GET /agents).
 	GetMembers = Access{"get", "members"}
+	// GetDelegations: read messages someone else sent (the dashboard's
+	// timelines); one's own messages need nothing more.
+	GetDelegations = Access{"get", "delegations"}
 	// CancelDelegations: withdraw a message someone else sent
 	// (bridge_cancel); cancelling one's own needs nothing more.
 	CancelDelegations = Access{"cancel", "delegations"}
@@ -367,6 +432,20 @@ func IndexMemberToken(o client.Object) []string {
 		return nil
 	}
 	return []string{m.Status.TokenHash}
+}
+
+// IndexMemberPodUID is the field index of Members by status.podUID that a
+// pod member is looked up by; register it with IndexMemberPod.
+const IndexMemberPodUID = "identity.fleetd.dev/pod-uid"
+
+// IndexMemberPod indexes a Member by the UID of its current Pod, which only
+// fleetd writes.
+func IndexMemberPod(o client.Object) []string {
+	m, ok := o.(*fleetv1alpha1.Member)
+	if !ok || m.Status.PodUID == "" {
+		return nil
+	}
+	return []string{m.Status.PodUID}
 }
 
 // BearerToken extracts the token of an Authorization: Bearer header.

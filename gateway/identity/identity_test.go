@@ -1,14 +1,22 @@
 package identity
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/internal/scheme"
 )
 
 func TestVerdictOf(t *testing.T) {
@@ -115,4 +123,65 @@ func httptestRequest(authorization string) *http.Request {
 		r.Header.Set("Authorization", authorization)
 	}
 	return r
+}
+
+// TestPodMember: a token bound to a Member's current Pod is that Member; a
+// token of a member Pod the Member no longer runs in is refused, which
+// fences a stale agent; a token of any other Pod is a service account's.
+func TestPodMember(t *testing.T) {
+	const ns = "team-a"
+	current := &fleetv1alpha1.Member{ObjectMeta: metav1.ObjectMeta{Name: "w1", Namespace: ns}}
+	current.Status.PodUID = "uid-now"
+	stopping := &fleetv1alpha1.Member{ObjectMeta: metav1.ObjectMeta{Name: "w2", Namespace: ns, DeletionTimestamp: &metav1.Time{Time: time.Now()}, Finalizers: []string{"x"}}}
+	stopping.Status.PodUID = "uid-stopping"
+	pod := func(name, uid string, labels map[string]string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID(uid), Labels: labels}}
+	}
+	objs := []client.Object{
+		current, stopping,
+		pod("w1-old", "uid-old", map[string]string{fleetv1alpha1.LabelMember: "w1"}),
+		pod("w1-now", "uid-now", map[string]string{fleetv1alpha1.LabelMember: "w1"}),
+		pod("primary", "uid-primary", nil),
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).
+		WithIndex(&fleetv1alpha1.Member{}, IndexMemberPodUID, IndexMemberPod).
+		WithStatusSubresource(&fleetv1alpha1.Member{}).
+		WithObjects(objs...).Build()
+	a := NewAuthenticator(Config{Cache: c})
+	sa := func(podName, podUID string) *Principal {
+		return &Principal{Kind: fleetv1alpha1.PrincipalServiceAccount, Name: "system:serviceaccount:team-a:default", Namespace: ns, user: &authnv1.UserInfo{
+			Username: "system:serviceaccount:team-a:default",
+			Extra:    map[string]authnv1.ExtraValue{extraPodName: {podName}, extraPodUID: {podUID}},
+		}}
+	}
+	cases := map[string]struct {
+		p          *Principal
+		wantMember string
+		wantReason string
+	}{
+		"the member's current pod": {p: sa("w1-now", "uid-now"), wantMember: "w1"},
+		"a replaced member pod":    {p: sa("w1-old", "uid-old"), wantReason: "replaced_pod"},
+		"a member being deleted":   {p: sa("w2-pod", "uid-stopping"), wantReason: "member_closed"},
+		"a primary's pod":          {p: sa("primary", "uid-primary")},
+		"a pod that is gone":       {p: sa("gone", "uid-gone")},
+		"a token bound to no pod":  {p: &Principal{Kind: fleetv1alpha1.PrincipalServiceAccount, Namespace: ns, user: &authnv1.UserInfo{Username: "system:serviceaccount:team-a:ci"}}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, f := a.podMember(context.Background(), tc.p)
+			reason := ""
+			if f != nil {
+				reason = f.Reason
+			}
+			if reason != tc.wantReason {
+				t.Fatalf("failure %+v, want reason %q", f, tc.wantReason)
+			}
+			switch {
+			case tc.wantMember == "" && got != nil:
+				t.Errorf("resolved to %+v, want the service account's own path", got)
+			case tc.wantMember != "" && (got == nil || got.Kind != fleetv1alpha1.PrincipalMember || got.Name != tc.wantMember):
+				t.Errorf("resolved to %+v, want member %s", got, tc.wantMember)
+			}
+		})
+	}
 }

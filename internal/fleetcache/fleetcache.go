@@ -13,9 +13,10 @@ import (
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 )
 
-// Options are fleetd's manager cache options: the member controller's
-// Secrets limited to member token Secrets (labelled fleet.fleetd.dev/member),
-// so that fleetd never caches every Secret of the cluster, and no
+// Options are fleetd's manager cache options: Secrets and Pods limited to
+// the members' own (labelled fleet.fleetd.dev/member: token and pane host
+// Secrets, member Pods), so that fleetd never caches every Secret or Pod
+// of the cluster, and no
 // managedFields in cached objects. Nothing fleetd does reads them, and they
 // are a large part of every cached Delegation; an update that leaves them
 // out keeps the server's. Anything that reads other Secrets through the
@@ -25,8 +26,14 @@ func Options() cache.Options {
 	if err != nil {
 		panic(err)
 	}
+	// Members' Pods carry the same label: fleetd caches its own Pods, not
+	// the cluster's.
+	own := labels.NewSelector().Add(*req)
 	return cache.Options{
-		ByObject:         map[client.Object]cache.ByObject{&corev1.Secret{}: {Label: labels.NewSelector().Add(*req)}},
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {Label: own},
+			&corev1.Pod{}:    {Label: own},
+		},
 		DefaultTransform: cache.TransformStripManagedFields(),
 	}
 }
