@@ -1,8 +1,10 @@
 package controllers
 
 import (
+	"context"
 	"errors"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,6 +13,8 @@ import (
 
 	"github.com/fleetd/fleetd/agents"
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/herdr"
+	"github.com/fleetd/fleetd/internal/testutil"
 )
 
 func TestPlanLaunch(t *testing.T) {
@@ -162,5 +166,34 @@ func TestAgentName(t *testing.T) {
 	}
 	if got := names["default/"+long]; !strings.HasPrefix(got, strings.Repeat("a", 22)+"-") {
 		t.Errorf("a long name is cut at a separator: %q", got)
+	}
+}
+
+// TestPaneEnvironment checks what a pane gets: its spec's env and
+// fleetd's variables on top of herdr's own environment, which panes inherit
+// as herdr's do. herdr's environment may hold an API key and endpoint; a
+// worker billed by subscription must never see them, so fleetd empties
+// them in its pane.
+func TestPaneEnvironment(t *testing.T) {
+	ns := env.Namespace(t)
+	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-of-herdr-itself")
+	t.Setenv("ANTHROPIC_BASE_URL", "http://gateway.of.herdr")
+	h := startHerdr(t)
+	startControllers(t, ns, h.socket)
+	// sh prints its environment, then becomes the scripted agent.
+	create(t, testutil.MakeMember("envcheck", ns).Command("/bin/sh", "-c", "env | sort; exec "+scriptedAgent).Env("TEAM_COLOR", "blue").Obj())
+	m := waitReady(t, ns, "envcheck")
+	read, err := h.client().PaneRead(context.Background(), herdr.ReadParams{PaneID: m.Status.PaneID, Source: herdr.ReadSourceRecentUnwrapped})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(read.Text, "\n")
+	for _, want := range []string{"TEAM_COLOR=blue", "FLEETD_MEMBER=envcheck", "FLEETD_MCP_URL=http://127.0.0.1:1/mcp", "ANTHROPIC_API_KEY=", "ANTHROPIC_BASE_URL="} {
+		if !slices.Contains(lines, want) {
+			t.Errorf("pane environment has no line %s:\n%s", want, read.Text)
+		}
+	}
+	if strings.Contains(read.Text, "of-herdr") {
+		t.Errorf("herdr's API key or endpoint reached a worker billed by subscription:\n%s", read.Text)
 	}
 }

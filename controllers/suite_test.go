@@ -12,6 +12,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/rest"
@@ -27,6 +29,7 @@ import (
 	"github.com/fleetd/fleetd/herdr"
 	"github.com/fleetd/fleetd/herdr/paneserver"
 	"github.com/fleetd/fleetd/internal/testenv"
+	"github.com/fleetd/fleetd/internal/testutil"
 )
 
 var (
@@ -203,4 +206,92 @@ func (p refusingPanes) AgentPrompt(ctx context.Context, params herdr.AgentPrompt
 		return nil, &herdr.Error{Code: herdr.CodeAgentPromptFailed, Message: "failed to write to the pane"}
 	}
 	return p.Panes.AgentPrompt(ctx, params)
+}
+
+func getMember(t testing.TB, ns, name string) (*fleetv1alpha1.Member, error) {
+	m := &fleetv1alpha1.Member{}
+	err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, m)
+	return m, err
+}
+
+// waitReady waits for a Member to be Ready and returns it.
+func waitReady(t testing.TB, ns, name string) *fleetv1alpha1.Member {
+	t.Helper()
+	var m *fleetv1alpha1.Member
+	testutil.Eventually(t, "member "+name+" Ready", func() (bool, string) {
+		var err error
+		m, err = getMember(t, ns, name)
+		if err != nil {
+			return false, err.Error()
+		}
+		return meta.IsStatusConditionTrue(m.Status.Conditions, fleetv1alpha1.ConditionReady) && m.Status.PaneID != "", describe(m)
+	})
+	return m
+}
+
+func describe(m *fleetv1alpha1.Member) string {
+	var conds []string
+	for _, c := range m.Status.Conditions {
+		conds = append(conds, fmt.Sprintf("%s=%s(%s: %s)", c.Type, c.Status, c.Reason, c.Message))
+	}
+	return fmt.Sprintf("phase=%s pane=%s agent=%s restarts=%d %s", m.Status.Phase, m.Status.PaneID, m.Status.AgentStatus, m.Status.Restarts, strings.Join(conds, " "))
+}
+
+func create(t testing.TB, obj client.Object) {
+	t.Helper()
+	if err := env.Client.Create(context.Background(), obj); err != nil {
+		t.Fatalf("creating %s: %v", obj.GetName(), err)
+	}
+}
+
+func workspaces(t testing.TB, h *herdrServer) []herdr.WorkspaceInfo {
+	t.Helper()
+	snap, err := h.client().SessionSnapshot(context.Background())
+	if err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	return snap.Workspaces
+}
+
+func waitAgentStatus(t testing.TB, ns, name string, want fleetv1alpha1.AgentStatus) *fleetv1alpha1.Member {
+	t.Helper()
+	var m *fleetv1alpha1.Member
+	testutil.Eventually(t, fmt.Sprintf("member %s agentStatus %s", name, want), func() (bool, string) {
+		var err error
+		m, err = getMember(t, ns, name)
+		if err != nil {
+			return false, err.Error()
+		}
+		return m.Status.AgentStatus == want, describe(m)
+	})
+	return m
+}
+
+func waitEvent(t testing.TB, ns, name, reason string) {
+	t.Helper()
+	testutil.Eventually(t, "event "+reason, func() (bool, string) {
+		var list eventsv1.EventList
+		if err := env.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, e := range list.Items {
+			if e.Regarding.Name == name && e.Reason == reason {
+				return true, ""
+			}
+			seen = append(seen, e.Reason)
+		}
+		return false, strings.Join(seen, ",")
+	})
+}
+
+// claudeStandIn writes an executable that herdr starts for agent.start
+// kind claude: it runs body, known to herdr as claude by HERDR_AGENT.
+func claudeStandIn(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "claude")
+	if err := os.WriteFile(path, []byte("#!/bin/sh\nexport HERDR_AGENT=claude\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
