@@ -231,8 +231,8 @@ func BenchmarkThousandDelegations(b *testing.B) {
 		rounds++
 
 		b.StopTimer()
-		// Writes that trail the last settle (queue fields, events) are the
-		// Delegations' too.
+		// Writes that trail the last settle (the Members' status as their
+		// agents go idle, events) are the Delegations' too.
 		counter.quiesce(b, 2*time.Second, time.Minute)
 		writes.add(counter.snapshot().minus(before))
 		settled.stop()

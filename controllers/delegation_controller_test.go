@@ -144,10 +144,10 @@ func TestNothingIsTypedWhileBlocked(t *testing.T) {
 	}
 }
 
-// TestDeadlineSettlesTimedOut follows DESIGN: a message in flight when its
-// deadline passes settles timeout; one still queued stays queued and is
-// delivered once its worker is free, and then settles timeout at once (its
-// sender got the timeout already; a reply takes the detached path).
+// TestDeadlineSettlesTimedOut: a message in flight when its deadline passes
+// settles timeout; one still queued stays queued and is delivered once its
+// worker is free, and then settles timeout at once (its sender got the
+// timeout already; a reply takes the detached path).
 func TestDeadlineSettlesTimedOut(t *testing.T) {
 	ns := env.Namespace(t)
 	h := startHerdr(t)
@@ -523,8 +523,8 @@ func injectorByHand(t *testing.T, ns string, clk clock.PassiveClock, retention t
 	return r, cached
 }
 
-// TestDetachedReplyIsTypedIntoAMemberSendersPane follows DESIGN's detached
-// path for a member sender: the worker's reply (written here as the
+// TestDetachedReplyIsTypedIntoAMemberSendersPane follows the detached path
+// for a member sender: the worker's reply (written here as the
 // gateway's bridge_reply writes it) is carried into the sender's pane by a
 // Delegation of its own, and once typed there it counts as acknowledged.
 func TestDetachedReplyIsTypedIntoAMemberSendersPane(t *testing.T) {
