@@ -138,3 +138,27 @@ func TestBuildDigestIsReproducible(t *testing.T) {
 		t.Errorf("two builds of the same image: %s and %s", a, b)
 	}
 }
+
+// TestPauseImageIsReproducible builds the pause image twice, from a fresh
+// go build each time into another directory, and wants one digest: a
+// layer built from binaries depends on nothing but the tree.
+func TestPauseImageIsReproducible(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := func() v1.Hash {
+		b, err := NewBuilder(root, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := b.Pause(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if a, b := build(), build(); a != b {
+		t.Errorf("two builds of the pause image: %s and %s", a, b)
+	}
+}
