@@ -350,6 +350,7 @@ func TestStatusSubresource(t *testing.T) {
 }
 
 func TestPrinterColumnsAndCategories(t *testing.T) {
+	env.Require(t)
 	want := map[string][]string{
 		"members":     {"Phase", "Agent Status", "Pane", "Team", "Role", "Age"},
 		"delegations": {"From", "To", "Phase", "Outcome", "Replied", "Age"},
