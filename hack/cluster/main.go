@@ -70,6 +70,10 @@ func run(args []string) error {
 
 	switch args[0] {
 	case "up":
+		// Before anything is built as the wrong user.
+		if err := localcluster.CheckRoot(); err != nil {
+			return err
+		}
 		infra, err := infraImages(ctx, root, *images, *binDir)
 		if err != nil {
 			return err

@@ -61,11 +61,18 @@ func Ensure(out io.Writer, what string, reqs []Requirement) error {
 	if len(pkgs) == 0 {
 		return nil
 	}
+	var files []string
+	for _, r := range reqs {
+		if !Have(r) {
+			files = append(files, r.Path)
+		}
+	}
+	needs := fmt.Sprintf("%s needs %s (from the Debian packages %s)", what, strings.Join(files, ", "), strings.Join(pkgs, ", "))
 	if os.Geteuid() != 0 {
-		return fmt.Errorf("%s needs the Debian packages %s, and installing them needs root", what, strings.Join(pkgs, ", "))
+		return fmt.Errorf("%s, and installing them needs root", needs)
 	}
 	if _, err := exec.LookPath("apt-get"); err != nil {
-		return fmt.Errorf("%s needs the Debian packages %s, and there is no apt-get to install them with", what, strings.Join(pkgs, ", "))
+		return fmt.Errorf("%s, and there is no apt-get to install them with", needs)
 	}
 	fmt.Fprintf(out, "Installing the Debian packages %s needs: %s\n", what, strings.Join(pkgs, " "))
 	install := func() error {
@@ -79,20 +86,20 @@ func Ensure(out io.Writer, what string, reqs []Requirement) error {
 		upd := exec.Command("apt-get", "update")
 		upd.Stdout, upd.Stderr = out, out
 		if uerr := upd.Run(); uerr != nil {
-			return fmt.Errorf("apt-get update failed (%v); install the Debian packages %s by hand", uerr, strings.Join(pkgs, ", "))
+			return fmt.Errorf("%s, and apt-get update failed (%v): install them by hand", needs, uerr)
 		}
 		if err := install(); err != nil {
-			return fmt.Errorf("apt-get could not install %s: %w", strings.Join(pkgs, ", "), err)
+			return fmt.Errorf("%s, and apt-get could not install them (%w): install them by hand", needs, err)
 		}
 	}
 	if still := Missing(reqs, Have); len(still) > 0 {
-		var files []string
+		var left []string
 		for _, r := range reqs {
 			if !Have(r) {
-				files = append(files, r.Path)
+				left = append(left, r.Path)
 			}
 		}
-		return fmt.Errorf("%s: still missing after installing: %s (from the Debian packages %s)", what, strings.Join(files, ", "), strings.Join(still, ", "))
+		return fmt.Errorf("%s: still missing after installing: %s (from the Debian packages %s)", what, strings.Join(left, ", "), strings.Join(still, ", "))
 	}
 	return nil
 }

@@ -24,7 +24,7 @@ func Down(ctx context.Context, stateDir string, out io.Writer) error {
 	if out == nil {
 		out = io.Discard
 	}
-	if err := checkRoot(); err != nil {
+	if err := CheckRoot(); err != nil {
 		return err
 	}
 	cfg := Config{StateDir: stateDir}

@@ -31,8 +31,8 @@ var requirements = []debpkg.Requirement{
 // ErrNotRoot says the cluster needs root, and why.
 var ErrNotRoot = errors.New("the local cluster needs root: it creates a network namespace, cgroups and mounts, and runs kubelets and containerd (run it as root, e.g. sudo make cluster)")
 
-// checkRoot fails unless this process is root.
-func checkRoot() error {
+// CheckRoot fails with ErrNotRoot unless this process is root.
+func CheckRoot() error {
 	if os.Geteuid() != 0 {
 		return ErrNotRoot
 	}

@@ -51,7 +51,7 @@ func Up(ctx context.Context, cfg Config, opts Options) (*Cluster, error) {
 	if opts.Out == nil {
 		opts.Out = io.Discard
 	}
-	if err := checkRoot(); err != nil {
+	if err := CheckRoot(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
