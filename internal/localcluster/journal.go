@@ -130,34 +130,27 @@ type Teardown struct {
 // child goes before the parent it was recorded after.
 func PlanTeardown(entries []Entry) Teardown {
 	var t Teardown
-	seenSysctl := map[string]bool{}
-	seenDir := map[string]bool{}
-	seenCgroup := map[string]bool{}
-	seenNetns := map[string]bool{}
+	seen := map[string]bool{}
+	// first appends e to dst unless an entry of its kind and key came
+	// before.
+	first := func(dst *[]Entry, e Entry, key string) {
+		if k := string(e.Op) + "\x00" + key; !seen[k] {
+			seen[k] = true
+			*dst = append(*dst, e)
+		}
+	}
 	for _, e := range entries {
 		switch e.Op {
 		case OpProcess:
 			t.Processes = append(t.Processes, e)
 		case OpCgroups:
-			if !seenCgroup[e.Path] {
-				seenCgroup[e.Path] = true
-				t.Cgroups = append(t.Cgroups, e)
-			}
+			first(&t.Cgroups, e, e.Path)
 		case OpSysctl:
-			if !seenSysctl[e.Name] {
-				seenSysctl[e.Name] = true
-				t.Sysctls = append(t.Sysctls, e)
-			}
+			first(&t.Sysctls, e, e.Name)
 		case OpNetns:
-			if !seenNetns[e.Name] {
-				seenNetns[e.Name] = true
-				t.Netns = append(t.Netns, e)
-			}
+			first(&t.Netns, e, e.Name)
 		case OpDir:
-			if !seenDir[e.Path] {
-				seenDir[e.Path] = true
-				t.Dirs = append(t.Dirs, e)
-			}
+			first(&t.Dirs, e, e.Path)
 		}
 	}
 	slices.Reverse(t.Dirs)

@@ -14,15 +14,7 @@ import (
 // PIDs recorded for them). Nothing is cleaned up: that is for StartNode, as
 // for a machine that boots again.
 func (c *Cluster) KillNode(name string) error {
-	n, err := c.Node(name)
-	if err != nil {
-		return err
-	}
-	h, err := newHost(c.Layout)
-	if err != nil {
-		return err
-	}
-	entries, err := h.journal.Load()
+	n, h, entries, err := c.node(name)
 	if err != nil {
 		return err
 	}
@@ -38,11 +30,7 @@ func (c *Cluster) KillNode(name string) error {
 // recorded PID: its containers keep running, and the Node goes NotReady
 // once kube-controller-manager's grace period passes.
 func (c *Cluster) KillKubelet(name string) error {
-	n, err := c.Node(name)
-	if err != nil {
-		return err
-	}
-	entries, err := Journal{path: c.JournalPath()}.Load()
+	n, _, entries, err := c.node(name)
 	if err != nil {
 		return err
 	}
@@ -67,15 +55,7 @@ func (c *Cluster) KillKubelet(name string) error {
 // run-time state, the pods' cgroups), what a disk keeps stays (images,
 // the kubelet's directory), then containerd and the kubelet start.
 func (c *Cluster) StartNode(ctx context.Context, name string) error {
-	n, err := c.Node(name)
-	if err != nil {
-		return err
-	}
-	h, err := newHost(c.Layout)
-	if err != nil {
-		return err
-	}
-	entries, err := h.journal.Load()
+	n, h, entries, err := c.node(name)
 	if err != nil {
 		return err
 	}
@@ -110,4 +90,19 @@ func (c *Cluster) StartNode(ctx context.Context, name string) error {
 		}
 	}
 	return h.startKubelet(n)
+}
+
+// node is what acting on node name takes: its layout, the machine's side
+// of the cluster, and the journal so far.
+func (c *Cluster) node(name string) (NodeLayout, *host, []Entry, error) {
+	n, err := c.Node(name)
+	if err != nil {
+		return NodeLayout{}, nil, nil, err
+	}
+	h, err := newHost(c.Layout)
+	if err != nil {
+		return NodeLayout{}, nil, nil, err
+	}
+	entries, err := h.journal.Load()
+	return n, h, entries, err
 }

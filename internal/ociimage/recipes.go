@@ -143,14 +143,20 @@ func (b *Builder) fleetdBinaries(ctx context.Context) (v1.Layer, error) {
 	return LayerFromFiles(b.layerDir(), "fleetd-binaries", files, b.Epoch)
 }
 
-// rootfsLayer is the layer of a normalized root filesystem tar.
-func (b *Builder) rootfsLayer(ctx context.Context, d Debian, out io.Writer) (string, v1.Layer, error) {
-	tarPath, err := b.Rootfs(ctx, d, out)
+// baseAndBinaries are the bottom and top layers of fleetd's two images:
+// the Debian base (and its tar, which the worker's packages are a diff
+// against) and fleetd's binaries.
+func (b *Builder) baseAndBinaries(ctx context.Context, out io.Writer) (string, v1.Layer, v1.Layer, error) {
+	tarPath, err := b.Rootfs(ctx, DebianBase, out)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
-	l, err := LayerFromTar(tarPath)
-	return tarPath, l, err
+	base, err := LayerFromTar(tarPath)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	bins, err := b.fleetdBinaries(ctx)
+	return tarPath, base, bins, err
 }
 
 // agentConfig is the config of fleetd's images: the agent user, its home,
@@ -165,11 +171,7 @@ func agentConfig() v1.Config {
 
 // Fleetd builds fleetd's image: the Debian base and fleetd's binaries.
 func (b *Builder) Fleetd(ctx context.Context, out io.Writer) (v1.Hash, error) {
-	_, base, err := b.rootfsLayer(ctx, DebianBase, out)
-	if err != nil {
-		return v1.Hash{}, err
-	}
-	bins, err := b.fleetdBinaries(ctx)
+	_, base, bins, err := b.baseAndBinaries(ctx, out)
 	if err != nil {
 		return v1.Hash{}, err
 	}
@@ -183,7 +185,7 @@ func (b *Builder) Fleetd(ctx context.Context, out io.Writer) (v1.Hash, error) {
 // (bin/agents), and fleetd's binaries, so that a member's pod runs the pane
 // host and the agent from one image.
 func (b *Builder) Worker(ctx context.Context, agentsDir string, out io.Writer) (v1.Hash, error) {
-	baseTar, base, err := b.rootfsLayer(ctx, DebianBase, out)
+	baseTar, base, bins, err := b.baseAndBinaries(ctx, out)
 	if err != nil {
 		return v1.Hash{}, err
 	}
@@ -213,10 +215,6 @@ func (b *Builder) Worker(ctx context.Context, agentsDir string, out io.Writer) (
 		agentFiles = append(agentFiles, File{Path: "/usr/local/bin/" + cli, Mode: fs.ModeSymlink | 0o777, Link: agentsPath + "/node_modules/.bin/" + cli})
 	}
 	agents, err := LayerFromFiles(b.layerDir(), "agents", agentFiles, b.Epoch)
-	if err != nil {
-		return v1.Hash{}, err
-	}
-	bins, err := b.fleetdBinaries(ctx)
 	if err != nil {
 		return v1.Hash{}, err
 	}
