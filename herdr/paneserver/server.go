@@ -146,7 +146,7 @@ type Server struct {
 	// tlsLn serves the protocol over TLS, when Options.TLSAddress is set.
 	tlsLn net.Listener
 	sess  *session
-	log  *slog.Logger
+	log   *slog.Logger
 
 	// ctx ends when the server closes; held-open calls watch it.
 	ctx    context.Context
