@@ -41,7 +41,7 @@ func main() {
 }
 
 func usage() error {
-	return errors.New("usage: cluster up|down|status|node-kill NODE|node-start NODE|load ARCHIVE...")
+	return errors.New("usage: cluster up, down, status, node-kill NODE, node-start NODE or load ARCHIVE")
 }
 
 func run(args []string) error {

@@ -364,7 +364,8 @@ func (b *bringUp) waitHTTP(ctx context.Context, what, url string, timeout time.D
 }
 
 func (b *bringUp) kubectl(ctx context.Context, args ...string) error {
-	cmd := exec.CommandContext(ctx, b.l.bin("kubectl"), append([]string{"--kubeconfig=" + b.l.Kubeconfig()}, args...)...)
+	// Its discovery cache too stays in the state directory, not in ~/.kube.
+	cmd := exec.CommandContext(ctx, b.l.bin("kubectl"), append([]string{"--kubeconfig=" + b.l.Kubeconfig(), "--cache-dir=" + b.l.path("kube-cache")}, args...)...)
 	cmd.SysProcAttr = diesWithUs()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))

@@ -57,7 +57,8 @@ func snapshot(tb testing.TB) machine {
 	}
 	slices.Sort(m.Mounts)
 	m.Cgroups = cgroupDirs()
-	for _, d := range globalDirs {
+	home, _ := os.UserHomeDir()
+	for _, d := range append(globalDirs, filepath.Join(home, ".kube")) {
 		entries, err := os.ReadDir(d)
 		if err != nil {
 			m.Dirs[d] = []string{"<" + err.Error() + ">"}

@@ -138,7 +138,7 @@ func kubectl(tb testing.TB, cl *localcluster.Cluster, args ...string) string {
 func kubectlErr(cl *localcluster.Cluster, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(cl.BinDir, "kubectl"), append([]string{"--kubeconfig=" + cl.Kubeconfig()}, args...)...)
+	cmd := exec.CommandContext(ctx, filepath.Join(cl.BinDir, "kubectl"), append([]string{"--kubeconfig=" + cl.Kubeconfig(), "--cache-dir=" + filepath.Join(stateDir, "kube-cache")}, args...)...)
 	cmd.Dir = testenv.RepoRoot()
 	out, err := cmd.CombinedOutput()
 	return string(out), err
