@@ -35,6 +35,10 @@ generate: ## Generate deepcopy functions and apply configurations.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths="./api/..."
 	$(CONTROLLER_GEN) applyconfiguration:headerFile=hack/boilerplate.go.txt paths="./api/..."
 
+.PHONY: ui
+ui: ## Build the dashboard (gateway/ui/src) into gateway/ui/dist with the pinned front-end packages from npm.
+	hack/ui.sh
+
 .PHONY: fmt
 fmt: ## Run gofmt on the tree.
 	gofmt -w $$(git ls-files '*.go')
@@ -49,9 +53,9 @@ lint: ## Run gofmt -l and staticcheck.
 	$(STATICCHECK) $(PKGS)
 
 .PHONY: verify
-verify: manifests generate ## Regenerate everything and fail if the tree changed.
-	@git diff --exit-code -- api config || { echo "generated files drifted: run 'make manifests generate' and commit"; exit 1; }
-	@test -z "$$(git status --porcelain -- api config)" || { git status --porcelain -- api config; echo "generated files are not committed"; exit 1; }
+verify: manifests generate ui ## Regenerate everything and fail if the tree changed.
+	@git diff --exit-code -- api config gateway/ui/dist || { echo "generated files drifted: run 'make manifests generate ui' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- api config gateway/ui/dist)" || { git status --porcelain -- api config gateway/ui/dist; echo "generated files are not committed"; exit 1; }
 
 .PHONY: test
 test: controlplane build agents ## Run unit, integration and e2e tests (the real agent CLIs included) against a real API server.

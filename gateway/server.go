@@ -127,6 +127,7 @@ type Gateway struct {
 
 	auth    *identity.Authenticator
 	rv      *rendezvous
+	viewers *viewers
 	metrics *metrics
 	procs   *process.Table
 	server  *mcp.Server
@@ -178,14 +179,17 @@ func New(mgr ctrl.Manager, opts Options) (*Gateway, error) {
 	}
 
 	var informers []cache.Informer
-	var delegations cache.Informer
+	var delegations, members cache.Informer
 	for _, obj := range []client.Object{&fleetv1alpha1.Delegation{}, &fleetv1alpha1.Member{}, &fleetv1alpha1.Profile{}} {
 		inf, err := mgr.GetCache().GetInformer(ctx, obj, cache.BlockUntilSynced(false))
 		if err != nil {
 			return nil, fmt.Errorf("getting the informer for %T: %w", obj, err)
 		}
-		if _, ok := obj.(*fleetv1alpha1.Delegation); ok {
+		switch obj.(type) {
+		case *fleetv1alpha1.Delegation:
 			delegations = inf
+		case *fleetv1alpha1.Member:
+			members = inf
 		}
 		informers = append(informers, inf)
 	}
@@ -232,6 +236,9 @@ func New(mgr ctrl.Manager, opts Options) (*Gateway, error) {
 	if _, err := delegations.AddEventHandler(g.rv.handler()); err != nil {
 		return nil, fmt.Errorf("watching delegations: %w", err)
 	}
+	if err := g.viewers.watch(members, delegations); err != nil {
+		return nil, err
+	}
 	if err := mgr.Add(g); err != nil {
 		return nil, fmt.Errorf("adding the gateway to the manager: %w", err)
 	}
@@ -272,6 +279,7 @@ func newGateway(opts Options, log logr.Logger, d gatewayDeps) *Gateway {
 			Clock:        opts.Clock,
 		}),
 		rv:             newRendezvous(),
+		viewers:        newViewers(),
 		metrics:        newMetrics(),
 		procs:          process.NewTable(),
 		synced:         d.synced,
@@ -349,6 +357,7 @@ func (g *Gateway) routes() http.Handler {
 	mux.Handle("DELETE /members/{paneId}", g.authenticate(http.HandlerFunc(g.restStop)))
 	mux.Handle("GET /agents", g.authenticate(http.HandlerFunc(g.restAgents)))
 	mux.Handle("GET /v1/mcp/capabilities", g.authenticate(http.HandlerFunc(g.restCapabilities)))
+	g.dashboardRoutes(mux)
 	return readBodyWithin(g.opts.BodyReadTimeout, mux)
 }
 

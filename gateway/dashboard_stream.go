@@ -1,0 +1,509 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/gateway/identity"
+	"github.com/fleetd/fleetd/gateway/toolerr"
+	"github.com/fleetd/fleetd/herdr"
+	"github.com/fleetd/fleetd/internal/textcut"
+)
+
+// How a dashboard stream keeps itself honest and cheap.
+const (
+	// keepaliveInterval is how often an idle stream sends a comment, so
+	// that proxies and the browser keep it open and a gone client is
+	// noticed by the failed write.
+	keepaliveInterval = 15 * time.Second
+	// rescopeInterval is how often a stream resolves its token again: a
+	// revoked token, a removed RoleBinding or a deleted member ends it.
+	rescopeInterval = 30 * time.Second
+	// screenInterval is how often a member page reads its terminal while
+	// it is open (herdr pushes no output stream); a change is pushed, an
+	// unchanged screen costs the browser nothing.
+	screenInterval = 100 * time.Millisecond
+	// screenReadTimeout bounds one read of a terminal.
+	screenReadTimeout = 2 * time.Second
+	// streamWriteTimeout bounds one event's write: a client that stopped
+	// reading ends its stream instead of holding a goroutine.
+	streamWriteTimeout = 10 * time.Second
+)
+
+// eventStream writes server-sent events.
+type eventStream struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+// startEventStream answers 200 with an event stream.
+func startEventStream(w http.ResponseWriter) (*eventStream, error) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	s := &eventStream{w: w, rc: http.NewResponseController(w)}
+	return s, s.flush()
+}
+
+// send writes one event; data is v as JSON, which has no raw newline.
+func (s *eventStream) send(event string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encoding a %s event: %w", event, err)
+	}
+	return s.write("event: " + event + "\ndata: " + string(data) + "\n\n")
+}
+
+// keepalive writes a comment.
+func (s *eventStream) keepalive() error { return s.write(":\n\n") }
+
+func (s *eventStream) write(frame string) error {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	if _, err := s.w.Write([]byte(frame)); err != nil {
+		return err
+	}
+	return s.flush()
+}
+
+func (s *eventStream) flush() error { return s.rc.Flush() }
+
+// dashboardStream is one open dashboard stream: the viewer's scope and
+// registration, and what it last sent, so that only changes are sent.
+type dashboardStream struct {
+	g     *Gateway
+	es    *eventStream
+	v     *viewer
+	token string
+	scope *dashboardScope
+	// sent holds a hash of the last row or message sent, by name.
+	sent map[string]uint64
+	// screen is the hash of the last screen sent.
+	screen uint64
+}
+
+// dashboardScopeOf decides what p may see and do on the dashboard. Seeing
+// anything takes what bridge_list takes (get members).
+func (g *Gateway) dashboardScopeOf(ctx context.Context, p *identity.Principal) (*dashboardScope, error) {
+	if err := g.allow(ctx, p, identity.GetMembers); err != nil {
+		return nil, err
+	}
+	s := &dashboardScope{who: p}
+	if p.Member == nil {
+		s.screens = g.opts.Panes != nil
+		s.othersMessages = g.allow(ctx, p, identity.GetDelegations) == nil
+		s.cancelOthers = g.allow(ctx, p, identity.CancelDelegations) == nil
+	}
+	return s, nil
+}
+
+// openDashboardStream checks the caller, subscribes a viewer and starts the
+// event stream with the hello event. A refusal is answered as every REST
+// error is (401, 403) before anything is streamed.
+func (g *Gateway) openDashboardStream(w http.ResponseWriter, r *http.Request, member string) (*dashboardStream, func(), bool) {
+	p := restPrincipal(r)
+	scope, err := g.dashboardScopeOf(r.Context(), p)
+	if err != nil {
+		writeError(w, err)
+		return nil, nil, false
+	}
+	token, _ := identity.BearerToken(r)
+	v := g.viewers.subscribe(p.Namespace, member)
+	es, err := startEventStream(w)
+	if err == nil {
+		err = es.send("hello", scope.hello())
+	}
+	if err != nil {
+		g.viewers.unsubscribe(v)
+		return nil, nil, false
+	}
+	done := func() {
+		g.viewers.unsubscribe(v)
+		// The connection may serve another request after the stream.
+		_ = es.rc.SetWriteDeadline(time.Time{})
+	}
+	return &dashboardStream{g: g, es: es, v: v, token: token, scope: scope, sent: map[string]uint64{}}, done, true
+}
+
+// dashboardFleet serves GET /ui/api/fleet: every member the caller may see,
+// then each change as it happens.
+func (g *Gateway) dashboardFleet(w http.ResponseWriter, r *http.Request) {
+	s, done, ok := g.openDashboardStream(w, r, "")
+	if !ok {
+		return
+	}
+	defer done()
+	s.run(r.Context(), s.fleetSnapshot, s.fleetChanges, nil)
+}
+
+// dashboardMemberPage serves GET /ui/api/members/{member}: the member, its
+// messages and, for primaries, its terminal, then each change.
+func (g *Gateway) dashboardMemberPage(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("member")
+	var m fleetv1alpha1.Member
+	err := g.cache.Get(r.Context(), types.NamespacedName{Namespace: restPrincipal(r).Namespace, Name: name}, &m)
+	if err == nil && !(&dashboardScope{who: restPrincipal(r)}).showsMember(&m) {
+		writeError(w, toolerr.New(toolerr.Forbidden, "member %s is not in your team; a member's dashboard shows its own team", name))
+		return
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		writeError(w, err)
+		return
+	}
+	s, done, ok := g.openDashboardStream(w, r, name)
+	if !ok {
+		return
+	}
+	defer done()
+	var screen func(context.Context) error
+	if s.scope.screens {
+		screen = s.sendScreen
+	}
+	s.run(r.Context(), s.memberSnapshot, s.memberChanges, screen)
+}
+
+// run sends the snapshot, then what changes, until the client leaves, the
+// gateway stops, or the viewer may no longer see the page. Everything runs
+// on the request's goroutine: when the request ends, nothing is left.
+func (s *dashboardStream) run(ctx context.Context, snapshot func(context.Context) error, changes func(context.Context, sets.Set[string], sets.Set[string]) error, screen func(context.Context) error) {
+	clk := s.g.opts.Clock
+	if err := snapshot(ctx); err != nil {
+		s.fail(err)
+		return
+	}
+	keepalive := clk.NewTicker(keepaliveInterval)
+	defer keepalive.Stop()
+	rescope := clk.NewTicker(rescopeInterval)
+	defer rescope.Stop()
+	var screens <-chan time.Time
+	if screen != nil {
+		if err := screen(ctx); err != nil {
+			return
+		}
+		t := clk.NewTicker(screenInterval)
+		defer t.Stop()
+		screens = t.C()
+	}
+	for {
+		var err error
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.g.stopping:
+			return
+		case <-s.v.wake:
+			members, messages := s.v.take()
+			err = changes(ctx, members, messages)
+		case <-screens:
+			err = screen(ctx)
+		case <-keepalive.C():
+			err = s.es.keepalive()
+		case <-rescope.C():
+			var again bool
+			if again, err = s.rescope(ctx); err == nil && again {
+				err = snapshot(ctx)
+			}
+		}
+		if err != nil {
+			s.fail(err)
+			return
+		}
+	}
+}
+
+// errStreamWrite marks a failed write: the client is gone, and there is
+// nobody to tell.
+var errStreamWrite = errors.New("writing to the dashboard stream")
+
+// fail tells the viewer why its stream ends, unless the client is gone.
+func (s *dashboardStream) fail(err error) {
+	if errors.Is(err, errStreamWrite) || errors.Is(err, context.Canceled) {
+		return
+	}
+	_ = s.es.send("error", errorBody{Error: toolerr.From(err)})
+}
+
+// send writes an event, marking a failed write.
+func (s *dashboardStream) send(event string, v any) error {
+	if err := s.es.send(event, v); err != nil {
+		return fmt.Errorf("%w: %w", errStreamWrite, err)
+	}
+	return nil
+}
+
+// rescope resolves the stream's token again and reports whether what the
+// viewer may see changed (a member moved to another team), which calls
+// for a new snapshot. A token that no longer authenticates, or a principal
+// that lost the right to see members, ends the stream.
+func (s *dashboardStream) rescope(ctx context.Context) (bool, error) {
+	p, f := s.g.auth.Authenticate(ctx, s.token)
+	if f != nil {
+		return false, f.Error()
+	}
+	scope, err := s.g.dashboardScopeOf(ctx, p)
+	if err != nil {
+		return false, err
+	}
+	changed := scope.who.Team() != s.scope.who.Team() || scope.othersMessages != s.scope.othersMessages || scope.cancelOthers != s.scope.cancelOthers
+	s.scope = scope
+	if changed {
+		clear(s.sent)
+	}
+	return changed, nil
+}
+
+// changedSince reports whether v differs from what was last sent as key,
+// and records it.
+func (s *dashboardStream) changedSince(key string, v any) bool {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return true
+	}
+	h := fnv.New64a()
+	_, _ = h.Write(raw)
+	sum := h.Sum64()
+	if old, ok := s.sent[key]; ok && old == sum {
+		return false
+	}
+	s.sent[key] = sum
+	return true
+}
+
+// profilesByName is the namespace's Profiles, for the agent they run.
+func (s *dashboardStream) profilesByName(ctx context.Context) (map[string]*fleetv1alpha1.Profile, error) {
+	ps, err := s.g.profiles(ctx, s.v.namespace)
+	if err != nil {
+		return nil, err
+	}
+	byName := make(map[string]*fleetv1alpha1.Profile, len(ps))
+	for i := range ps {
+		byName[ps[i].Name] = &ps[i]
+	}
+	return byName, nil
+}
+
+// row shows m with its queue and the message in flight.
+func (s *dashboardStream) row(ctx context.Context, m *fleetv1alpha1.Member, profiles map[string]*fleetv1alpha1.Profile) (DashboardMember, error) {
+	q, err := s.g.queueOf(ctx, m.Namespace, m.Name)
+	if err != nil {
+		return DashboardMember{}, err
+	}
+	var inFlight *fleetv1alpha1.Delegation
+	if q.inFlight != "" {
+		var d fleetv1alpha1.Delegation
+		if err := s.g.cache.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: q.inFlight}, &d); err == nil {
+			inFlight = &d
+		}
+	}
+	return dashboardMember(m, s.scope, q, inFlight, profiles), nil
+}
+
+// memberKey and messageKey name what was sent.
+func memberKey(name string) string  { return "m/" + name }
+func messageKey(name string) string { return "d/" + name }
+
+// fleetSnapshot sends every member the viewer sees.
+func (s *dashboardStream) fleetSnapshot(ctx context.Context) error {
+	members, err := s.g.members(ctx, s.v.namespace)
+	if err != nil {
+		return err
+	}
+	profiles, err := s.profilesByName(ctx)
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(members, func(a, b fleetv1alpha1.Member) int { return strings.Compare(a.Name, b.Name) })
+	clear(s.sent)
+	out := DashboardMembers{Reset: true, Members: make([]DashboardMember, 0, len(members))}
+	for i := range members {
+		m := &members[i]
+		if !s.scope.showsMember(m) {
+			continue
+		}
+		row, err := s.row(ctx, m, profiles)
+		if err != nil {
+			return err
+		}
+		s.changedSince(memberKey(m.Name), row)
+		out.Members = append(out.Members, row)
+	}
+	return s.send("members", out)
+}
+
+// fleetChanges sends the rows of the members that changed.
+func (s *dashboardStream) fleetChanges(ctx context.Context, names, _ sets.Set[string]) error {
+	profiles, err := s.profilesByName(ctx)
+	if err != nil {
+		return err
+	}
+	out := DashboardMembers{Members: []DashboardMember{}}
+	for _, name := range sets.List(names) {
+		row, shown, err := s.memberRow(ctx, name, profiles)
+		if err != nil {
+			return err
+		}
+		key := memberKey(name)
+		switch {
+		case !shown:
+			if _, ok := s.sent[key]; ok {
+				delete(s.sent, key)
+				out.Removed = append(out.Removed, name)
+			}
+		case s.changedSince(key, row):
+			out.Members = append(out.Members, row)
+		}
+	}
+	if len(out.Members) == 0 && len(out.Removed) == 0 {
+		return nil
+	}
+	return s.send("members", out)
+}
+
+// memberRow reads one member from the cache; shown is false when it is gone
+// or the viewer may not see it.
+func (s *dashboardStream) memberRow(ctx context.Context, name string, profiles map[string]*fleetv1alpha1.Profile) (DashboardMember, bool, error) {
+	var m fleetv1alpha1.Member
+	switch err := s.g.cache.Get(ctx, types.NamespacedName{Namespace: s.v.namespace, Name: name}, &m); {
+	case apierrors.IsNotFound(err):
+		return DashboardMember{}, false, nil
+	case err != nil:
+		return DashboardMember{}, false, fmt.Errorf("reading member %s: %w", name, err)
+	}
+	if !s.scope.showsMember(&m) {
+		return DashboardMember{}, false, nil
+	}
+	row, err := s.row(ctx, &m, profiles)
+	return row, err == nil, err
+}
+
+// memberSnapshot sends the member and its latest messages.
+func (s *dashboardStream) memberSnapshot(ctx context.Context) error {
+	clear(s.sent)
+	if err := s.sendMember(ctx); err != nil {
+		return err
+	}
+	// Messages made with kubectl carry no member label: every message of
+	// the namespace is looked at, read from the cache without copies (the
+	// views only read them).
+	var list fleetv1alpha1.DelegationList
+	if err := s.g.cache.List(ctx, &list, client.InNamespace(s.v.namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return fmt.Errorf("listing messages to %s: %w", s.v.member, err)
+	}
+	out := DashboardMessages{Reset: true, Messages: []DashboardMessage{}}
+	for i := range list.Items {
+		d := &list.Items[i]
+		if d.Spec.To == s.v.member && s.scope.showsMessage(d) {
+			out.Messages = append(out.Messages, dashboardMessage(d, s.scope))
+		}
+	}
+	out.Total = len(out.Messages)
+	newestFirst(out.Messages)
+	if len(out.Messages) > maxTimeline {
+		out.Messages = out.Messages[:maxTimeline]
+	}
+	for _, m := range out.Messages {
+		s.changedSince(messageKey(m.DispatchID), m)
+	}
+	return s.send("messages", out)
+}
+
+// sendMember sends the member when it changed.
+func (s *dashboardStream) sendMember(ctx context.Context) error {
+	profiles, err := s.profilesByName(ctx)
+	if err != nil {
+		return err
+	}
+	row, shown, err := s.memberRow(ctx, s.v.member, profiles)
+	if err != nil {
+		return err
+	}
+	page := DashboardMemberPage{Name: s.v.member}
+	if shown {
+		page.Member = &row
+	}
+	if !s.changedSince(memberKey(s.v.member), page) {
+		return nil
+	}
+	return s.send("member", page)
+}
+
+// memberChanges sends the member and the messages that changed.
+func (s *dashboardStream) memberChanges(ctx context.Context, members, messages sets.Set[string]) error {
+	if members.Has(s.v.member) {
+		if err := s.sendMember(ctx); err != nil {
+			return err
+		}
+	}
+	out := DashboardMessages{Messages: []DashboardMessage{}}
+	for _, name := range sets.List(messages) {
+		key := messageKey(name)
+		var d fleetv1alpha1.Delegation
+		err := s.g.cache.Get(ctx, types.NamespacedName{Namespace: s.v.namespace, Name: name}, &d)
+		switch {
+		case apierrors.IsNotFound(err) || (err == nil && !s.scope.showsMessage(&d)):
+			if _, ok := s.sent[key]; ok {
+				delete(s.sent, key)
+				out.Removed = append(out.Removed, name)
+			}
+		case err != nil:
+			return fmt.Errorf("reading message %s: %w", name, err)
+		default:
+			if m := dashboardMessage(&d, s.scope); s.changedSince(key, m) {
+				out.Messages = append(out.Messages, m)
+			}
+		}
+	}
+	if len(out.Messages) == 0 && len(out.Removed) == 0 {
+		return nil
+	}
+	newestFirst(out.Messages)
+	return s.send("messages", out)
+}
+
+// sendScreen reads the member's terminal and sends it when it changed.
+func (s *dashboardStream) sendScreen(ctx context.Context) error {
+	screen := s.readScreen(ctx)
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(screen.PaneID + "\x00" + screen.Text + "\x00" + screen.Unavailable))
+	if sum := h.Sum64(); sum != s.screen || s.screen == 0 {
+		s.screen = sum
+		return s.send("screen", screen)
+	}
+	return nil
+}
+
+// readScreen reads what the member's terminal shows now, through herdr's
+// pane.read, as plain text.
+func (s *dashboardStream) readScreen(ctx context.Context) DashboardScreen {
+	var m fleetv1alpha1.Member
+	if err := s.g.cache.Get(ctx, types.NamespacedName{Namespace: s.v.namespace, Name: s.v.member}, &m); err != nil {
+		return DashboardScreen{Unavailable: "the member is gone"}
+	}
+	if m.Status.PaneID == "" {
+		return DashboardScreen{Unavailable: fmt.Sprintf("no pane yet (phase %s)", summaryStatus(&m))}
+	}
+	ctx, cancel := context.WithTimeout(ctx, screenReadTimeout)
+	defer cancel()
+	read, err := s.g.opts.Panes.PaneRead(ctx, herdr.ReadParams{PaneID: m.Status.PaneID, Source: herdr.ReadSourceVisible})
+	switch {
+	case errors.Is(err, herdr.ErrNotFound):
+		return DashboardScreen{PaneID: m.Status.PaneID, Unavailable: "the pane is gone"}
+	case err != nil:
+		return DashboardScreen{PaneID: m.Status.PaneID, Unavailable: "herdr did not answer: " + err.Error()}
+	}
+	return DashboardScreen{PaneID: m.Status.PaneID, Text: textcut.Tail(herdr.ReadableText(read.Text), maxReadBytes)}
+}

@@ -1,0 +1,269 @@
+// The fleet view: one row per member, kept by name and updated in place,
+// so that a change to one member touches one row however many there are.
+
+import { Member, Members } from "./api";
+import { afterPaint, ago, h, setAttr, setText } from "./dom";
+
+interface Row {
+  tr: HTMLTableRowElement;
+  name: HTMLAnchorElement;
+  you: HTMLElement;
+  status: HTMLElement;
+  since: HTMLElement;
+  waiting: HTMLElement;
+  agent: HTMLElement;
+  queue: HTMLElement;
+  inFlight: HTMLElement;
+  inFlightText: HTMLElement;
+  context: HTMLElement;
+  contextBar: HTMLElement;
+  restarts: HTMLElement;
+  where: HTMLElement;
+  team: HTMLElement;
+  role: HTMLElement;
+  profile: HTMLElement;
+  m: Member;
+}
+
+type Filter = "status" | "team" | "profile";
+const filters: Filter[] = ["status", "team", "profile"];
+
+/** FleetView renders batches of member changes into a table. */
+export class FleetView {
+  readonly el: HTMLElement;
+  private readonly body: HTMLTableSectionElement;
+  private readonly rows = new Map<string, Row>();
+  // names is sorted: a new row goes in at its place.
+  private names: string[] = [];
+  private readonly selects = new Map<Filter, HTMLSelectElement>();
+  private readonly search: HTMLInputElement;
+  private readonly summary: HTMLElement;
+  private readonly empty: HTMLElement;
+  private readonly ticker: number;
+  private rendered = false;
+
+  constructor(query: URLSearchParams) {
+    this.search = h("input", { type: "search", placeholder: "name", "aria-label": "filter by name", class: "name-filter" });
+    this.search.value = query.get("name") ?? "";
+    this.search.addEventListener("input", () => this.filtersChanged());
+    const bar = h("div", { class: "filters" }, this.search);
+    for (const f of filters) {
+      const s = h("select", { "aria-label": `filter by ${f}`, name: f }, h("option", { value: "" }, `all ${f === "status" ? "statuses" : f + "s"}`));
+      const want = query.get(f);
+      if (want) {
+        s.append(h("option", { value: want }, want));
+        s.value = want;
+      }
+      s.addEventListener("change", () => this.filtersChanged());
+      this.selects.set(f, s);
+      bar.append(s);
+    }
+    this.summary = h("span", { class: "summary" });
+    bar.append(this.summary);
+    const head = h(
+      "tr",
+      {},
+      ...["member", "status", "agent", "queue", "in flight", "context left", "restarts", "node · pod", "team", "role", "profile"].map((c) => h("th", { scope: "col" }, c)),
+    );
+    this.body = h("tbody");
+    this.empty = h("p", { class: "empty", hidden: true }, "No members to show.");
+    this.el = h("section", { class: "fleet" }, bar, h("table", { class: "members" }, h("thead", {}, head), this.body), this.empty);
+    this.ticker = window.setInterval(() => this.tick(), 5000);
+  }
+
+  close(): void {
+    clearInterval(this.ticker);
+  }
+
+  /** apply shows one batch from the stream. */
+  apply(batch: Members): void {
+    if (batch.reset) {
+      this.rows.clear();
+      this.names = [];
+      const frag = document.createDocumentFragment();
+      for (const m of batch.members) {
+        const row = this.makeRow(m);
+        this.rows.set(m.name, row);
+        this.names.push(m.name);
+        frag.append(row.tr);
+      }
+      this.names.sort();
+      this.body.replaceChildren(frag);
+    } else {
+      for (const name of batch.removed ?? []) this.remove(name);
+      for (const m of batch.members) this.upsert(m);
+    }
+    this.optionsChanged();
+    this.applyFilters();
+    if (batch.reset && !this.rendered) {
+      this.rendered = true;
+      const n = batch.members.length;
+      // The benchmark reads this mark: the first full fleet, painted.
+      afterPaint(() => performance.mark("fleetd:fleet-rendered", { detail: { members: n } }));
+    }
+  }
+
+  private upsert(m: Member): void {
+    const row = this.rows.get(m.name);
+    if (row) {
+      this.fill(row, m);
+      return;
+    }
+    const r = this.makeRow(m);
+    this.rows.set(m.name, r);
+    let lo = 0;
+    let hi = this.names.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (this.names[mid] < m.name) lo = mid + 1;
+      else hi = mid;
+    }
+    const next = this.names[lo];
+    this.names.splice(lo, 0, m.name);
+    this.body.insertBefore(r.tr, next === undefined ? null : this.rows.get(next)!.tr);
+  }
+
+  private remove(name: string): void {
+    const row = this.rows.get(name);
+    if (!row) return;
+    row.tr.remove();
+    this.rows.delete(name);
+    const i = this.names.indexOf(name);
+    if (i >= 0) this.names.splice(i, 1);
+  }
+
+  private makeRow(m: Member): Row {
+    const td = (cls: string, ...c: (Node | string)[]) => h("td", { class: cls }, ...c);
+    const name = h("a", {});
+    const you = h("span", { class: "you" });
+    const status = h("span", { class: "badge" });
+    const since = h("span", { class: "since" });
+    const waiting = h("div", { class: "waiting" });
+    const agent = h("span");
+    const queue = h("span");
+    const inFlight = h("code");
+    const inFlightText = h("div", { class: "excerpt" });
+    const context = h("span");
+    const contextBar = h("span", { class: "fill" });
+    const restarts = h("span");
+    const where = h("span");
+    const team = h("span");
+    const role = h("span");
+    const profile = h("span");
+    const tr = h(
+      "tr",
+      {},
+      td("c-name", name, you),
+      td("c-status", status, " ", since, waiting),
+      td("c-agent", agent),
+      td("c-queue num", queue),
+      td("c-inflight", inFlight, inFlightText),
+      td("c-context", h("span", { class: "meter" }, contextBar), context),
+      td("c-restarts num", restarts),
+      td("c-where", where),
+      td("c-team", team),
+      td("c-role", role),
+      td("c-profile", profile),
+    );
+    const row: Row = { tr, name, you, status, since, waiting, agent, queue, inFlight, inFlightText, context, contextBar, restarts, where, team, role, profile, m };
+    this.fill(row, m, true);
+    return row;
+  }
+
+  // fill writes what changed in m into its row.
+  private fill(row: Row, m: Member, fresh = false): void {
+    const old = fresh ? ({} as Partial<Member>) : row.m;
+    row.m = m;
+    if (fresh) {
+      row.tr.dataset.name = m.name;
+      setText(row.name, m.name);
+      row.name.href = `#/m/${encodeURIComponent(m.name)}`;
+    }
+    if (fresh || old.self !== m.self) setText(row.you, m.self ? " (you)" : "");
+    if (fresh || old.status !== m.status || old.terminating !== m.terminating) {
+      row.tr.dataset.status = m.status;
+      row.status.className = `badge s-${m.status}`;
+      setText(row.status, m.status);
+    }
+    setText(row.since, ago(m.agentStatusSince));
+    setAttr(row.since, "title", m.agentStatusSince ? `since ${new Date(m.agentStatusSince).toLocaleString()}` : undefined);
+    setText(row.waiting, m.status === "blocked" ? m.waiting ?? "" : "");
+    setText(row.agent, m.agent ?? "");
+    setAttr(row.agent, "title", m.agent);
+    setText(row.queue, String(m.queueDepth ?? 0));
+    setText(row.inFlight, m.inFlight ?? "");
+    setText(row.inFlightText, m.inFlightContent ?? "");
+    if (fresh || old.contextRemainingPercent !== m.contextRemainingPercent) {
+      const p = m.contextRemainingPercent;
+      setText(row.context, p === null || p === undefined ? "—" : `${p}%`);
+      const known = p !== null && p !== undefined;
+      row.contextBar.style.setProperty("--p", known ? `${p}%` : "0%");
+      row.contextBar.classList.toggle("low", known && p < 20);
+      row.contextBar.parentElement!.classList.toggle("none", !known);
+    }
+    setText(row.restarts, m.restarts ? String(m.restarts) : "0");
+    setAttr(row.restarts, "title", m.lastRestartReason);
+    setText(row.where, [m.nodeName, m.podName].filter(Boolean).join(" · "));
+    setText(row.team, m.team ?? "");
+    setText(row.role, m.role ?? "");
+    setText(row.profile, m.profile ?? "");
+  }
+
+  private tick(): void {
+    const now = Date.now();
+    for (const row of this.rows.values()) if (!row.tr.hidden) setText(row.since, ago(row.m.agentStatusSince, now));
+  }
+
+  // optionsChanged keeps each filter's choices to the values present.
+  private optionsChanged(): void {
+    const present = new Map<Filter, Set<string>>(filters.map((f) => [f, new Set<string>()]));
+    for (const row of this.rows.values()) {
+      for (const f of filters) {
+        const v = row.m[f];
+        if (v) present.get(f)!.add(v);
+      }
+    }
+    for (const f of filters) {
+      const s = this.selects.get(f)!;
+      const values = [...present.get(f)!];
+      if (s.value) values.push(s.value);
+      const want = [...new Set(values)].sort();
+      const have = Array.from(s.options).slice(1).map((o) => o.value);
+      if (want.join("\n") === have.join("\n")) continue;
+      const keep = s.value;
+      s.replaceChildren(s.options[0], ...want.map((v) => h("option", { value: v }, v)));
+      s.value = keep;
+    }
+  }
+
+  private filtersChanged(): void {
+    const q = new URLSearchParams();
+    for (const f of filters) {
+      const v = this.selects.get(f)!.value;
+      if (v) q.set(f, v);
+    }
+    if (this.search.value) q.set("name", this.search.value);
+    const qs = q.toString();
+    history.replaceState(null, "", qs ? `#/?${qs}` : "#/");
+    this.applyFilters();
+  }
+
+  private applyFilters(): void {
+    const want = filters.map((f) => [f, this.selects.get(f)!.value] as const).filter(([, v]) => v);
+    const name = this.search.value.trim();
+    let shown = 0;
+    const counts = new Map<string, number>();
+    for (const row of this.rows.values()) {
+      const m = row.m;
+      const show = want.every(([f, v]) => m[f] === v) && (!name || m.name.includes(name));
+      if (row.tr.hidden === show) row.tr.hidden = !show;
+      if (show) shown++;
+      counts.set(m.status, (counts.get(m.status) ?? 0) + 1);
+    }
+    const parts = [`${this.rows.size} members`];
+    if (shown !== this.rows.size) parts.push(`${shown} shown`);
+    for (const s of ["working", "blocked", "idle"]) if (counts.get(s)) parts.push(`${counts.get(s)} ${s}`);
+    setText(this.summary, parts.join(" · "));
+    this.empty.hidden = shown > 0;
+  }
+}
