@@ -58,12 +58,12 @@ verify: manifests generate ui ## Regenerate everything and fail if the tree chan
 	@test -z "$$(git status --porcelain -- api config gateway/ui/dist)" || { git status --porcelain -- api config gateway/ui/dist; echo "generated files are not committed"; exit 1; }
 
 .PHONY: test
-test: controlplane build agents ## Run unit, integration and e2e tests (the real agent CLIs included) against a real API server.
-	FLEETD_REQUIRE_APISERVER=1 go test $(TEST_FLAGS) $(PKGS)
+test: controlplane build agents chromium ## Run unit, integration, browser and e2e tests (the real agent CLIs included) against a real API server.
+	FLEETD_REQUIRE_APISERVER=1 FLEETD_REQUIRE_BROWSER=1 go test $(TEST_FLAGS) $(PKGS)
 	$(MAKE) fuzz
 
 .PHONY: test-e2e
-test-e2e: controlplane agents ## Run only the end-to-end suite (real fleetd, pane server and agents as processes).
+test-e2e: controlplane agents chromium ## Run only the end-to-end suite (real fleetd, pane server and agents as processes).
 	go test -count=1 -v ./test/e2e/...
 
 .PHONY: test-agents
@@ -79,7 +79,7 @@ fuzz: ## Run each fuzz target briefly (FUZZTIME inputs each, default 20000x).
 	@hack/fuzz.sh $(FUZZTIME)
 
 .PHONY: bench
-bench: controlplane ## Run the benchmarks.
+bench: controlplane chromium ## Run the benchmarks.
 	go test -run '^$$' -bench . -benchmem $(PKGS)
 
 .PHONY: test-cluster
@@ -114,6 +114,10 @@ cluster-bin: controlplane ## Build the local cluster's node components (kube-sch
 .PHONY: images
 images: cluster-bin agents ## Build the fleetd, worker, pause and CoreDNS images (OCI, reproducible, no Docker) into bin/images; load them into the local cluster if it runs.
 	go run ./hack/images --out=$(BIN)/images --load
+
+.PHONY: chromium
+chromium: ## Install Debian's chromium for the dashboard's browser tests, when /usr/bin/chromium is missing.
+	hack/chromium.sh
 
 .PHONY: agents
 agents: ## Install the pinned agent CLIs (hack/agents: Claude Code, Codex) from npm into bin/.

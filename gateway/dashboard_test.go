@@ -1,0 +1,323 @@
+package gateway
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/ptr"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/delegation"
+	"github.com/fleetd/fleetd/gateway/identity"
+	"github.com/fleetd/fleetd/internal/testutil"
+)
+
+// The dashboard's decisions, without a server: what a message's timeline
+// shows, who sees what, and what the feed wakes.
+
+func TestMessageSteps(t *testing.T) {
+	created := time.Date(2026, 3, 1, 12, 0, 0, 250_000_000, time.UTC)
+	at := func(s int) time.Time { return created.Truncate(time.Second).Add(time.Duration(s) * time.Second) }
+	base := func() *fleetv1alpha1.Delegation {
+		d := testutil.MakeDelegation("d1", "ns", "w1", "do it").Obj()
+		d.CreationTimestamp = metav1.NewTime(created.Truncate(time.Second))
+		d.Annotations = map[string]string{fleetv1alpha1.AnnotationSequence: created.Format(time.RFC3339Nano)}
+		return d
+	}
+	delivered := func(d *fleetv1alpha1.Delegation) {
+		delegation.BeginDelivery(d, at(1), delegation.Target{PaneID: "w1:p1"})
+	}
+	working := func(d *fleetv1alpha1.Delegation) { delivered(d); delegation.Pickup(d, at(2)) }
+	step := func(name string, s int, text string) DashboardStep {
+		return DashboardStep{Step: name, At: at(s).Format(time.RFC3339), Text: text}
+	}
+	first := []DashboardStep{{Step: "created", At: "2026-03-01T12:00:00.25Z"}, step("queued", 0, "")}
+	// A Delegation nothing has happened to is queued since it was created.
+	firstUnrecorded := []DashboardStep{{Step: "created", At: "2026-03-01T12:00:00.25Z"}, {Step: "queued", At: "2026-03-01T12:00:00.25Z"}}
+	cases := map[string]struct {
+		change func(*fleetv1alpha1.Delegation)
+		want   []DashboardStep
+	}{
+		"new":       {change: func(*fleetv1alpha1.Delegation) {}, want: firstUnrecorded},
+		"delivered": {change: delivered, want: append(first, step("delivered", 1, ""))},
+		"working":   {change: working, want: append(first, step("delivered", 1, ""), step("working", 2, ""))},
+		"asked and answered": {
+			change: func(d *fleetv1alpha1.Delegation) {
+				working(d)
+				turn, _ := delegation.Ask(d, at(3), "which branch?")
+				_, _ = delegation.Answer(d, at(4), turn, "main")
+			},
+			want: append(first, step("delivered", 1, ""), step("working", 2, ""),
+				DashboardStep{Step: "asked", At: at(3).Format(time.RFC3339), Text: "which branch?", TurnID: "d1.q1"},
+				DashboardStep{Step: "answered", At: at(4).Format(time.RFC3339), Text: "main", TurnID: "d1.q1"}),
+		},
+		"replied": {
+			change: func(d *fleetv1alpha1.Delegation) { working(d); _ = delegation.Reply(d, at(5), "done") },
+			want:   append(first, step("delivered", 1, ""), step("working", 2, ""), step("replied", 5, "done")),
+		},
+		"turn done": {
+			change: func(d *fleetv1alpha1.Delegation) { working(d); delegation.TurnDone(d, at(5), "$ ") },
+			want:   append(first, step("delivered", 1, ""), step("working", 2, ""), step("turn_done", 5, "$ ")),
+		},
+		"timed out, then a late reply": {
+			change: func(d *fleetv1alpha1.Delegation) {
+				working(d)
+				delegation.TimeOut(d, at(5))
+				_ = delegation.LateReply(d, at(6), "late")
+			},
+			want: append(first, step("delivered", 1, ""), step("working", 2, ""), step("timed_out", 5, ""), step("late_reply", 6, "late")),
+		},
+		"worker gone": {
+			change: func(d *fleetv1alpha1.Delegation) {
+				delivered(d)
+				delegation.WorkerGone(d, at(3), "member w1 was deleted")
+			},
+			want: append(first, step("delivered", 1, ""), step("worker_gone", 3, "member w1 was deleted")),
+		},
+		"delivery failed": {
+			change: func(d *fleetv1alpha1.Delegation) {
+				delegation.Fail(d, at(3), fleetv1alpha1.ReasonDeliveryRefused, "herdr refused it")
+			},
+			want: append(firstUnrecorded, step("failed", 3, "herdr refused it")),
+		},
+		"cancelled in the member's hands": {
+			change: func(d *fleetv1alpha1.Delegation) {
+				working(d)
+				delegation.RequestCancel(d, at(3))
+				delegation.Cancel(d, at(4), "withdrawn")
+			},
+			want: append(first, step("delivered", 1, ""), step("working", 2, ""), step("cancel_requested", 3, ""), step("cancelled", 4, "withdrawn")),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			d := base()
+			tc.change(d)
+			if diff := cmp.Diff(tc.want, messageSteps(d)); diff != "" {
+				t.Errorf("steps (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDashboardScope(t *testing.T) {
+	lead := &identity.Principal{Kind: fleetv1alpha1.PrincipalMember, Name: "lead", Namespace: "ns", Member: member("lead", "ns").Team("core", fleetv1alpha1.RoleLead).Obj()}
+	loner := &identity.Principal{Kind: fleetv1alpha1.PrincipalMember, Name: "loner", Namespace: "ns", Member: member("loner", "ns").Obj()}
+	primary := &identity.Principal{Kind: fleetv1alpha1.PrincipalStatic, Name: "primary", Namespace: "ns"}
+	sa := &identity.Principal{Kind: fleetv1alpha1.PrincipalServiceAccount, Name: "system:serviceaccount:ns:bot", Namespace: "ns"}
+	coder := member("coder", "ns").Team("core", fleetv1alpha1.RoleMember).Obj()
+	other := member("other", "ns").Team("web", fleetv1alpha1.RoleMember).Obj()
+	msg := func(from *identity.Principal, to string) *fleetv1alpha1.Delegation {
+		return testutil.MakeDelegation("d", "ns", to, "x").From(from.Kind, from.Name).Obj()
+	}
+	cases := map[string]struct {
+		scope      dashboardScope
+		member     *fleetv1alpha1.Member
+		message    *fleetv1alpha1.Delegation
+		wantMember bool
+		wantRead   bool
+		wantCancel bool
+	}{
+		"a lead sees its team":                                         {scope: dashboardScope{who: lead}, member: coder, message: msg(primary, "coder"), wantMember: true},
+		"a lead reads its own messages":                                {scope: dashboardScope{who: lead}, member: coder, message: msg(lead, "coder"), wantMember: true, wantRead: true, wantCancel: true},
+		"a member reads messages to it":                                {scope: dashboardScope{who: lead}, member: lead.Member, message: msg(primary, "lead"), wantMember: true, wantRead: true},
+		"a member sees no other team":                                  {scope: dashboardScope{who: lead}, member: other, message: msg(primary, "other")},
+		"a member without a team sees itself":                          {scope: dashboardScope{who: loner}, member: loner.Member, message: msg(primary, "loner"), wantMember: true, wantRead: true},
+		"a member without a team sees no one else":                     {scope: dashboardScope{who: loner}, member: coder, message: msg(primary, "coder")},
+		"a primary sees and reads all":                                 {scope: dashboardScope{who: primary, othersMessages: true, cancelOthers: true}, member: other, message: msg(sa, "other"), wantMember: true, wantRead: true, wantCancel: true},
+		"a service account without get delegations reads its own only": {scope: dashboardScope{who: sa}, member: other, message: msg(primary, "other"), wantMember: true},
+		"a service account cancels its own":                            {scope: dashboardScope{who: sa}, member: other, message: msg(sa, "other"), wantMember: true, wantRead: true, wantCancel: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := tc.scope.showsMember(tc.member); got != tc.wantMember {
+				t.Errorf("showsMember = %v, want %v", got, tc.wantMember)
+			}
+			if got := tc.scope.showsMessage(tc.message); got != tc.wantRead {
+				t.Errorf("showsMessage = %v, want %v", got, tc.wantRead)
+			}
+			if got := tc.scope.mayCancel(tc.message); got != tc.wantCancel {
+				t.Errorf("mayCancel = %v, want %v", got, tc.wantCancel)
+			}
+		})
+	}
+	settled := msg(primary, "other")
+	settled.Status.Phase = fleetv1alpha1.DelegationReplied
+	if (&dashboardScope{who: primary, cancelOthers: true}).mayCancel(settled) {
+		t.Error("a settled message may be cancelled")
+	}
+}
+
+func TestDashboardMember(t *testing.T) {
+	profiles := map[string]*fleetv1alpha1.Profile{"claude": testutil.MakeProfile("claude", "ns").Agent(fleetv1alpha1.AgentClaude).Obj()}
+	scope := &dashboardScope{who: &identity.Principal{Kind: fleetv1alpha1.PrincipalStatic, Name: "primary", Namespace: "ns"}, othersMessages: true}
+	cases := map[string]struct {
+		member   *fleetv1alpha1.Member
+		status   func(*fleetv1alpha1.MemberStatus)
+		inFlight *fleetv1alpha1.Delegation
+		want     func(*DashboardMember)
+	}{
+		"a command": {member: member("w1", "ns").Obj(), want: func(v *DashboardMember) { v.Status, v.Agent = "pending", "true" }},
+		"a profile's agent, blocked on a dialog": {
+			member: testutil.MakeMember("w1", "ns").Profile("claude").Obj(),
+			status: func(st *fleetv1alpha1.MemberStatus) {
+				st.Phase, st.AgentStatus, st.AgentMessage = fleetv1alpha1.MemberReady, fleetv1alpha1.AgentBlocked, "Allow?"
+			},
+			want: func(v *DashboardMember) {
+				v.Status, v.Agent, v.Profile, v.Phase, v.AgentStatus, v.Waiting = "blocked", "claude", "claude", "Ready", "blocked", "Allow?"
+			},
+		},
+		"a message left over from a dialog is not shown": {
+			member: member("w1", "ns").Obj(),
+			status: func(st *fleetv1alpha1.MemberStatus) {
+				st.Phase, st.AgentStatus, st.AgentMessage = fleetv1alpha1.MemberReady, fleetv1alpha1.AgentWorking, "Allow?"
+			},
+			want: func(v *DashboardMember) {
+				v.Status, v.Agent, v.Phase, v.AgentStatus = "working", "true", "Ready", "working"
+			},
+		},
+		"in a pod, restarted, with a message in flight": {
+			member: member("w1", "ns").Obj(),
+			status: func(st *fleetv1alpha1.MemberStatus) {
+				st.AgentKind, st.Restarts, st.LastRestartReason, st.NodeName, st.PodName = fleetv1alpha1.AgentCodex, 3, "pane lost", "n1", "w1-abc"
+				st.ContextRemainingPercent = ptr.To[int32](7)
+			},
+			inFlight: testutil.MakeDelegation("w1-x", "ns", "w1", "fix it\nthen more").Obj(),
+			want: func(v *DashboardMember) {
+				v.Status, v.Agent, v.Restarts, v.LastRestartReason, v.NodeName, v.PodName = "pending", "codex", 3, "pane lost", "n1", "w1-abc"
+				v.ContextRemainingPercent, v.InFlight, v.InFlightContent = ptr.To[int32](7), "w1-x", "fix it"
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			m := tc.member
+			if tc.status != nil {
+				tc.status(&m.Status)
+			}
+			q := queue{}
+			if tc.inFlight != nil {
+				q.inFlight = tc.inFlight.Name
+			}
+			want := DashboardMember{MemberView: MemberView{Name: "w1", Role: "member", Profile: m.Spec.Profile}}
+			tc.want(&want)
+			if diff := cmp.Diff(want, dashboardMember(m, scope, q, tc.inFlight, profiles)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestViewersWakeWhatTheyShow(t *testing.T) {
+	vs := newViewers()
+	fleet := vs.subscribe("ns", "")
+	page := vs.subscribe("ns", "w1")
+	elsewhere := vs.subscribe("other", "")
+	vs.memberChanged(member("w2", "ns").Obj())
+	vs.messageChanged(testutil.MakeDelegation("d1", "ns", "w1", "x").Obj())
+	for name, tc := range map[string]struct {
+		v                     *viewer
+		woken                 bool
+		wantMembers, wantMsgs []string
+	}{
+		"the fleet view":      {v: fleet, woken: true, wantMembers: []string{"w1", "w2"}},
+		"w1's page":           {v: page, woken: true, wantMembers: []string{"w1"}, wantMsgs: []string{"d1"}},
+		"another namespace's": {v: elsewhere},
+	} {
+		t.Run(name, func(t *testing.T) {
+			select {
+			case <-tc.v.wake:
+				if !tc.woken {
+					t.Error("woken")
+				}
+			default:
+				if tc.woken {
+					t.Error("not woken")
+				}
+			}
+			members, msgs := tc.v.take()
+			if diff := cmp.Diff(sets.New(tc.wantMembers...), members); diff != "" {
+				t.Errorf("members (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(sets.New(tc.wantMsgs...), msgs); diff != "" {
+				t.Errorf("messages (-want +got):\n%s", diff)
+			}
+		})
+	}
+	for _, v := range []*viewer{fleet, page, elsewhere} {
+		vs.unsubscribe(v)
+	}
+	if n := vs.count(); n != 0 {
+		t.Errorf("%d viewers left", n)
+	}
+}
+
+func TestDashboardAssets(t *testing.T) {
+	mux := http.NewServeMux()
+	(&Gateway{}).dashboardRoutes(mux)
+	get := func(path string, header ...string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		return rec
+	}
+	if rec := get("/ui"); rec.Code != http.StatusMovedPermanently || rec.Header().Get("Location") != "/ui/" {
+		t.Errorf("/ui: %d to %q", rec.Code, rec.Header().Get("Location"))
+	}
+	page := get("/ui/")
+	if page.Code != http.StatusOK || !strings.Contains(page.Body.String(), `src="app.js"`) {
+		t.Fatalf("/ui/: %d %s", page.Code, page.Body)
+	}
+	for h, want := range map[string]string{"Content-Type": "text/html; charset=utf-8", "Content-Security-Policy": dashboardCSP, "X-Content-Type-Options": "nosniff", "Cache-Control": "no-cache"} {
+		if got := page.Header().Get(h); got != want {
+			t.Errorf("%s: %q, want %q", h, got, want)
+		}
+	}
+	if rec := get("/ui/app.js"); rec.Code != http.StatusOK || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/javascript") {
+		t.Errorf("/ui/app.js: %d %s", rec.Code, rec.Header().Get("Content-Type"))
+	}
+	if rec := get("/ui/", "If-None-Match", page.Header().Get("ETag")); rec.Code != http.StatusNotModified {
+		t.Errorf("an unchanged page is answered %d, want 304", rec.Code)
+	}
+	if rec := get("/ui/nothing-here.js"); rec.Code != http.StatusNotFound {
+		t.Errorf("a missing file is answered %d", rec.Code)
+	}
+	// A state-changing request from another site's page is refused before
+	// it reaches authentication.
+	req := httptest.NewRequest(http.MethodPost, "/ui/api/messages/d1/cancel", nil)
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, req)
+	if rec.Code != http.StatusForbidden {
+		t.Errorf("a cross-site cancel is answered %d, want 403", rec.Code)
+	}
+}
+
+func TestEventStreamFrames(t *testing.T) {
+	rec := httptest.NewRecorder()
+	es, err := startEventStream(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := es.send("screen", DashboardScreen{Text: "line 1\nline 2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := es.keepalive(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := rec.Body.String(), "event: screen\ndata: {\"text\":\"line 1\\nline 2\"}\n\n:\n\n"; got != want {
+		t.Errorf("frames %q, want %q", got, want)
+	}
+	if got := rec.Header().Get("Content-Type"); got != "text/event-stream" {
+		t.Errorf("Content-Type %q", got)
+	}
+}

@@ -1,0 +1,151 @@
+package browsertest
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+)
+
+// Dashboard is fleetd's dashboard open in a tab, read the way a person
+// reads it: rows, badges, the timeline, the terminal.
+type Dashboard struct {
+	*Tab
+	// URL is the gateway's base URL (http://host:port).
+	URL string
+}
+
+// OpenDashboard loads the dashboard of the gateway at url and signs in
+// with token through its form; it returns once the fleet view is live.
+func (b *Browser) OpenDashboard(t testing.TB, url, token string) *Dashboard {
+	t.Helper()
+	d := &Dashboard{Tab: b.Tab(t), URL: strings.TrimSuffix(url, "/")}
+	d.Run(
+		chromedp.Navigate(d.URL+"/ui/"),
+		chromedp.WaitVisible(chromedp.CSS(`form.signin input[name=token]`)),
+		chromedp.SendKeys(chromedp.CSS(`form.signin input[name=token]`), token),
+		chromedp.Click(chromedp.CSS(`form.signin button[type=submit]`)),
+	)
+	return d
+}
+
+// WaitLive waits until the page's stream is live.
+func (d *Dashboard) WaitLive() {
+	d.t.Helper()
+	d.WaitFor("the stream to be live", `document.getElementById("conn").dataset.state === "live"`)
+}
+
+// OpenMember goes to a member's page and waits until its stream is live.
+func (d *Dashboard) OpenMember(name string) {
+	d.t.Helper()
+	d.Exec(fmt.Sprintf(`location.hash = "#/m/" + encodeURIComponent(%s)`, Quote(name)))
+	d.WaitFor("the member page", fmt.Sprintf(`document.querySelector("section.member h1")?.textContent === %s`, Quote(name)))
+	d.WaitLive()
+}
+
+// OpenFleet goes back to the fleet view.
+func (d *Dashboard) OpenFleet() {
+	d.t.Helper()
+	d.Exec(`location.hash = "#/"`)
+	d.WaitFor("the fleet view", `!!document.querySelector("table.members")`)
+	d.WaitLive()
+}
+
+// row is the script expression of a member's row.
+func row(name string) string {
+	return fmt.Sprintf(`document.querySelector('tr[data-name=' + JSON.stringify(%s) + ']')`, Quote(name))
+}
+
+// WaitRow waits until the fleet view shows the member with status.
+func (d *Dashboard) WaitRow(name, status string) {
+	d.t.Helper()
+	d.WaitFor(fmt.Sprintf("member %s %s", name, status), fmt.Sprintf(`%s?.dataset.status === %s`, row(name), Quote(status)))
+}
+
+// WaitRowText waits until the member's row shows text.
+func (d *Dashboard) WaitRowText(name, text string) {
+	d.t.Helper()
+	d.WaitFor(fmt.Sprintf("member %s showing %q", name, text), fmt.Sprintf(`(%s?.innerText ?? "").includes(%s)`, row(name), Quote(text)))
+}
+
+// WaitNoRow waits until the fleet view has no row for the member.
+func (d *Dashboard) WaitNoRow(name string) {
+	d.t.Helper()
+	d.WaitFor("no row for "+name, fmt.Sprintf(`%s === null`, row(name)))
+}
+
+// VisibleRows are the names of the rows the filters leave shown.
+func (d *Dashboard) VisibleRows() []string {
+	d.t.Helper()
+	return Eval[[]string](d.Tab, `Array.from(document.querySelectorAll("table.members tbody tr")).filter(r => !r.hidden).map(r => r.dataset.name)`)
+}
+
+// Filter picks value in the fleet view's filter by field (status, team or
+// profile); "" shows all.
+func (d *Dashboard) Filter(field, value string) {
+	d.t.Helper()
+	d.Exec(fmt.Sprintf(`const s = document.querySelector(".filters select[name=%s]"); s.value = %s; s.dispatchEvent(new Event("change"))`, field, Quote(value)))
+}
+
+// Send types a message into the member page's form and sends it; it
+// returns the dispatch id the page reports.
+func (d *Dashboard) Send(content string) string {
+	d.t.Helper()
+	d.Run(
+		chromedp.SetValue(chromedp.CSS(`form.send-form textarea`), content),
+		chromedp.Click(chromedp.CSS(`form.send-form button.send`)),
+	)
+	d.WaitFor("the message sent", `document.querySelector("form.send-form .result").textContent.startsWith("sent ")`)
+	return strings.TrimPrefix(Eval[string](d.Tab, `document.querySelector("form.send-form .result").textContent`), "sent ")
+}
+
+// message is the script expression of a message's card on the timeline.
+func message(id string) string {
+	return fmt.Sprintf(`document.querySelector('li.msg[data-id=' + JSON.stringify(%s) + ']')`, Quote(id))
+}
+
+// WaitPhase waits until the timeline shows the message in phase.
+func (d *Dashboard) WaitPhase(id, phase string) {
+	d.t.Helper()
+	d.WaitFor(fmt.Sprintf("message %s %s", id, phase), fmt.Sprintf(`%s?.dataset.phase === %s`, message(id), Quote(phase)))
+}
+
+// WaitStep waits until the message's timeline has step, showing text.
+func (d *Dashboard) WaitStep(id, step, text string) {
+	d.t.Helper()
+	d.WaitFor(fmt.Sprintf("message %s step %s %q", id, step, text), fmt.Sprintf(
+		`(%s?.querySelector('li.step[data-step=' + JSON.stringify(%s) + ']')?.innerText ?? "\u0000").includes(%s)`, message(id), Quote(step), Quote(text)))
+}
+
+// Steps are the steps the message's timeline shows, in order.
+func (d *Dashboard) Steps(id string) []string {
+	d.t.Helper()
+	return Eval[[]string](d.Tab, fmt.Sprintf(`Array.from(%s?.querySelectorAll("li.step") ?? []).map(s => s.dataset.step)`, message(id)))
+}
+
+// Cancel presses the message's Cancel button.
+func (d *Dashboard) Cancel(id string) {
+	d.t.Helper()
+	d.Run(chromedp.Click(chromedp.CSS(fmt.Sprintf(`li.msg[data-id=%q] button.cancel`, id))))
+}
+
+// HasCancel reports whether the message shows a Cancel button.
+func (d *Dashboard) HasCancel(id string) bool {
+	d.t.Helper()
+	return Eval[bool](d.Tab, fmt.Sprintf(`!!%s?.querySelector("button.cancel")`, message(id)))
+}
+
+// WaitTerminal waits until the member page's terminal shows text.
+func (d *Dashboard) WaitTerminal(text string) {
+	d.t.Helper()
+	d.WaitFor(fmt.Sprintf("the terminal showing %q", text), fmt.Sprintf(`(document.querySelector(".terminal .xterm-rows")?.textContent ?? "").includes(%s)`, Quote(text)))
+}
+
+// Refusal waits for the page to say the gateway refused, and returns what
+// it says.
+func (d *Dashboard) Refusal() string {
+	d.t.Helper()
+	d.WaitFor("a refusal", `!!document.querySelector(".refused")`)
+	return Eval[string](d.Tab, `document.querySelector(".refused").innerText`)
+}
