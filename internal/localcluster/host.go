@@ -46,7 +46,9 @@ func (h *host) v1() []hierarchy {
 
 // diesWithUs makes a short-lived child die with the bring-up, so that a
 // bring-up killed halfway leaves no ctr or ip behind: only the daemons,
-// which the journal and the cgroups know, outlive it.
+// which the journal and the cgroups know, outlive it. The signal comes
+// when the OS thread that started the child ends, so no thread of this
+// process may end early (see DialInNetns).
 func diesWithUs() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }

@@ -178,6 +178,9 @@ func (l Layout) path(elem ...string) string {
 // JournalPath is the record of every change made to the machine.
 func (l Layout) JournalPath() string { return l.path("journal.jsonl") }
 
+// completePath is there once a bring-up has finished.
+func (l Layout) completePath() string { return l.path("up-complete") }
+
 // LayoutPath holds the Config of the running cluster.
 func (l Layout) LayoutPath() string { return l.path("cluster.json") }
 

@@ -15,9 +15,8 @@ import (
 // DialInNetns opens a TCP connection from inside the network namespace at
 // nsPath, to an address there (an IP and port: a name would be resolved
 // on another thread, outside the namespace). The socket is made on an OS
-// thread that has joined the namespace and is thrown away after, so the
-// rest of the process stays where it is; the connection itself then works
-// from anywhere.
+// thread that joins the namespace for the call and then returns to the
+// process's own; the connection itself works from anywhere after.
 func DialInNetns(ctx context.Context, nsPath, addr string) (net.Conn, error) {
 	type result struct {
 		conn net.Conn
@@ -25,17 +24,24 @@ func DialInNetns(ctx context.Context, nsPath, addr string) (net.Conn, error) {
 	}
 	ch := make(chan result, 1)
 	go func() {
-		// Never unlocked: the goroutine ends locked, and the runtime ends
-		// its thread with it rather than reuse a thread in the namespace.
 		runtime.LockOSThread()
+		home, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{err: err}
+			return
+		}
+		defer unix.Close(home)
 		fd, err := unix.Open(nsPath, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
+			runtime.UnlockOSThread()
 			ch <- result{err: fmt.Errorf("opening %s: %w", nsPath, err)}
 			return
 		}
 		err = unix.Setns(fd, unix.CLONE_NEWNET)
 		unix.Close(fd)
 		if err != nil {
+			runtime.UnlockOSThread()
 			ch <- result{err: fmt.Errorf("joining %s: %w", nsPath, err)}
 			return
 		}
@@ -43,6 +49,14 @@ func DialInNetns(ctx context.Context, nsPath, addr string) (net.Conn, error) {
 		// tcp4 to a literal address dials on this goroutine alone.
 		c, err := d.DialContext(ctx, "tcp4", addr)
 		ch <- result{conn: c, err: err}
+		// Back home, the thread serves other goroutines again. Were it to
+		// end instead, a child it had started with a parent-death signal
+		// (os/exec binds that signal to the starting thread) would die.
+		// Should the way back fail, the thread stays locked and ends with
+		// this goroutine rather than run others in the wrong namespace.
+		if unix.Setns(home, unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
 	}()
 	r := <-ch
 	return r.conn, r.err

@@ -233,7 +233,7 @@ func (b *bringUp) run(ctx context.Context) error {
 		return err
 	}
 	b.step("cluster DNS serving at %s", DNSServiceIP)
-	return nil
+	return os.WriteFile(l.completePath(), nil, 0o644)
 }
 
 func runtimeCgroups(l Layout) []string {
