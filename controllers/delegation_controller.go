@@ -29,6 +29,7 @@ import (
 	"github.com/fleetd/fleetd/delegation"
 	"github.com/fleetd/fleetd/herdr"
 	"github.com/fleetd/fleetd/internal/textcut"
+	"github.com/fleetd/fleetd/panehost"
 )
 
 // IndexDelegationTo indexes Delegations by the member they are sent to.
@@ -45,8 +46,11 @@ type DelegationReconciler struct {
 	Client client.Client
 	// Reader reads from the API server: a turn that ended is settled only
 	// on a live look, so a reply written a moment before always wins.
-	Reader   client.Reader
+	Reader client.Reader
+	// Panes is the shared pane server; Hosts, when set, says which pane
+	// host each member's panes live on (Panes, or its Pod's).
 	Panes    Panes
+	Hosts    PaneHosts
 	Recorder recorder.EventRecorder
 	Clock    clock.PassiveClock
 	Policy   delegation.Policy
@@ -77,6 +81,9 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	member := &fleetv1alpha1.Member{}
 	view := delegation.Member{Gone: true}
 	command := false
+	// panes is where the member's pane lives; nil when it has none to
+	// reach (gone, or its Pod not running), and then nothing is typed.
+	var panes Panes
 	if err := r.Client.Get(ctx, req.NamespacedName, member); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, err
@@ -84,6 +91,7 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	} else {
 		view = memberViewOf(member)
 		command = member.Status.AgentKind == ""
+		panes, _ = r.hosts().For(member)
 	}
 	view.BlockedAtSeq = r.blockedAtSeq(req.NamespacedName)
 	var list fleetv1alpha1.DelegationList
@@ -107,7 +115,7 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	dec := delegation.Decide(view, list.Items, now, r.Policy, delegation.Seen{Typed: typed, GoneSenders: gone, MootCarriers: moot})
 	for _, step := range dec.Steps {
-		if err := r.apply(ctx, req.NamespacedName, step, byName[step.Name], view, command, now); err != nil {
+		if err := r.apply(ctx, req.NamespacedName, panes, step, byName[step.Name], view, command, now); err != nil {
 			if errors.Is(err, errConflict) || apierrors.IsConflict(err) {
 				return ctrl.Result{RequeueAfter: 10 * time.Millisecond}, nil
 			}
@@ -126,6 +134,14 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		}
 	}
 	return ctrl.Result{RequeueAfter: dec.RequeueAfter}, nil
+}
+
+// hosts is where each member's panes live.
+func (r *DelegationReconciler) hosts() PaneHosts {
+	if r.Hosts == nil {
+		return NewPaneHosts(r.Panes, nil)
+	}
+	return r.Hosts
 }
 
 // goneSenders finds the Members that sent outcomes still owed to them and no
@@ -244,15 +260,21 @@ func (r *DelegationReconciler) blockQueue(member types.NamespacedName, seq int64
 }
 
 // apply carries out one step with one write.
-func (r *DelegationReconciler) apply(ctx context.Context, member types.NamespacedName, step delegation.Step, d *fleetv1alpha1.Delegation, m delegation.Member, command bool, now time.Time) error {
+func (r *DelegationReconciler) apply(ctx context.Context, member types.NamespacedName, panes Panes, step delegation.Step, d *fleetv1alpha1.Delegation, m delegation.Member, command bool, now time.Time) error {
+	switch step.Kind {
+	case delegation.StepDeliver, delegation.StepTurnDone, delegation.StepInterrupt:
+		if panes == nil {
+			return fmt.Errorf("%s of delegation %s: %w: member %s's pane host is not known", step.Kind, d.Name, panehost.ErrNoPaneHost, member.Name)
+		}
+	}
 	switch step.Kind {
 	case delegation.StepDeliver:
-		return r.deliver(ctx, member, d, m, command, now)
+		return r.deliver(ctx, member, panes, d, m, command, now)
 	case delegation.StepPickup:
 		delegation.Pickup(d, now)
 		return r.write(ctx, d)
 	case delegation.StepTurnDone:
-		return r.turnDone(ctx, d, now)
+		return r.turnDone(ctx, panes, d, now)
 	case delegation.StepTimeOut:
 		delegation.TimeOut(d, now)
 	case delegation.StepWorkerGone:
@@ -262,7 +284,7 @@ func (r *DelegationReconciler) apply(ctx context.Context, member types.Namespace
 	case delegation.StepCancel:
 		delegation.Cancel(d, now, step.Message)
 	case delegation.StepInterrupt:
-		key, err := r.interrupt(ctx, m.PaneID, command)
+		key, err := r.interrupt(ctx, panes, m.PaneID, command)
 		if err != nil {
 			return err
 		}
@@ -289,14 +311,14 @@ func (r *DelegationReconciler) apply(ctx context.Context, member types.Namespace
 // first so that a controller stopped in between never types it twice (see
 // delegation.Decide); what this process saw typed, it remembers, so the
 // typing costs no second write.
-func (r *DelegationReconciler) deliver(ctx context.Context, member types.NamespacedName, d *fleetv1alpha1.Delegation, m delegation.Member, command bool, now time.Time) error {
+func (r *DelegationReconciler) deliver(ctx context.Context, member types.NamespacedName, panes Panes, d *fleetv1alpha1.Delegation, m delegation.Member, command bool, now time.Time) error {
 	delegation.BeginDelivery(d, now, delegation.Target{PaneID: m.PaneID, TerminalID: m.TerminalID, Seq: m.Seq})
 	if err := r.write(ctx, d); err != nil {
 		return err
 	}
 	hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
 	defer cancel()
-	err := typeMessage(hctx, r.Panes, m.PaneID, command, d.Spec.Content)
+	err := typeMessage(hctx, panes, m.PaneID, command, d.Spec.Content)
 	var refusal *herdr.Error
 	switch {
 	case err == nil:
@@ -328,7 +350,7 @@ func (r *DelegationReconciler) deliver(ctx context.Context, member types.Namespa
 // object shows it if it came, and the write is made on that object's
 // version, so a reply written after the look makes it fail. Exactly one of
 // the two settles the message.
-func (r *DelegationReconciler) turnDone(ctx context.Context, cached *fleetv1alpha1.Delegation, now time.Time) error {
+func (r *DelegationReconciler) turnDone(ctx context.Context, panes Panes, cached *fleetv1alpha1.Delegation, now time.Time) error {
 	d := &fleetv1alpha1.Delegation{}
 	if err := r.Reader.Get(ctx, client.ObjectKeyFromObject(cached), d); err != nil {
 		return client.IgnoreNotFound(err)
@@ -336,7 +358,7 @@ func (r *DelegationReconciler) turnDone(ctx context.Context, cached *fleetv1alph
 	if !delegation.InFlight(d) {
 		return nil
 	}
-	tail, err := r.tail(ctx, d.Status.PaneID)
+	tail, err := readTail(ctx, panes, d.Status.PaneID)
 	if err != nil {
 		return err
 	}
@@ -346,14 +368,14 @@ func (r *DelegationReconciler) turnDone(ctx context.Context, cached *fleetv1alph
 
 // interrupt ends the member's turn the way a person would: Escape for an
 // agent CLI, Ctrl-C for a plain command. It returns the key.
-func (r *DelegationReconciler) interrupt(ctx context.Context, paneID string, command bool) (string, error) {
+func (r *DelegationReconciler) interrupt(ctx context.Context, panes Panes, paneID string, command bool) (string, error) {
 	key := "esc"
 	if command {
 		key = "ctrl+c"
 	}
 	hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
 	defer cancel()
-	if err := r.Panes.PaneSendKeys(hctx, paneID, key); err != nil && !errors.Is(err, herdr.ErrNotFound) {
+	if err := panes.PaneSendKeys(hctx, paneID, key); err != nil && !errors.Is(err, herdr.ErrNotFound) {
 		return "", fmt.Errorf("interrupting the turn in pane %s: %w", paneID, err)
 	}
 	return key, nil
@@ -414,11 +436,12 @@ func (r *DelegationReconciler) expire(ctx context.Context, d *fleetv1alpha1.Dele
 
 // tail is the end of the terminal text of pane paneID that a turn_done
 // carries: its last tailLines lines, cut to what a Delegation holds.
-func (r *DelegationReconciler) tail(ctx context.Context, paneID string) (string, error) {
+// readTail reads the end of a pane's recent output, for turn_done.
+func readTail(ctx context.Context, panes Panes, paneID string) (string, error) {
 	hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
 	defer cancel()
 	lines := tailLines
-	read, err := r.Panes.PaneRead(hctx, herdr.ReadParams{PaneID: paneID, Source: herdr.ReadSourceRecent, Lines: &lines})
+	read, err := panes.PaneRead(hctx, herdr.ReadParams{PaneID: paneID, Source: herdr.ReadSourceRecent, Lines: &lines})
 	if err != nil {
 		if errors.Is(err, herdr.ErrNotFound) {
 			return "", nil

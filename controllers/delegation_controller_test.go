@@ -627,7 +627,7 @@ func TestTurnDoneAndReplyRace(t *testing.T) {
 		if err := reply(cached); err != nil {
 			t.Fatal(err)
 		}
-		if err := injector(env.Client).turnDone(ctx, cached, time.Now()); err != nil {
+		if err := injector(env.Client).turnDone(ctx, h.client(), cached, time.Now()); err != nil {
 			t.Fatalf("turnDone after the reply: %v, want nothing done", err)
 		}
 		if d, _ := getDelegation(ns, "reply-first"); d.Status.Phase != fleetv1alpha1.DelegationReplied {
@@ -638,7 +638,7 @@ func TestTurnDoneAndReplyRace(t *testing.T) {
 		cached := inFlight("reply-between")
 		var replyErr error
 		r := injector(&hookedReader{Reader: env.Client, after: func() { replyErr = reply(cached) }})
-		if err := r.turnDone(ctx, cached, time.Now()); !errors.Is(err, errConflict) {
+		if err := r.turnDone(ctx, h.client(), cached, time.Now()); !errors.Is(err, errConflict) {
 			t.Errorf("turnDone = %v, want a conflict (it looks again)", err)
 		}
 		if replyErr != nil {
@@ -650,7 +650,7 @@ func TestTurnDoneAndReplyRace(t *testing.T) {
 	})
 	t.Run("the turn ends first", func(t *testing.T) {
 		cached := inFlight("turn-first")
-		if err := injector(env.Client).turnDone(ctx, cached, time.Now()); err != nil {
+		if err := injector(env.Client).turnDone(ctx, h.client(), cached, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		// The gateway's write on the version it read conflicts; on the
@@ -723,8 +723,7 @@ func TestTailKeepsCharactersWhole(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			r := &DelegationReconciler{Panes: screenPanes{text: tc.screen}}
-			got, err := r.tail(context.Background(), "w1:p1")
+			got, err := readTail(context.Background(), screenPanes{text: tc.screen}, "w1:p1")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -42,6 +43,10 @@ type Worker struct {
 	// runs tools.
 	PermissionMode string
 	AllowedTools   []string
+	// Runtime is where the Member asks to run (the Member's, else the
+	// Profile's), empty for fleetd's default; Pod shapes its Pod.
+	Runtime fleetv1alpha1.Runtime
+	Pod     *fleetv1alpha1.MemberPod
 }
 
 // resolveWorker merges a Member's spec with its Profile (nil for an inline
@@ -55,9 +60,11 @@ func resolveWorker(m *fleetv1alpha1.Member, p *fleetv1alpha1.Profile) Worker {
 			Env:        m.Spec.Env,
 			WorkingDir: m.Spec.WorkingDir,
 			Billing:    fleetv1alpha1.BillingOf(nil),
+			Runtime:    m.Spec.Runtime,
+			Pod:        m.Spec.Pod,
 		}
 	}
-	return Worker{
+	w := Worker{
 		Agent:          p.Spec.Agent,
 		Command:        p.Spec.Command,
 		Args:           append(append([]string(nil), p.Spec.Args...), m.Spec.Args...),
@@ -68,7 +75,13 @@ func resolveWorker(m *fleetv1alpha1.Member, p *fleetv1alpha1.Profile) Worker {
 		Billing:        fleetv1alpha1.BillingOf(p),
 		PermissionMode: p.Spec.PermissionMode,
 		AllowedTools:   p.Spec.AllowedTools,
+		Runtime:        cmp.Or(m.Spec.Runtime, p.Spec.Runtime),
+		Pod:            p.Spec.Pod,
 	}
+	if m.Spec.Pod != nil {
+		w.Pod = m.Spec.Pod
+	}
+	return w
 }
 
 // Launch is everything needed to start a Member's agent in a fresh pane.

@@ -19,9 +19,13 @@ import (
 // agent waits for) and its transcript (the context left).
 
 // home is where a Member's known agent keeps what fleetd seeds for it: one
-// directory per Member incarnation, so a new Member of the same name starts
-// afresh.
+// directory per Member incarnation under the agent directory, so a new
+// Member of the same name starts afresh; in a pod member's Pod, the one
+// directory on its workspace.
 func (r *MemberReconciler) home(m *fleetv1alpha1.Member) agentHome {
+	if m.Status.Runtime == fleetv1alpha1.RuntimePod {
+		return agentHome{Dir: podAgentDir, HookCommand: podHookCommand}
+	}
 	uid := string(m.UID)
 	if len(uid) > 8 {
 		uid = uid[:8]
@@ -32,41 +36,33 @@ func (r *MemberReconciler) home(m *fleetv1alpha1.Member) agentHome {
 // observeHooks records what the agent's hooks told fleetd, for agents
 // fleetd hooks: the agent's own session id (herdr keeps those only from its
 // own integrations), the hook record itself (whose last event AgentHooks
-// names), and what a blocked agent waits for.
+// names), what a blocked agent waits for, and how much context its session
+// has left (from the usage its transcript records, Claude Code's and
+// Codex's). The record is read where the agent runs (s.files).
 func (r *MemberReconciler) observeHooks(ctx context.Context, s *memberScope) {
 	m := s.member
 	var hookMessage string
 	if agents.Hooked(m.Status.AgentKind) {
-		record, ok, err := agents.ReadHookStatus(r.home(m).Dir)
+		o, err := s.files.Observe(ctx, m.Status.AgentKind, r.home(m).Dir)
 		switch {
 		case err != nil:
 			log.FromContext(ctx).Info("Reading the agent's hook record", "member", klog.KObj(m), "error", err.Error())
-		case ok:
+		case o.Error != "":
+			log.FromContext(ctx).Info("Reading the agent's hook record", "member", klog.KObj(m), "error", o.Error)
+		}
+		if record := o.Hooks; record != nil {
 			if record.SessionID != "" {
 				m.Status.AgentSessionID = record.SessionID
 			}
 			hookMessage = record.Message
-			s.facts.hookRecord = &record
-			r.observeContext(ctx, m, record)
+			s.facts.hookRecord = record
+		}
+		if o.Context != nil {
+			m.Status.ContextRemainingPercent = ptr.To(o.Context.RemainingPercent())
 		}
 	}
 	m.Status.AgentMessage = ""
 	if m.Status.AgentStatus == fleetv1alpha1.AgentBlocked {
 		m.Status.AgentMessage = cmp.Or(r.Screens.Dialog(client.ObjectKeyFromObject(m)), hookMessage)
-	}
-}
-
-// observeContext records how much context the agent's session has left,
-// from the usage its transcript records (Claude Code's and Codex's).
-func (r *MemberReconciler) observeContext(ctx context.Context, m *fleetv1alpha1.Member, record agents.HookStatus) {
-	if record.TranscriptPath == "" {
-		return
-	}
-	u, ok, err := agents.ContextUsageOf(m.Status.AgentKind, r.home(m).Dir, record.TranscriptPath)
-	switch {
-	case err != nil:
-		log.FromContext(ctx).Info("Reading the agent's context usage", "member", klog.KObj(m), "error", err.Error())
-	case ok:
-		m.Status.ContextRemainingPercent = ptr.To(u.RemainingPercent())
 	}
 }

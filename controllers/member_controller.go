@@ -29,6 +29,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/herdr"
+	"github.com/fleetd/fleetd/panehost"
 )
 
 // resyncPeriod is the safety net behind herdr's events: a Member is looked at
@@ -47,7 +48,17 @@ const herdrTimeout = 10 * time.Second
 type MemberReconciler struct {
 	Client client.Client
 	Reader client.Reader // uncached, for env Secrets the cache does not hold
-	Panes  Panes
+	// Panes is the shared pane server beside fleetd.
+	Panes Panes
+	// Hosts says which pane host each Member's panes live on: Panes, or its
+	// Pod's. Nil routes every Member to Panes.
+	Hosts PaneHosts
+	// DefaultRuntime is where Members that do not say run; Shared if empty.
+	DefaultRuntime fleetv1alpha1.Runtime
+	// Pods are how pod members run; CA mints their pane hosts'
+	// credentials (nil: no pod members).
+	Pods PodSettings
+	CA   *panehost.CA
 	// PaneWatch follows herdr's events about the Members' panes.
 	PaneWatch *PaneWatch
 	// Screens reads the screens of agents fleetd has screen rules for; nil
@@ -72,6 +83,9 @@ type MemberReconciler struct {
 // +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=members/finalizers,verbs=update
 // +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=profiles,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // memberScope carries one reconcile pass: the Member whose status is being
@@ -81,8 +95,10 @@ type MemberReconciler struct {
 type memberScope struct {
 	member *fleetv1alpha1.Member
 	now    metav1.Time
-	// panes is the pane host the Member's panes live on.
+	// panes is the pane host the Member's panes live on, and files where
+	// its agent's configuration and hook record are.
 	panes  Panes
+	files  AgentFiles
 	facts  memberFacts
 	events []memberEvent
 	// sawWorking is what this pass took from the PaneWatch: given back if
@@ -97,9 +113,18 @@ func (s *memberScope) event(kind, reason, format string, args ...any) {
 	s.events = append(s.events, memberEvent{kind, reason, fmt.Sprintf(format, args...)})
 }
 
-// newScope starts a pass over m.
+// newScope starts a pass over m, on the shared pane server until the pass
+// finds out where the Member runs.
 func (r *MemberReconciler) newScope(m *fleetv1alpha1.Member) *memberScope {
-	return &memberScope{member: m, now: metav1.NewTime(r.Clock.Now()), panes: r.Panes}
+	return &memberScope{member: m, now: metav1.NewTime(r.Clock.Now()), panes: r.Panes, files: panehost.Local{}}
+}
+
+// hosts is where each Member's panes live.
+func (r *MemberReconciler) hosts() PaneHosts {
+	if r.Hosts == nil {
+		return NewPaneHosts(r.Panes, nil)
+	}
+	return r.Hosts
 }
 
 // Reconcile brings one Member's pane in line with its spec.
@@ -158,11 +183,16 @@ func (r *MemberReconciler) reconcileNormal(ctx context.Context, s *memberScope) 
 		return ctrl.Result{}, err
 	}
 	m.Status.AgentKind = worker.Agent
-	token, err := r.ensureToken(ctx, s)
-	if err != nil {
+	m.Status.Runtime = runtimeOf(m, worker, r.DefaultRuntime)
+	mcpURL, token := r.MCPURL, ""
+	if m.Status.Runtime == fleetv1alpha1.RuntimePod {
+		// The agent mounts the gateway through its pane host, which adds
+		// the Pod's own token: a pod member has no token Secret.
+		mcpURL = podMCPURL
+	} else if token, err = r.ensureToken(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
-	launch, err := planLaunch(worker, env, r.MCPURL, token, m.Name, r.home(m))
+	launch, err := planLaunch(worker, env, mcpURL, token, m.Name, r.home(m))
 	if err != nil {
 		var boundary *boundaryError
 		if !errors.As(err, &boundary) {
@@ -181,6 +211,18 @@ func (r *MemberReconciler) reconcileNormal(ctx context.Context, s *memberScope) 
 		return ctrl.Result{}, reconcile.TerminalError(err)
 	}
 
+	if m.Status.Runtime == fleetv1alpha1.RuntimePod {
+		up, result, err := r.reconcilePod(ctx, s, worker)
+		if err != nil || !up {
+			return result, err
+		}
+	}
+	if s.panes, err = r.hosts().For(m); err != nil {
+		return ctrl.Result{}, err
+	}
+	if m.Status.Runtime == fleetv1alpha1.RuntimePod {
+		s.files = panehost.Remote{Client: s.panes.(*herdr.Client)}
+	}
 	hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
 	defer cancel()
 	result, err := r.reconcilePane(ctx, hctx, s, launch)
@@ -236,9 +278,17 @@ func (r *MemberReconciler) reconcileDelete(ctx context.Context, m *fleetv1alpha1
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if m.Status.WorkspaceID != "" {
+	if m.Status.Runtime == fleetv1alpha1.RuntimePod {
+		// Its Pod, with its panes, goes with the Member (the Pod is owned),
+		// and so do its credentials; deleting the Pod now ends the agent
+		// without waiting for the garbage collector.
+		if err := r.deletePods(ctx, m); err != nil {
+			return ctrl.Result{}, err
+		}
+	} else if m.Status.WorkspaceID != "" {
+		panes, _ := r.hosts().For(m)
 		hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
-		err := closeWorkspaces(hctx, s.panes, m)
+		err := closeWorkspaces(hctx, panes, m)
 		cancel()
 		if err != nil {
 			waited := r.Clock.Since(m.DeletionTimestamp.Time)
@@ -250,7 +300,7 @@ func (r *MemberReconciler) reconcileDelete(ctx context.Context, m *fleetv1alpha1
 				"Gave up closing workspace %s after %s: %v", m.Status.WorkspaceID, cleanupTimeout, err)
 		}
 	}
-	if r.AgentDir != "" {
+	if r.AgentDir != "" && m.Status.Runtime != fleetv1alpha1.RuntimePod {
 		if err := os.RemoveAll(r.home(m).Dir); err != nil {
 			log.FromContext(ctx).Info("Removing the agent's directory", "member", klog.KObj(m), "error", err.Error())
 		}
@@ -258,6 +308,7 @@ func (r *MemberReconciler) reconcileDelete(ctx context.Context, m *fleetv1alpha1
 	if err := r.deleteToken(ctx, m); err != nil {
 		return ctrl.Result{}, err
 	}
+	r.hosts().Forget(m.UID)
 	controllerutil.RemoveFinalizer(m, fleetv1alpha1.MemberFinalizer)
 	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, m))
 }
@@ -293,6 +344,14 @@ func (r *MemberReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.MaxConcurrentReconciles == 0 {
 		r.MaxConcurrentReconciles = 4
 	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &fleetv1alpha1.Member{}, IndexMemberNode, func(o client.Object) []string {
+		if n := o.(*fleetv1alpha1.Member).Status.NodeName; n != "" {
+			return []string{n}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("indexing members by node: %w", err)
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		// This controller's own status writes are not a reason to look at
 		// herdr again.
@@ -303,6 +362,8 @@ func (r *MemberReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			deletionStarted,
 		))).
 		Owns(&corev1.Secret{}).
+		Owns(&corev1.Pod{}).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.membersOnNode), builder.WithPredicates(nodeReadinessChanged)).
 		Watches(&fleetv1alpha1.Profile{}, handler.EnqueueRequestsFromMapFunc(r.membersOfProfile)).
 		WatchesRawSource(r.PaneWatch.Source())
 	if r.Screens != nil {
@@ -317,6 +378,40 @@ func (r *MemberReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // deletionStarted passes the update that marks an object for deletion.
 var deletionStarted = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+}}
+
+// IndexMemberNode indexes Members by the node their Pod runs on.
+const IndexMemberNode = "status.nodeName"
+
+// membersOnNode asks for a look at the Members whose Pods run on a node
+// whose readiness changed: a lost node's members come back elsewhere.
+func (r *MemberReconciler) membersOnNode(ctx context.Context, o client.Object) []reconcile.Request {
+	var members fleetv1alpha1.MemberList
+	if err := r.Client.List(ctx, &members, client.MatchingFields{IndexMemberNode: o.GetName()}); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(members.Items))
+	for i := range members.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&members.Items[i])})
+	}
+	return reqs
+}
+
+// nodeReadinessChanged passes a node's creation, deletion, and the updates
+// that change whether it is Ready.
+var nodeReadinessChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	old, okOld := e.ObjectOld.(*corev1.Node)
+	cur, okNew := e.ObjectNew.(*corev1.Node)
+	if !okOld || !okNew {
+		return true
+	}
+	readyOf := func(n *corev1.Node) corev1.ConditionStatus {
+		if c := nodeReady(n); c != nil {
+			return c.Status
+		}
+		return ""
+	}
+	return readyOf(old) != readyOf(cur)
 }}
 
 func (r *MemberReconciler) membersOfProfile(ctx context.Context, o client.Object) []reconcile.Request {

@@ -13,7 +13,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/fleetd/fleetd/agents"
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/herdr"
 )
@@ -68,8 +67,8 @@ func (r *MemberReconciler) reconcilePane(ctx, hctx context.Context, s *memberSco
 		return r.recreate(hctx, s, launch, why)
 	}
 	s.facts.observed = &obs
-	r.PaneWatch.Track(key, m.Status.PaneID)
-	r.Screens.Watch(key, m.Status.PaneID, m.Status.AgentKind)
+	r.PaneWatch.Track(key, m.Status.PaneID, s.panes)
+	r.Screens.Watch(key, m.Status.PaneID, m.Status.AgentKind, s.panes)
 	observeAgent(&m.Status, obs.Agent, s.sawWorking, s.now)
 	r.observeHooks(ctx, s)
 	switch judgeAgent(obs.Agent, m.Status.AgentStatus) {
@@ -161,7 +160,7 @@ func clearPane(m *fleetv1alpha1.Member) {
 func (r *MemberReconciler) createPane(ctx context.Context, s *memberScope, l Launch) (ctrl.Result, error) {
 	m := s.member
 	if l.AgentKind != "" {
-		if err := agents.Install(l.Files, l.WorkingDir); err != nil {
+		if err := s.files.Install(ctx, r.home(m).Dir, l.WorkingDir, l.Files); err != nil {
 			return ctrl.Result{}, fmt.Errorf("writing the agent's configuration: %w", err)
 		}
 	}
@@ -205,7 +204,7 @@ func (r *MemberReconciler) createPane(ctx context.Context, s *memberScope, l Lau
 	s.facts.started = &startedPane{paneID: ws.RootPane.PaneID, workspaceID: ws.Workspace.WorkspaceID}
 	observeAgent(&m.Status, nil, false, s.now)
 	s.event(corev1.EventTypeNormal, fleetv1alpha1.ReasonPaneCreated, "Started the agent in pane %s", ws.RootPane.PaneID)
-	r.PaneWatch.Track(client.ObjectKeyFromObject(m), ws.RootPane.PaneID)
+	r.PaneWatch.Track(client.ObjectKeyFromObject(m), ws.RootPane.PaneID, s.panes)
 	return ctrl.Result{RequeueAfter: agentStartTimeout + time.Second}, nil
 }
 

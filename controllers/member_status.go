@@ -189,14 +189,22 @@ type memberFacts struct {
 	herdr *herdrReach
 	// deleting says the Member is being deleted.
 	deleting bool
+	// pod is a pod member's Pod that is not up yet; nil when it is up, or
+	// the member runs on the shared pane server.
+	pod *podStart
+	// podScheduled says a pod member's Pod runs on a node.
+	podScheduled bool
 }
 
-// paneWait is a lost pane that is recreated once the restart backoff ends.
+// paneWait is a lost pane (or Pod) that is recreated once the restart
+// backoff ends.
 type paneWait struct {
 	// why the pane was judged lost.
 	why string
 	// left is how long the backoff still holds.
 	left time.Duration
+	// reason is AgentReady's reason meanwhile: PaneLost, or PodLost.
+	reason string
 }
 
 // startedPane is where an agent was started.
@@ -235,13 +243,27 @@ func setConditions(st *fleetv1alpha1.MemberStatus, generation int64, f memberFac
 	}
 	if w := f.waiting; w != nil {
 		set(fleetv1alpha1.ConditionPaneReady, metav1.ConditionFalse, fleetv1alpha1.ReasonBackoff, fmt.Sprintf("%s; recreating in %s", w.why, w.left.Round(time.Second)))
-		set(fleetv1alpha1.ConditionAgentReady, metav1.ConditionFalse, fleetv1alpha1.ReasonPaneLost, w.why)
+		set(fleetv1alpha1.ConditionAgentReady, metav1.ConditionFalse, cmp.Or(w.reason, fleetv1alpha1.ReasonPaneLost), w.why)
 	}
 	if f.recreated {
 		// A new pane starts afresh, or it would inherit the old one's
 		// readiness and its start time.
 		meta.RemoveStatusCondition(&st.Conditions, fleetv1alpha1.ConditionPaneReady)
 		meta.RemoveStatusCondition(&st.Conditions, fleetv1alpha1.ConditionAgentReady)
+	}
+	if p := f.pod; p != nil {
+		if p.unschedulable != "" {
+			set(fleetv1alpha1.ConditionPodScheduled, metav1.ConditionFalse, fleetv1alpha1.ReasonUnschedulable, p.unschedulable)
+			set(fleetv1alpha1.ConditionPaneReady, metav1.ConditionFalse, fleetv1alpha1.ReasonUnschedulable, "no node fits the member's pod: "+p.unschedulable)
+		} else {
+			if st.NodeName != "" {
+				set(fleetv1alpha1.ConditionPodScheduled, metav1.ConditionTrue, fleetv1alpha1.ReasonPodScheduled, "pod "+st.PodName+" runs on node "+st.NodeName)
+			}
+			set(fleetv1alpha1.ConditionPaneReady, metav1.ConditionFalse, fleetv1alpha1.ReasonPodStarting, "pod "+st.PodName+": "+p.waiting)
+		}
+	}
+	if f.podScheduled {
+		set(fleetv1alpha1.ConditionPodScheduled, metav1.ConditionTrue, fleetv1alpha1.ReasonPodScheduled, "pod "+st.PodName+" runs on node "+st.NodeName)
 	}
 	if f.startRefused != "" {
 		set(fleetv1alpha1.ConditionPaneReady, metav1.ConditionFalse, fleetv1alpha1.ReasonAgentStartFailed, f.startRefused)

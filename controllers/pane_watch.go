@@ -16,18 +16,21 @@ import (
 )
 
 // PaneWatch is the one subscription manager between herdr and the Member
-// controller. It follows herdr's lifecycle events and each tracked pane's
-// agent status changes, and turns them into reconcile requests for the
-// Members they concern, through a channel source. The streams reconnect and
-// resync on their own; every resync requests a reconcile, so nothing that
-// happened while herdr was away goes unnoticed.
+// controller. It follows the shared pane server's lifecycle events and
+// each tracked pane's agent status changes, on whichever pane host the pane
+// lives (the shared one, or a pod member's own), and turns them into
+// reconcile requests for the Members they concern, through a channel
+// source. The streams reconnect and resync on their own; every resync
+// requests a reconcile, so nothing that happened while herdr was away goes
+// unnoticed.
 type PaneWatch struct {
+	// panes is the shared pane server; nil when fleetd has none.
 	panes    Panes
 	requests chan event.TypedGenericEvent[client.Object]
 
 	mu      sync.Mutex
 	ctx     context.Context
-	byPane  map[string]types.NamespacedName
+	byPane  map[paneRef]types.NamespacedName
 	tracked map[types.NamespacedName]*paneStream
 	// sawWorking holds the Members herdr reported working or blocked
 	// since their last look (TakeSawWorking), and those whose pane went
@@ -35,8 +38,12 @@ type PaneWatch struct {
 	sawWorking map[types.NamespacedName]bool
 }
 
+// paneRef names a pane on a pane host: pane ids are only unique per host.
+type paneRef struct{ host, paneID string }
+
 type paneStream struct {
 	paneID string
+	panes  Panes
 	cancel context.CancelFunc
 	// ended is closed once herdr ended the stream: it rejects a
 	// subscription to a pane it does not have, which is what a reconnect
@@ -64,7 +71,7 @@ func NewPaneWatch(panes Panes) *PaneWatch {
 	return &PaneWatch{
 		panes:      panes,
 		requests:   make(chan event.TypedGenericEvent[client.Object], 1024),
-		byPane:     map[string]types.NamespacedName{},
+		byPane:     map[paneRef]types.NamespacedName{},
 		tracked:    map[types.NamespacedName]*paneStream{},
 		sawWorking: map[types.NamespacedName]bool{},
 	}
@@ -88,6 +95,12 @@ func (p *PaneWatch) Start(ctx context.Context) error {
 	}
 	p.mu.Unlock()
 
+	if p.panes == nil {
+		// No shared pane server: only pod members' panes, whose streams
+		// and Pods tell the controller what happens.
+		<-ctx.Done()
+		return nil
+	}
 	go p.probe(ctx)
 	stream := p.panes.Subscribe(ctx, []herdr.Subscription{
 		herdr.Lifecycle(herdr.SubscribePaneClosed),
@@ -100,7 +113,7 @@ func (p *PaneWatch) Start(ctx context.Context) error {
 			p.requestAll(ctx)
 			continue
 		}
-		p.requestPane(ctx, ev.Data.PaneID, ev.Data.WorkspaceID)
+		p.requestPane(ctx, paneRef{socketOf(p.panes), ev.Data.PaneID}, ev.Data.WorkspaceID)
 	}
 	if err := stream.Err(); err != nil && ctx.Err() == nil {
 		return err
@@ -135,21 +148,22 @@ func (p *PaneWatch) probe(ctx context.Context) {
 	}
 }
 
-// Track follows the agent status of key's pane. A new pane id replaces the
-// stream of the old one, and a stream herdr ended is started again: herdr
-// reuses pane ids after a restart, so the same id may name a new pane.
-func (p *PaneWatch) Track(key types.NamespacedName, paneID string) {
+// Track follows the agent status of key's pane on the pane host panes. A
+// new pane id or host replaces the stream of the old one, and a stream
+// herdr ended is started again: herdr reuses pane ids after a restart, so
+// the same id may name a new pane.
+func (p *PaneWatch) Track(key types.NamespacedName, paneID string, panes Panes) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s, ok := p.tracked[key]; ok {
-		if s.paneID == paneID && s.running() {
+		if s.paneID == paneID && s.panes == panes && s.running() {
 			return
 		}
 		p.stopLocked(key, s)
 	}
-	s := &paneStream{paneID: paneID}
+	s := &paneStream{paneID: paneID, panes: panes}
 	p.tracked[key] = s
-	p.byPane[paneID] = key
+	p.byPane[paneRef{socketOf(panes), paneID}] = key
 	if p.ctx != nil {
 		p.startLocked(key, s)
 	}
@@ -188,7 +202,7 @@ func (p *PaneWatch) Forget(key types.NamespacedName) {
 func (p *PaneWatch) startLocked(key types.NamespacedName, s *paneStream) {
 	ctx, cancel := context.WithCancel(p.ctx)
 	s.cancel, s.ended = cancel, make(chan struct{})
-	stream := p.panes.Subscribe(ctx, []herdr.Subscription{herdr.PaneAgentStatusChanged(s.paneID)})
+	stream := s.panes.Subscribe(ctx, []herdr.Subscription{herdr.PaneAgentStatusChanged(s.paneID)})
 	go func() {
 		defer stream.Close()
 		for ev := range stream.Events() {
@@ -211,16 +225,17 @@ func (p *PaneWatch) stopLocked(key types.NamespacedName, s *paneStream) {
 		s.cancel()
 	}
 	delete(p.tracked, key)
-	if p.byPane[s.paneID] == key {
-		delete(p.byPane, s.paneID)
+	ref := paneRef{socketOf(s.panes), s.paneID}
+	if p.byPane[ref] == key {
+		delete(p.byPane, ref)
 	}
 }
 
-func (p *PaneWatch) requestPane(ctx context.Context, paneID, workspaceID string) {
+func (p *PaneWatch) requestPane(ctx context.Context, ref paneRef, workspaceID string) {
 	p.mu.Lock()
-	key, ok := p.byPane[paneID]
+	key, ok := p.byPane[ref]
 	var keys []types.NamespacedName
-	if !ok && paneID == "" && workspaceID != "" {
+	if !ok && ref.paneID == "" && workspaceID != "" {
 		// A closed workspace names no pane: look at everyone tracked in it.
 		for k := range p.tracked {
 			keys = append(keys, k)

@@ -57,7 +57,7 @@ func TestPaneWatchFollowsAPaneIDReusedAfterAHerdrRestart(t *testing.T) {
 	}
 
 	pane := newPane()
-	pw.Track(key, pane)
+	pw.Track(key, pane, c)
 	drain()
 	report(pane, herdr.AgentStateWorking)
 	if !requested(5 * time.Second) {
@@ -75,7 +75,7 @@ func TestPaneWatchFollowsAPaneIDReusedAfterAHerdrRestart(t *testing.T) {
 	if again != pane {
 		t.Fatalf("the restarted herdr gave the new pane id %s, not %s; the case needs a reused id", again, pane)
 	}
-	pw.Track(key, again)
+	pw.Track(key, again, c)
 	drain()
 	report(again, herdr.AgentStateIdle)
 	if !requested(5 * time.Second) {

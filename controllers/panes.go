@@ -2,8 +2,14 @@ package controllers
 
 import (
 	"context"
+	"fmt"
 
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/fleetd/fleetd/agents"
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/herdr"
+	"github.com/fleetd/fleetd/panehost"
 )
 
 // Panes is what the controllers need of herdr. *herdr.Client satisfies it.
@@ -23,3 +29,61 @@ type Panes interface {
 }
 
 var _ Panes = (*herdr.Client)(nil)
+
+// PaneHosts says which pane host a Member's panes live on: the shared pane
+// server beside fleetd, or the pane host of the Member's own Pod. The
+// controllers do everything else the same on either.
+type PaneHosts interface {
+	For(m *fleetv1alpha1.Member) (Panes, error)
+	// Forget drops what is kept to reach a Member that is gone.
+	Forget(uid types.UID)
+}
+
+// AgentFiles is where a known agent's configuration is written before it
+// starts, and its hooks' record read: beside fleetd (a pane server that
+// shares fleetd's filesystem), or through the pane host where the agent
+// runs.
+type AgentFiles interface {
+	Install(ctx context.Context, dir, workingDir string, files []agents.File) error
+	Observe(ctx context.Context, kind fleetv1alpha1.AgentKind, dir string) (panehost.Observation, error)
+}
+
+var (
+	_ AgentFiles = panehost.Local{}
+	_ AgentFiles = panehost.Remote{}
+)
+
+// sharedOnly is the PaneHosts of a fleetd with one pane server and no pod
+// members.
+type sharedOnly struct{ panes Panes }
+
+func (sharedOnly) Forget(types.UID) {}
+
+func (s sharedOnly) For(m *fleetv1alpha1.Member) (Panes, error) {
+	if m.Status.Runtime == fleetv1alpha1.RuntimePod {
+		return nil, fmt.Errorf("%w: member %s runs in a pod, and this fleetd runs no pod members", panehost.ErrNoPaneHost, m.Name)
+	}
+	return s.panes, nil
+}
+
+// routedHosts is panehost.Hosts as PaneHosts.
+type routedHosts struct{ hosts *panehost.Hosts }
+
+func (h routedHosts) Forget(uid types.UID) { h.hosts.Forget(uid) }
+
+func (h routedHosts) For(m *fleetv1alpha1.Member) (Panes, error) {
+	c, err := h.hosts.For(m)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// NewPaneHosts routes Members to the shared pane server (nil when there is
+// none) or, with hosts, to their Pods' pane hosts.
+func NewPaneHosts(shared Panes, hosts *panehost.Hosts) PaneHosts {
+	if hosts == nil {
+		return sharedOnly{shared}
+	}
+	return routedHosts{hosts}
+}

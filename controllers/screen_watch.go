@@ -29,7 +29,6 @@ const DefaultScreenInterval = 500 * time.Millisecond
 // refuses prompts into a blocked agent) and the Member agree. A change of
 // dialog asks for a reconcile of its Member, which shows the text.
 type ScreenWatch struct {
-	panes     Panes
 	detectors map[string]*detect.Detector
 	interval  time.Duration
 	clock     clock.PassiveClock
@@ -42,18 +41,20 @@ type ScreenWatch struct {
 
 type watchedScreen struct {
 	paneID string
-	kind   string
-	track  screenTrack
+	// panes is the pane host the pane lives on.
+	panes Panes
+	kind  string
+	track screenTrack
 }
 
 // NewScreenWatch returns a ScreenWatch for the agents detectors has rules
 // for. Add it to the manager and hand Source to the Member controller.
-func NewScreenWatch(panes Panes, detectors map[string]*detect.Detector, interval time.Duration, c clock.PassiveClock) *ScreenWatch {
+func NewScreenWatch(detectors map[string]*detect.Detector, interval time.Duration, c clock.PassiveClock) *ScreenWatch {
 	if interval <= 0 {
 		interval = DefaultScreenInterval
 	}
 	return &ScreenWatch{
-		panes: panes, detectors: detectors, interval: interval, clock: c,
+		detectors: detectors, interval: interval, clock: c,
 		requests: make(chan event.TypedGenericEvent[client.Object], 1024),
 		watched:  map[types.NamespacedName]*watchedScreen{},
 	}
@@ -72,17 +73,18 @@ func (w *ScreenWatch) Watches(kind fleetv1alpha1.AgentKind) bool {
 	return w != nil && w.detectors[string(kind)] != nil
 }
 
-// Watch reads key's pane from now on; a new pane id starts afresh.
-func (w *ScreenWatch) Watch(key types.NamespacedName, paneID string, kind fleetv1alpha1.AgentKind) {
+// Watch reads key's pane on the pane host panes from now on; a new pane id
+// or host starts afresh.
+func (w *ScreenWatch) Watch(key types.NamespacedName, paneID string, kind fleetv1alpha1.AgentKind, panes Panes) {
 	if !w.Watches(kind) {
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if s, ok := w.watched[key]; ok && s.paneID == paneID {
+	if s, ok := w.watched[key]; ok && s.paneID == paneID && s.panes == panes {
 		return
 	}
-	w.watched[key] = &watchedScreen{paneID: paneID, kind: string(kind)}
+	w.watched[key] = &watchedScreen{paneID: paneID, panes: panes, kind: string(kind)}
 }
 
 // Forget stops reading key's pane.
@@ -139,16 +141,16 @@ func (w *ScreenWatch) look(ctx context.Context, key types.NamespacedName) {
 		w.mu.Unlock()
 		return
 	}
-	paneID, kind, track := s.paneID, s.kind, s.track
+	paneID, kind, track, panes := s.paneID, s.kind, s.track, s.panes
 	w.mu.Unlock()
 
 	hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
 	defer cancel()
-	info, err := w.panes.AgentGet(hctx, paneID)
+	info, err := panes.AgentGet(hctx, paneID)
 	if err != nil {
 		return
 	}
-	read, err := w.panes.PaneRead(hctx, herdr.ReadParams{PaneID: paneID, Source: herdr.ReadSourceDetection})
+	read, err := panes.PaneRead(hctx, herdr.ReadParams{PaneID: paneID, Source: herdr.ReadSourceDetection})
 	if err != nil {
 		return
 	}
@@ -175,7 +177,7 @@ func (w *ScreenWatch) look(ctx context.Context, key types.NamespacedName) {
 		if report.message != "" {
 			p.Message = &report.message
 		}
-		if err := w.panes.PaneReportAgent(hctx, p); err != nil {
+		if err := panes.PaneReportAgent(hctx, p); err != nil {
 			w.log.Error(err, "Reporting what the screen shows", "member", key, "state", report.state)
 		} else {
 			w.log.V(1).Info("The screen overruled herdr's status", "member", key, "state", report.state, "rule", verdict.Rule)

@@ -10,14 +10,26 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/delegation"
 	"github.com/fleetd/fleetd/herdr/detect"
+	"github.com/fleetd/fleetd/panehost"
 )
 
 // Config wires fleetd's controllers to herdr and the gateway.
 type Config struct {
-	// Panes is herdr.
+	// Panes is the shared pane server: herdr, or fleetd's own, beside
+	// fleetd.
 	Panes Panes
+	// PaneHosts routes pod members to their Pods' pane hosts; nil runs no
+	// pod members.
+	PaneHosts *panehost.Hosts
+	// CA mints pod members' pane host credentials (with PaneHosts).
+	CA *panehost.CA
+	// DefaultRuntime is where Members that do not say run (Shared if
+	// empty); Pods is how pod members run.
+	DefaultRuntime fleetv1alpha1.Runtime
+	Pods           PodSettings
 	// MCPURL is the gateway's MCP endpoint as panes reach it.
 	MCPURL string
 	// Policy tunes the injector (delegation.DefaultPolicy if zero).
@@ -77,11 +89,16 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	screens := NewScreenWatch(cfg.Panes, detectors, cfg.ScreenInterval, cfg.Clock)
+	screens := NewScreenWatch(detectors, cfg.ScreenInterval, cfg.Clock)
 	if err := mgr.Add(screens); err != nil {
 		return fmt.Errorf("adding the screen watch: %w", err)
 	}
+	hosts := NewPaneHosts(cfg.Panes, cfg.PaneHosts)
 	members := &MemberReconciler{
+		Hosts:                   hosts,
+		DefaultRuntime:          cfg.DefaultRuntime,
+		Pods:                    cfg.Pods,
+		CA:                      cfg.CA,
 		Client:                  mgr.GetClient(),
 		Reader:                  mgr.GetAPIReader(),
 		Panes:                   cfg.Panes,
@@ -98,6 +115,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		return fmt.Errorf("setting up the member controller: %w", err)
 	}
 	delegations := &DelegationReconciler{
+		Hosts:                   hosts,
 		Client:                  mgr.GetClient(),
 		Reader:                  mgr.GetAPIReader(),
 		Panes:                   cfg.Panes,

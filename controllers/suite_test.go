@@ -11,11 +11,8 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -28,6 +25,7 @@ import (
 	"github.com/fleetd/fleetd/delegation"
 	"github.com/fleetd/fleetd/herdr"
 	"github.com/fleetd/fleetd/herdr/paneserver"
+	"github.com/fleetd/fleetd/internal/fleetcache"
 	"github.com/fleetd/fleetd/internal/testenv"
 	"github.com/fleetd/fleetd/internal/testutil"
 )
@@ -130,32 +128,17 @@ func startManager(t testing.TB, cfg *rest.Config, ns, socket string, members boo
 // startManagerOn runs the controllers against panes.
 func startManagerOn(t testing.TB, cfg *rest.Config, ns string, panes Panes, members bool, tune ...func(*delegation.Policy)) *controllerRun {
 	t.Helper()
-	memberSecrets, _ := labels.NewRequirement(fleetv1alpha1.LabelMember, selection.Exists, nil)
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:  env.Scheme,
-		Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache: cache.Options{
-			DefaultNamespaces: map[string]cache.Config{ns: {}},
-			ByObject: map[client.Object]cache.ByObject{
-				&corev1.Secret{}: {Label: labels.NewSelector().Add(*memberSecrets)},
-			},
-		},
-		Controller: config.Controller{SkipNameValidation: ptrTo(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
 	policy := delegation.DefaultPolicy
 	for _, f := range tune {
 		f(&policy)
 	}
-	if members {
-		err = SetupWithManager(ctx, mgr, Config{
-			Panes: panes, MCPURL: "http://127.0.0.1:1/mcp", Policy: policy,
-			AgentDir: t.TempDir(), HookCommand: []string{"/bin/true"}, ScreenInterval: 100 * time.Millisecond,
-		})
-	} else {
+	return runManager(t, cfg, ns, func(ctx context.Context, mgr ctrl.Manager) error {
+		if members {
+			return SetupWithManager(ctx, mgr, Config{
+				Panes: panes, MCPURL: "http://127.0.0.1:1/mcp", Policy: policy,
+				AgentDir: t.TempDir(), HookCommand: []string{"/bin/true"}, ScreenInterval: 100 * time.Millisecond,
+			})
+		}
 		d := &DelegationReconciler{
 			Client:   mgr.GetClient(),
 			Panes:    panes,
@@ -163,9 +146,27 @@ func startManagerOn(t testing.TB, cfg *rest.Config, ns string, panes Panes, memb
 			Clock:    clock.RealClock{},
 			Policy:   policy,
 		}
-		err = d.SetupWithManager(ctx, mgr)
-	}
+		return d.SetupWithManager(ctx, mgr)
+	})
+}
+
+// runManager runs a manager with fleetd's cache options for namespace ns,
+// set up by setup, until the test ends.
+func runManager(t testing.TB, cfg *rest.Config, ns string, setup func(context.Context, ctrl.Manager) error) *controllerRun {
+	t.Helper()
+	cacheOpts := fleetcache.Options()
+	cacheOpts.DefaultNamespaces = map[string]cache.Config{ns: {}}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:     env.Scheme,
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Cache:      cacheOpts,
+		Controller: config.Controller{SkipNameValidation: ptrTo(true)},
+	})
 	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := setup(ctx, mgr); err != nil {
 		cancel()
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/gateway/identity"
 	"github.com/fleetd/fleetd/gateway/toolerr"
 	"github.com/fleetd/fleetd/herdr"
@@ -28,7 +29,7 @@ func (g *Gateway) bridgeRead(ctx context.Context, c *call, in ReadInput) (*ReadO
 	if err := g.allow(ctx, c.who, identity.GetMembers); err != nil {
 		return nil, err
 	}
-	if g.opts.Panes == nil {
+	if g.opts.Panes == nil && g.opts.PaneHosts == nil {
 		return nil, toolerr.New(toolerr.FeatureDisabled, "this gateway has no herdr connection to read terminals with")
 	}
 	source := herdr.ReadSource(in.Source)
@@ -64,7 +65,11 @@ func (g *Gateway) bridgeRead(ctx context.Context, c *call, in ReadInput) (*ReadO
 	if source != herdr.ReadSourceVisible {
 		params.Lines = &lines
 	}
-	read, err := g.opts.Panes.PaneRead(ctx, params)
+	panes, err := g.panesOf(m)
+	if err != nil {
+		return nil, toolerr.New(toolerr.WorkerGone, "member %s's pane host cannot be reached: %v", m.Name, err)
+	}
+	read, err := panes.PaneRead(ctx, params)
 	if errors.Is(err, herdr.ErrNotFound) {
 		return nil, toolerr.New(toolerr.WorkerGone, "member %s's pane %s is gone", m.Name, m.Status.PaneID)
 	}
@@ -75,4 +80,15 @@ func (g *Gateway) bridgeRead(ctx context.Context, c *call, in ReadInput) (*ReadO
 	truncated := len(text) > maxReadBytes
 	text = textcut.Tail(text, maxReadBytes)
 	return &ReadOutput{Member: m.Name, PaneID: m.Status.PaneID, Source: string(source), Text: text, Truncated: truncated}, nil
+}
+
+// panesOf is where member m's terminal is read.
+func (g *Gateway) panesOf(m *fleetv1alpha1.Member) (PaneReader, error) {
+	if g.opts.PaneHosts != nil {
+		return g.opts.PaneHosts.For(m)
+	}
+	if g.opts.Panes == nil {
+		return nil, errors.New("this gateway has no herdr connection")
+	}
+	return g.opts.Panes, nil
 }

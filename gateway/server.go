@@ -40,6 +40,9 @@ import (
 // +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=profiles,verbs=get;list;watch
 // The static-token Secret is read from a cache of its own, limited to it.
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// Members' Pods are read to tell a replaced member Pod's token from a
+// primary's.
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
@@ -79,9 +82,25 @@ type Options struct {
 	// BodyReadTimeout bounds how long a request may take to send its body.
 	// Default 30s.
 	BodyReadTimeout time.Duration
-	// Panes reads members' terminals (bridge_read); nil switches that off.
+	// Panes reads members' terminals (bridge_read) on the shared pane
+	// server; nil switches that off.
 	Panes PaneReader
+	// PaneHosts, when set, says where each member's terminal is: the
+	// shared pane server, or its Pod's pane host.
+	PaneHosts PaneHosts
 }
+
+// PaneHosts says which pane host a member's panes live on.
+// *panehost.Hosts satisfies it with PaneHostsFunc.
+type PaneHosts interface {
+	For(m *fleetv1alpha1.Member) (PaneReader, error)
+}
+
+// PaneHostsFunc makes a func a PaneHosts.
+type PaneHostsFunc func(m *fleetv1alpha1.Member) (PaneReader, error)
+
+// For implements PaneHosts.
+func (f PaneHostsFunc) For(m *fleetv1alpha1.Member) (PaneReader, error) { return f(m) }
 
 // PaneReader is what the gateway needs of herdr. *herdr.Client satisfies it.
 type PaneReader interface {
@@ -172,6 +191,7 @@ func New(mgr ctrl.Manager, opts Options) (*Gateway, error) {
 		{&fleetv1alpha1.Delegation{}, indexReceiverState, indexReceiverStateFunc},
 		{&fleetv1alpha1.Delegation{}, indexSenderState, indexSenderStateFunc},
 		{&fleetv1alpha1.Member{}, identity.IndexMemberTokenHash, identity.IndexMemberToken},
+		{&fleetv1alpha1.Member{}, identity.IndexMemberPodUID, identity.IndexMemberPod},
 	} {
 		if err := idx.IndexField(ctx, ix.obj, ix.field, ix.fn); err != nil {
 			return nil, fmt.Errorf("indexing %T by %s: %w", ix.obj, ix.field, err)

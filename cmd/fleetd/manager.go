@@ -5,23 +5,28 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/controllers"
 	"github.com/fleetd/fleetd/delegation"
 	"github.com/fleetd/fleetd/gateway"
 	"github.com/fleetd/fleetd/herdr"
 	"github.com/fleetd/fleetd/internal/fleetcache"
 	"github.com/fleetd/fleetd/internal/scheme"
+	"github.com/fleetd/fleetd/panehost"
 )
 
 // options are fleetd's settings.
@@ -56,6 +61,14 @@ type options struct {
 	hookCommand     string
 	screenManifests string
 	screenInterval  time.Duration
+
+	defaultRuntime string
+	workerImage    string
+	toolsImage     string
+	podPullPolicy  string
+	podGatewayURL  string
+	paneHostCA     string
+	paneHostPort   int
 }
 
 func (o *options) bind(fs *flag.FlagSet) {
@@ -87,6 +100,26 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.screenManifests, "screen-manifests", "", "Directory of screen manifests (<agent>.toml, herdr's format) that replace fleetd's built-in rules for reading agents' screens.")
 	fs.DurationVar(&o.screenInterval, "screen-interval", controllers.DefaultScreenInterval, "How often the screens of agents fleetd has screen rules for are read.")
 	fs.IntVar(&o.queueParallel, "delegation-concurrency", 16, "Member queues the injector works on in parallel (each delivery holds a worker for herdr's 300 ms prompt delay).")
+	fs.StringVar(&o.defaultRuntime, "default-runtime", string(fleetv1alpha1.RuntimeShared), "Where Members run that do not say (neither they nor their Profile set runtime): Shared (panes of the pane server beside fleetd) or Pod (a Pod of their own each).")
+	fs.StringVar(&o.workerImage, "worker-image", "fleetd-worker:dev", "The image a pod member's agent runs in unless its pod names one: the agent CLIs with node, git and a shell.")
+	fs.StringVar(&o.toolsImage, "tools-image", "fleetd:dev", "fleetd's own image, whose binaries (the pane host, the hook command) an init container brings into every member Pod.")
+	fs.StringVar(&o.podPullPolicy, "member-image-pull-policy", string(corev1.PullIfNotPresent), "Pull policy of the worker and tools images in member Pods.")
+	fs.StringVar(&o.podGatewayURL, "pod-gateway-url", "", "The gateway's base URL as member Pods reach it (default: --gateway-url without its path).")
+	fs.StringVar(&o.paneHostCA, "pane-host-ca", "", "namespace/name of the Secret with the CA that mints member Pods' pane host credentials; made on first start. Empty runs no pod members.")
+	fs.IntVar(&o.paneHostPort, "pane-host-port", panehost.DefaultPort, "The TLS port of member Pods' pane hosts.")
+}
+
+// podGateway is the gateway's base URL as member Pods reach it.
+func (o *options) podGateway() string {
+	if o.podGatewayURL != "" {
+		return o.podGatewayURL
+	}
+	u, err := url.Parse(o.mcpURL())
+	if err != nil {
+		return o.mcpURL()
+	}
+	u.Path, u.RawQuery = "", ""
+	return u.String()
 }
 
 func (o *options) mcpURL() string {
@@ -175,6 +208,30 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 			return fmt.Errorf("finding herdr's socket: %w", err)
 		}
 	}
+	runtime := fleetv1alpha1.Runtime(o.defaultRuntime)
+	if runtime != fleetv1alpha1.RuntimeShared && runtime != fleetv1alpha1.RuntimePod {
+		return fmt.Errorf("--default-runtime=%q: want %s or %s", o.defaultRuntime, fleetv1alpha1.RuntimeShared, fleetv1alpha1.RuntimePod)
+	}
+	shared := herdr.NewClient(socket)
+	var ca *panehost.CA
+	var hosts *panehost.Hosts
+	if o.paneHostCA != "" {
+		ns, name, ok := strings.Cut(o.paneHostCA, "/")
+		if !ok || ns == "" || name == "" {
+			return fmt.Errorf("--pane-host-ca=%q: want namespace/name", o.paneHostCA)
+		}
+		writer, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme()})
+		if err != nil {
+			return err
+		}
+		if ca, err = panehost.LoadCA(ctx, mgr.GetAPIReader(), writer, types.NamespacedName{Namespace: ns, Name: name}); err != nil {
+			return err
+		}
+		hosts = panehost.NewHosts(shared, ca)
+		hosts.Port = o.paneHostPort
+	} else if runtime == fleetv1alpha1.RuntimePod {
+		return fmt.Errorf("--default-runtime=Pod needs --pane-host-ca")
+	}
 	if o.controllers {
 		hookCommand, err := o.hookArgv()
 		if err != nil {
@@ -184,7 +241,17 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 		policy.MaxHops = int32(o.maxHops)
 		policy.Retention = o.retention
 		if err := controllers.SetupWithManager(ctx, mgr, controllers.Config{
-			Panes:             herdr.NewClient(socket),
+			Panes:          shared,
+			PaneHosts:      hosts,
+			CA:             ca,
+			DefaultRuntime: runtime,
+			Pods: controllers.PodSettings{
+				WorkerImage: o.workerImage,
+				ToolsImage:  o.toolsImage,
+				PullPolicy:  corev1.PullPolicy(o.podPullPolicy),
+				GatewayURL:  o.podGateway(),
+				Port:        o.paneHostPort,
+			},
 			MCPURL:            o.mcpURL(),
 			Policy:            policy,
 			MemberConcurrency: o.memberParallel,
@@ -209,7 +276,16 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 			},
 			TeamPolicy: o.teamPolicy,
 			// bridge_read reads members' terminals through herdr.
-			Panes: herdr.NewClient(socket),
+			Panes: shared,
+		}
+		if hosts != nil {
+			gopts.PaneHosts = gateway.PaneHostsFunc(func(m *fleetv1alpha1.Member) (gateway.PaneReader, error) {
+				c, err := hosts.For(m)
+				if err != nil {
+					return nil, err
+				}
+				return c, nil
+			})
 		}
 		if o.staticTokens != "" {
 			ns, name, ok := strings.Cut(o.staticTokens, "/")

@@ -1,0 +1,539 @@
+package controllers
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/panehost"
+)
+
+// The Pod of a pod member: its credentials, its workspace claim and the Pod
+// itself, replaced with backoff when it is lost. Once its pane host answers,
+// the pane's lifecycle (member_pane.go) runs against it as against the
+// shared pane server.
+
+// PodSettings are how fleetd runs pod members.
+type PodSettings struct {
+	// WorkerImage runs the agent unless the Member's pod names an image.
+	WorkerImage string
+	// ToolsImage is fleetd's own image: an init container brings its
+	// binaries (the pane host, `fleetd hook`) into every member Pod, so
+	// any image with the agent's CLI and a shell works.
+	ToolsImage string
+	// PullPolicy is the pull policy of those two images.
+	PullPolicy corev1.PullPolicy
+	// GatewayURL is the gateway's base URL as pods reach it, such as
+	// http://fleetd-gateway.fleetd-system.svc:8080.
+	GatewayURL string
+	// Port is the pane host's TLS port; panehost.DefaultPort if zero.
+	Port int
+}
+
+// Where things are inside a member Pod.
+const (
+	podToolsDir      = "/fleetd-tools"
+	podWorkspace     = "/workspace"
+	podAgentRoot     = "/workspace/.fleetd"
+	podAgentDir      = "/workspace/.fleetd/agent"
+	podTLSDir        = "/etc/fleetd/pane-host"
+	podTokenDir      = "/var/run/secrets/fleetd"
+	podSocketDir     = "/run/herdr"
+	podGatewayListen = "127.0.0.1:8766"
+	// podMCPURL is where the agent mounts the gateway: the pane host's
+	// forwarder, which adds the Pod's token.
+	podMCPURL = "http://" + podGatewayListen + "/mcp"
+	// podUser is the Pod's default user, the agent user of fleetd's images.
+	podUser = 65532
+	// podTokenSeconds is the lifetime of the Pod's projected token; the
+	// kubelet rotates it at 80%.
+	podTokenSeconds = 3600
+	// agentContainer is the container of the pane host and the agent.
+	agentContainer = "agent"
+)
+
+// PaneHostSecretName is the Secret with a pod member's pane host
+// credentials.
+func PaneHostSecretName(member string) string { return member + "-fleetd-pane-host" }
+
+// WorkspaceClaimName is a pod member's workspace claim.
+func WorkspaceClaimName(member string) string { return member + "-workspace" }
+
+// podHookCommand runs `fleetd hook` in a member Pod.
+var podHookCommand = []string{podToolsDir + "/fleetd", "hook"}
+
+// runtimeOf is where m runs: what its status says once it started, else
+// what its spec (or Profile) asks, else fleetd's default.
+func runtimeOf(m *fleetv1alpha1.Member, w Worker, def fleetv1alpha1.Runtime) fleetv1alpha1.Runtime {
+	return cmp.Or(m.Status.Runtime, w.Runtime, def, fleetv1alpha1.RuntimeShared)
+}
+
+// podVerdict is what to do about a pod member's Pod.
+type podVerdict int
+
+const (
+	// podNone: there is no Pod; make one.
+	podNone podVerdict = iota
+	// podStarting: it is scheduled and its pane host is not up yet.
+	podStarting
+	// podUnschedulable: no node fits it.
+	podUnschedulable
+	// podRunning: its pane host answers.
+	podRunning
+	// podLost: it ended or its node is gone; replace it.
+	podLost
+)
+
+// judgePod decides about a member's Pod (nil when there is none) on its
+// node (nil when unknown), and says why.
+func judgePod(pod *corev1.Pod, node *corev1.Node) (podVerdict, string) {
+	if pod == nil {
+		return podNone, ""
+	}
+	if pod.DeletionTimestamp != nil {
+		return podLost, fmt.Sprintf("pod %s is being deleted", pod.Name)
+	}
+	switch pod.Status.Phase {
+	case corev1.PodFailed, corev1.PodSucceeded:
+		return podLost, fmt.Sprintf("pod %s ended: %s", pod.Name, podEnd(pod))
+	}
+	if node != nil && pod.Spec.NodeName != "" {
+		if c := nodeReady(node); c == nil || c.Status != corev1.ConditionTrue {
+			why := "its Ready condition is missing"
+			if c != nil {
+				why = fmt.Sprintf("Ready is %s: %s", c.Status, cmp.Or(c.Message, c.Reason))
+			}
+			return podLost, fmt.Sprintf("node %s of pod %s is lost (%s)", node.Name, pod.Name, why)
+		}
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return podUnschedulable, c.Message
+		}
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && pod.Status.PodIP != "" {
+			return podRunning, ""
+		}
+	}
+	return podStarting, podWaiting(pod)
+}
+
+// podEnd says how a Pod's agent container ended.
+func podEnd(pod *corev1.Pod) string {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if t := cs.State.Terminated; t != nil && cs.Name == agentContainer {
+			s := fmt.Sprintf("container %s %s (exit code %d)", cs.Name, cmp.Or(t.Reason, "terminated"), t.ExitCode)
+			if t.Message != "" {
+				s += ": " + t.Message
+			}
+			return s
+		}
+	}
+	if pod.Status.Reason != "" {
+		return pod.Status.Reason + ": " + pod.Status.Message
+	}
+	return string(pod.Status.Phase)
+}
+
+// podWaiting says what a starting Pod waits for.
+func podWaiting(pod *corev1.Pod) string {
+	for _, cs := range append(slices.Clone(pod.Status.InitContainerStatuses), pod.Status.ContainerStatuses...) {
+		if w := cs.State.Waiting; w != nil && w.Reason != "" {
+			return fmt.Sprintf("container %s: %s %s", cs.Name, w.Reason, w.Message)
+		}
+	}
+	if pod.Spec.NodeName == "" {
+		return "waiting for a node"
+	}
+	return "starting on node " + pod.Spec.NodeName
+}
+
+func nodeReady(n *corev1.Node) *corev1.NodeCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == corev1.NodeReady {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// podStart is a pod member's Pod that is not up yet.
+type podStart struct {
+	// unschedulable is the scheduler's message when no node fits.
+	unschedulable string
+	// waiting says what the Pod waits for otherwise.
+	waiting string
+}
+
+// reconcilePod brings a pod member's Pod up and reports whether its pane
+// host answers; until it does, the pane's lifecycle waits.
+func (r *MemberReconciler) reconcilePod(ctx context.Context, s *memberScope, w Worker) (bool, ctrl.Result, error) {
+	m := s.member
+	if err := r.ensurePaneHostSecret(ctx, m, s.now.Time); err != nil {
+		return false, ctrl.Result{}, err
+	}
+	claim, err := r.ensureWorkspaceClaim(ctx, m, w.Pod)
+	if err != nil {
+		return false, ctrl.Result{}, err
+	}
+	pod, err := r.currentPod(ctx, m)
+	if err != nil {
+		return false, ctrl.Result{}, err
+	}
+	var node *corev1.Node
+	if pod != nil && pod.Spec.NodeName != "" {
+		node = &corev1.Node{}
+		if err := r.Client.Get(ctx, types.NamespacedName{Name: pod.Spec.NodeName}, node); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return false, ctrl.Result{}, fmt.Errorf("getting node %s: %w", pod.Spec.NodeName, err)
+			}
+			node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: pod.Spec.NodeName}}
+		}
+	}
+	verdict, why := judgePod(pod, node)
+	if verdict == podLost {
+		if err := r.dropPod(ctx, pod, node != nil && nodeReady(node) != nil && nodeReady(node).Status != corev1.ConditionTrue); err != nil {
+			return false, ctrl.Result{}, err
+		}
+		s.event(corev1.EventTypeWarning, fleetv1alpha1.ReasonPodLost, "%s", why)
+		clearPane(m)
+		clearPod(m)
+		m.Status.Restarts++
+		m.Status.LastRestartReason = why
+		m.Status.LastRestartTime = &s.now
+		s.facts.recreated = true
+		pod, verdict = nil, podNone
+	}
+	switch verdict {
+	case podNone:
+		if wait := backoffLeft(m, s.now.Time); wait > 0 {
+			s.facts.waiting = &paneWait{why: m.Status.LastRestartReason, left: wait, reason: fleetv1alpha1.ReasonPodLost}
+			return false, ctrl.Result{RequeueAfter: wait}, nil
+		}
+		fresh, err := r.isFresh(ctx, m)
+		if err != nil {
+			return false, ctrl.Result{}, err
+		}
+		if !fresh {
+			return false, ctrl.Result{RequeueAfter: staleRetry}, nil
+		}
+		created, err := r.createPod(ctx, m, w, claim)
+		if err != nil {
+			return false, ctrl.Result{}, err
+		}
+		recordPod(m, created)
+		s.event(corev1.EventTypeNormal, fleetv1alpha1.ReasonPodStarting, "Created pod %s", created.Name)
+		s.facts.pod = &podStart{waiting: "waiting for a node"}
+		return false, ctrl.Result{}, nil
+	case podUnschedulable:
+		recordPod(m, pod)
+		s.facts.pod = &podStart{unschedulable: why}
+		return false, ctrl.Result{}, nil
+	case podStarting:
+		recordPod(m, pod)
+		s.facts.pod = &podStart{waiting: why}
+		return false, ctrl.Result{}, nil
+	}
+	recordPod(m, pod)
+	s.facts.podScheduled = true
+	return true, ctrl.Result{}, nil
+}
+
+// recordPod makes pod the Member's.
+func recordPod(m *fleetv1alpha1.Member, pod *corev1.Pod) {
+	m.Status.PodName, m.Status.PodUID = pod.Name, string(pod.UID)
+	m.Status.PodIP, m.Status.NodeName = pod.Status.PodIP, pod.Spec.NodeName
+}
+
+// clearPod forgets the Member's Pod.
+func clearPod(m *fleetv1alpha1.Member) {
+	m.Status.PodName, m.Status.PodUID, m.Status.PodIP, m.Status.NodeName = "", "", "", ""
+}
+
+// currentPod is the Member's Pod: the one its status names, else (a pass
+// that created one and did not get to record it) the newest of this Member
+// incarnation's. Any other Pod of it is left over and deleted.
+func (r *MemberReconciler) currentPod(ctx context.Context, m *fleetv1alpha1.Member) (*corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(m.Namespace), client.MatchingLabels{fleetv1alpha1.LabelMemberUID: string(m.UID)}); err != nil {
+		return nil, fmt.Errorf("listing the member's pods: %w", err)
+	}
+	var current *corev1.Pod
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		switch {
+		case m.Status.PodName != "" && p.Name == m.Status.PodName:
+			current = p
+		case m.Status.PodName == "" && p.DeletionTimestamp == nil && (current == nil || current.CreationTimestamp.Before(&p.CreationTimestamp)):
+			current = p
+		}
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p != current && p.DeletionTimestamp == nil {
+			if err := r.dropPod(ctx, p, false); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return current, nil
+}
+
+// dropPod deletes a Pod; force skips the grace a kubelet that is gone
+// would never confirm, so the Pod (and with it the token bound to it) goes
+// at once.
+func (r *MemberReconciler) dropPod(ctx context.Context, pod *corev1.Pod, force bool) error {
+	if pod == nil {
+		return nil
+	}
+	opts := []client.DeleteOption{client.Preconditions{UID: &pod.UID}}
+	if force {
+		opts = append(opts, client.GracePeriodSeconds(0))
+	}
+	if err := r.Client.Delete(ctx, pod, opts...); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting pod %s: %w", pod.Name, err)
+	}
+	return nil
+}
+
+// createPod starts the Member's Pod.
+func (r *MemberReconciler) createPod(ctx context.Context, m *fleetv1alpha1.Member, w Worker, claim string) (*corev1.Pod, error) {
+	pod := desiredPod(m, w.Pod, r.Pods, claim)
+	if err := controllerutil.SetControllerReference(m, pod, r.Client.Scheme()); err != nil {
+		return nil, err
+	}
+	if err := r.Client.Create(ctx, pod); err != nil {
+		return nil, fmt.Errorf("creating the member's pod: %w", err)
+	}
+	return pod, nil
+}
+
+// ensurePaneHostSecret keeps the Member's pane host credentials: a serving
+// certificate minted for this Member's UID, and the CA that admits
+// fleetd's controllers. It is minted again before it expires; the pane host
+// reloads it from its volume.
+func (r *MemberReconciler) ensurePaneHostSecret(ctx context.Context, m *fleetv1alpha1.Member, now time.Time) error {
+	if r.CA == nil {
+		return fmt.Errorf("member %s runs in a pod, and this fleetd has no pane host CA (--pane-host-ca)", m.Name)
+	}
+	key := types.NamespacedName{Namespace: m.Namespace, Name: PaneHostSecretName(m.Name)}
+	secret := &corev1.Secret{}
+	err := r.Client.Get(ctx, key, secret)
+	switch {
+	case err == nil && secret.Labels[fleetv1alpha1.LabelMemberUID] == string(m.UID) && !r.CA.NeedsRenewal(secret.Data[panehost.CertKey], now):
+		return nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return fmt.Errorf("getting pane host secret %s: %w", key.Name, err)
+	}
+	certPEM, keyPEM, merr := r.CA.IssueServer(string(m.UID), now)
+	if merr != nil {
+		return merr
+	}
+	data := map[string][]byte{panehost.CertKey: certPEM, panehost.KeyKey: keyPEM, panehost.CAKey: r.CA.CertPEM}
+	if err == nil {
+		secret.Labels[fleetv1alpha1.LabelMemberUID] = string(m.UID)
+		secret.Data = data
+		if err := controllerutil.SetControllerReference(m, secret, r.Client.Scheme()); err != nil {
+			return err
+		}
+		return r.Client.Update(ctx, secret)
+	}
+	secret = &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: key.Name, Namespace: key.Namespace,
+			Labels: map[string]string{fleetv1alpha1.LabelMember: m.Name, fleetv1alpha1.LabelMemberUID: string(m.UID)},
+		},
+		Type: corev1.SecretTypeOpaque,
+		Data: data,
+	}
+	if err := controllerutil.SetControllerReference(m, secret, r.Client.Scheme()); err != nil {
+		return err
+	}
+	if err := r.Client.Create(ctx, secret); err != nil {
+		return fmt.Errorf("creating pane host secret %s: %w", key.Name, err)
+	}
+	return nil
+}
+
+// ensureWorkspaceClaim keeps the Member's workspace claim, when its pod
+// asks for one, and returns its name. A claim the Member keeps has no
+// owner, so it outlives the Member; a new Member of the name takes it over.
+func (r *MemberReconciler) ensureWorkspaceClaim(ctx context.Context, m *fleetv1alpha1.Member, pod *fleetv1alpha1.MemberPod) (string, error) {
+	if pod == nil || pod.Workspace == nil || pod.Workspace.VolumeClaim == nil {
+		return "", nil
+	}
+	vc := pod.Workspace.VolumeClaim
+	key := types.NamespacedName{Namespace: m.Namespace, Name: WorkspaceClaimName(m.Name)}
+	pvc := &corev1.PersistentVolumeClaim{}
+	err := r.Client.Get(ctx, key, pvc)
+	if err == nil {
+		return key.Name, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("getting workspace claim %s: %w", key.Name, err)
+	}
+	pvc = &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: key.Name, Namespace: key.Namespace,
+			Labels: map[string]string{fleetv1alpha1.LabelMember: m.Name},
+		},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: vc.StorageClassName,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: vc.Size}},
+		},
+	}
+	if !vc.Keep {
+		if err := controllerutil.SetControllerReference(m, pvc, r.Client.Scheme()); err != nil {
+			return "", err
+		}
+	}
+	if err := r.Client.Create(ctx, pvc); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", fmt.Errorf("creating workspace claim %s: %w", key.Name, err)
+	}
+	return key.Name, nil
+}
+
+// desiredPod is a member's Pod: an init container brings fleetd's binaries
+// from its own image, and the agent container runs the pane host, which
+// runs the agent in its pane. The Pod has no token for the Kubernetes API;
+// its projected token, for audience fleetd, is how the agent is known to
+// the gateway, through the pane host's forwarder.
+func desiredPod(m *fleetv1alpha1.Member, spec *fleetv1alpha1.MemberPod, set PodSettings, claim string) *corev1.Pod {
+	if spec == nil {
+		spec = &fleetv1alpha1.MemberPod{}
+	}
+	port := cmp.Or(set.Port, panehost.DefaultPort)
+	workspace := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+	if claim != "" {
+		workspace = corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}
+	}
+	podSecurity := spec.SecurityContext
+	if podSecurity == nil {
+		podSecurity = &corev1.PodSecurityContext{
+			RunAsNonRoot:   ptr.To(true),
+			RunAsUser:      ptr.To[int64](podUser),
+			RunAsGroup:     ptr.To[int64](podUser),
+			FSGroup:        ptr.To[int64](podUser),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		}
+	}
+	containerSecurity := &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+	tools := corev1.VolumeMount{Name: "fleetd-tools", MountPath: podToolsDir}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: m.Name + "-",
+			Namespace:    m.Namespace,
+			Labels: map[string]string{
+				fleetv1alpha1.LabelMember:      m.Name,
+				fleetv1alpha1.LabelMemberUID:   string(m.UID),
+				"app.kubernetes.io/name":       "fleetd-member",
+				"app.kubernetes.io/managed-by": "fleetd",
+			},
+		},
+		Spec: corev1.PodSpec{
+			// fleetd replaces a lost Pod itself, with backoff and a count
+			// and a reason in the Member's status.
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			AutomountServiceAccountToken:  ptr.To(false),
+			EnableServiceLinks:            ptr.To(false),
+			ServiceAccountName:            cmp.Or(spec.ServiceAccountName, "default"),
+			NodeSelector:                  spec.NodeSelector,
+			Affinity:                      spec.Affinity,
+			Tolerations:                   spec.Tolerations,
+			RuntimeClassName:              spec.RuntimeClassName,
+			SecurityContext:               podSecurity,
+			TerminationGracePeriodSeconds: ptr.To[int64](5),
+			InitContainers: []corev1.Container{{
+				Name:            "fleetd-tools",
+				Image:           set.ToolsImage,
+				ImagePullPolicy: set.PullPolicy,
+				Command:         []string{"cp", "/fleetd", "/paneserver", "/usr/local/bin/scripted-agent", podToolsDir + "/"},
+				SecurityContext: containerSecurity,
+				VolumeMounts:    []corev1.VolumeMount{tools},
+			}},
+			Containers: []corev1.Container{{
+				Name:            agentContainer,
+				Image:           cmp.Or(spec.Image, set.WorkerImage),
+				ImagePullPolicy: cmp.Or(spec.ImagePullPolicy, set.PullPolicy),
+				Command: []string{
+					podToolsDir + "/paneserver",
+					"--socket=" + podSocketDir + "/herdr.sock",
+					"--shell=/bin/sh",
+					"--cwd=" + podWorkspace,
+					fmt.Sprintf("--tls-listen=:%d", port),
+					"--tls-dir=" + podTLSDir,
+					"--agent-root=" + podAgentRoot,
+					"--gateway=" + set.GatewayURL,
+					"--gateway-listen=" + podGatewayListen,
+					"--token-file=" + podTokenDir + "/token",
+				},
+				Env: []corev1.EnvVar{
+					{Name: "HOME", Value: podWorkspace},
+					{Name: "PATH", Value: podToolsDir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+				},
+				Ports:      []corev1.ContainerPort{{Name: "pane-host", ContainerPort: int32(port)}},
+				WorkingDir: podWorkspace,
+				ReadinessProbe: &corev1.Probe{
+					ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(int32(port))}},
+					PeriodSeconds: 1,
+				},
+				Resources:       ptr.Deref(spec.Resources, corev1.ResourceRequirements{}),
+				SecurityContext: containerSecurity,
+				VolumeMounts: []corev1.VolumeMount{
+					{Name: "workspace", MountPath: podWorkspace},
+					{Name: "fleetd-tools", MountPath: podToolsDir, ReadOnly: true},
+					{Name: "pane-host-tls", MountPath: podTLSDir, ReadOnly: true},
+					{Name: "fleetd-token", MountPath: podTokenDir, ReadOnly: true},
+					{Name: "run", MountPath: podSocketDir},
+				},
+			}},
+			Volumes: []corev1.Volume{
+				{Name: "workspace", VolumeSource: workspace},
+				{Name: "fleetd-tools", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				{Name: "run", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				{Name: "pane-host-tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+					SecretName: PaneHostSecretName(m.Name), DefaultMode: ptr.To[int32](0o400),
+				}}},
+				{Name: "fleetd-token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+					DefaultMode: ptr.To[int32](0o400),
+					Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+						Audience: fleetv1alpha1.GatewayAudience, ExpirationSeconds: ptr.To[int64](podTokenSeconds), Path: "token",
+					}}},
+				}}},
+			},
+		},
+	}
+	return pod
+}
+
+// deletePods deletes every Pod of this Member incarnation.
+func (r *MemberReconciler) deletePods(ctx context.Context, m *fleetv1alpha1.Member) error {
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(m.Namespace), client.MatchingLabels{fleetv1alpha1.LabelMemberUID: string(m.UID)}); err != nil {
+		return fmt.Errorf("listing the member's pods: %w", err)
+	}
+	for i := range pods.Items {
+		if err := r.dropPod(ctx, &pods.Items[i], false); err != nil {
+			return err
+		}
+	}
+	return nil
+}

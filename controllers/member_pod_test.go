@@ -1,0 +1,447 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/herdr/paneserver"
+	"github.com/fleetd/fleetd/internal/testutil"
+	"github.com/fleetd/fleetd/panehost"
+)
+
+func TestRuntimeOf(t *testing.T) {
+	started := &fleetv1alpha1.Member{Status: fleetv1alpha1.MemberStatus{Runtime: fleetv1alpha1.RuntimeShared}}
+	cases := map[string]struct {
+		m    *fleetv1alpha1.Member
+		w    Worker
+		def  fleetv1alpha1.Runtime
+		want fleetv1alpha1.Runtime
+	}{
+		"nothing says":                  {m: &fleetv1alpha1.Member{}, want: fleetv1alpha1.RuntimeShared},
+		"fleetd's default":              {m: &fleetv1alpha1.Member{}, def: fleetv1alpha1.RuntimePod, want: fleetv1alpha1.RuntimePod},
+		"the spec over the default":     {m: &fleetv1alpha1.Member{}, w: Worker{Runtime: fleetv1alpha1.RuntimeShared}, def: fleetv1alpha1.RuntimePod, want: fleetv1alpha1.RuntimeShared},
+		"a started member stays put":    {m: started, w: Worker{Runtime: fleetv1alpha1.RuntimePod}, def: fleetv1alpha1.RuntimePod, want: fleetv1alpha1.RuntimeShared},
+		"the profile's runtime (via w)": {m: &fleetv1alpha1.Member{}, w: Worker{Runtime: fleetv1alpha1.RuntimePod}, want: fleetv1alpha1.RuntimePod},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := runtimeOf(tc.m, tc.w, tc.def); got != tc.want {
+				t.Errorf("runtimeOf = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestResolveWorkerPod(t *testing.T) {
+	profilePod := &fleetv1alpha1.MemberPod{Image: "profile-image"}
+	memberPod := &fleetv1alpha1.MemberPod{Image: "member-image"}
+	p := &fleetv1alpha1.Profile{Spec: fleetv1alpha1.ProfileSpec{Runtime: fleetv1alpha1.RuntimePod, Pod: profilePod}}
+	p.Spec.Command = []string{"agent"}
+	if w := resolveWorker(&fleetv1alpha1.Member{}, p); w.Runtime != fleetv1alpha1.RuntimePod || w.Pod != profilePod {
+		t.Errorf("from the profile: runtime %s, pod %+v", w.Runtime, w.Pod)
+	}
+	m := &fleetv1alpha1.Member{Spec: fleetv1alpha1.MemberSpec{Runtime: fleetv1alpha1.RuntimeShared, Pod: memberPod}}
+	if w := resolveWorker(m, p); w.Runtime != fleetv1alpha1.RuntimeShared || w.Pod != memberPod {
+		t.Errorf("the member's own: runtime %s, pod %+v", w.Runtime, w.Pod)
+	}
+}
+
+func TestDesiredPod(t *testing.T) {
+	m := &fleetv1alpha1.Member{ObjectMeta: metav1.ObjectMeta{Name: "w1", Namespace: "team", UID: "uid-1"}}
+	set := PodSettings{WorkerImage: "worker:1", ToolsImage: "fleetd:1", PullPolicy: corev1.PullNever, GatewayURL: "http://gw.fleetd-system.svc:8080"}
+	limits := &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")}}
+	spec := &fleetv1alpha1.MemberPod{
+		Resources:          limits,
+		NodeSelector:       map[string]string{"pool": "agents"},
+		Tolerations:        []corev1.Toleration{{Key: "agents", Operator: corev1.TolerationOpExists}},
+		RuntimeClassName:   ptr.To("gvisor"),
+		ServiceAccountName: "agents",
+	}
+	pod := desiredPod(m, spec, set, "w1-workspace")
+
+	if got := pod.Labels[fleetv1alpha1.LabelMemberUID]; got != "uid-1" || pod.Labels[fleetv1alpha1.LabelMember] != "w1" {
+		t.Errorf("labels %v", pod.Labels)
+	}
+	s := pod.Spec
+	if s.AutomountServiceAccountToken == nil || *s.AutomountServiceAccountToken {
+		t.Error("the pod mounts a token for the Kubernetes API")
+	}
+	if s.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("restartPolicy %s: fleetd replaces lost pods itself", s.RestartPolicy)
+	}
+	if s.ServiceAccountName != "agents" || s.RuntimeClassName == nil || *s.RuntimeClassName != "gvisor" || s.NodeSelector["pool"] != "agents" || len(s.Tolerations) != 1 {
+		t.Errorf("scheduling fields not passed through: %+v", s)
+	}
+	if sc := s.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || ptr.Deref(sc.RunAsUser, 0) == 0 {
+		t.Errorf("default security context %+v, want a non-root user", sc)
+	}
+	agent := s.Containers[0]
+	if agent.Image != "worker:1" || agent.ImagePullPolicy != corev1.PullNever {
+		t.Errorf("agent image %s (%s)", agent.Image, agent.ImagePullPolicy)
+	}
+	if diff := cmp.Diff(*limits, agent.Resources); diff != "" {
+		t.Errorf("resources (-want +got):\n%s", diff)
+	}
+	for _, flag := range []string{"--tls-listen=:7443", "--tls-dir=" + podTLSDir, "--agent-root=" + podAgentRoot, "--gateway=" + set.GatewayURL, "--token-file=" + podTokenDir + "/token"} {
+		if !slices.Contains(agent.Command, flag) {
+			t.Errorf("pane host command %v lacks %s", agent.Command, flag)
+		}
+	}
+	if s.InitContainers[0].Image != "fleetd:1" || !slices.Contains(s.InitContainers[0].Command, podToolsDir+"/") {
+		t.Errorf("init container %+v does not bring fleetd's binaries", s.InitContainers[0])
+	}
+	volumes := map[string]corev1.VolumeSource{}
+	for _, v := range s.Volumes {
+		volumes[v.Name] = v.VolumeSource
+	}
+	if c := volumes["workspace"].PersistentVolumeClaim; c == nil || c.ClaimName != "w1-workspace" {
+		t.Errorf("workspace %+v, want the claim", volumes["workspace"])
+	}
+	token := volumes["fleetd-token"].Projected
+	if token == nil || token.Sources[0].ServiceAccountToken == nil || token.Sources[0].ServiceAccountToken.Audience != fleetv1alpha1.GatewayAudience {
+		t.Errorf("token volume %+v, want a projected token for audience %s", token, fleetv1alpha1.GatewayAudience)
+	}
+	if sec := volumes["pane-host-tls"].Secret; sec == nil || sec.SecretName != PaneHostSecretName("w1") {
+		t.Errorf("pane host credentials %+v", volumes["pane-host-tls"])
+	}
+
+	if ws := desiredPod(m, nil, set, "").Spec.Volumes[0]; ws.EmptyDir == nil {
+		t.Errorf("default workspace %+v, want an emptyDir", ws)
+	}
+	if img := desiredPod(m, &fleetv1alpha1.MemberPod{Image: "mine:2"}, set, "").Spec.Containers[0].Image; img != "mine:2" {
+		t.Errorf("the member's image %s", img)
+	}
+}
+
+func TestJudgePod(t *testing.T) {
+	ready := corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue}
+	pod := func(mutate func(*corev1.Pod)) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "w1-abc"}, Spec: corev1.PodSpec{NodeName: "n1"}}
+		p.Status.Phase = corev1.PodRunning
+		mutate(p)
+		return p
+	}
+	node := func(status corev1.ConditionStatus) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, Reason: "NodeStatusUnknown", Message: "Kubelet stopped posting node status."}}}}
+	}
+	cases := map[string]struct {
+		pod     *corev1.Pod
+		node    *corev1.Node
+		want    podVerdict
+		wantWhy string
+	}{
+		"no pod": {want: podNone},
+		"running and ready": {pod: pod(func(p *corev1.Pod) {
+			p.Status.PodIP, p.Status.Conditions = "10.0.0.5", []corev1.PodCondition{ready}
+		}), node: node(corev1.ConditionTrue), want: podRunning},
+		"ready but no address yet": {pod: pod(func(p *corev1.Pod) { p.Status.Conditions = []corev1.PodCondition{ready} }), want: podStarting},
+		"unschedulable": {pod: pod(func(p *corev1.Pod) {
+			p.Spec.NodeName = ""
+			p.Status.Phase = corev1.PodPending
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available: 3 Insufficient memory."}}
+		}), want: podUnschedulable, wantWhy: "0/3 nodes are available: 3 Insufficient memory."},
+		"oom killed": {pod: pod(func(p *corev1.Pod) {
+			p.Status.Phase = corev1.PodFailed
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: agentContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "OOMKilled", ExitCode: 137}}}}
+		}), want: podLost, wantWhy: "container agent OOMKilled (exit code 137)"},
+		"evicted": {pod: pod(func(p *corev1.Pod) {
+			p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "Evicted", "The node was low on resource: memory."
+		}), want: podLost, wantWhy: "Evicted: The node was low on resource: memory."},
+		"being deleted": {pod: pod(func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: time.Now()} }), want: podLost, wantWhy: "is being deleted"},
+		"its node is lost": {pod: pod(func(p *corev1.Pod) {
+			p.Status.PodIP, p.Status.Conditions = "10.0.0.5", []corev1.PodCondition{ready}
+		}), node: node(corev1.ConditionUnknown), want: podLost, wantWhy: "node n1 of pod w1-abc is lost (Ready is Unknown: Kubelet stopped posting node status.)"},
+		"waiting for its image": {pod: pod(func(p *corev1.Pod) {
+			p.Status.Phase = corev1.PodPending
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: agentContainer, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImageNeverPull", Message: "image not present"}}}}
+		}), want: podStarting, wantWhy: "ErrImageNeverPull"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, why := judgePod(tc.pod, tc.node)
+			if got != tc.want || !strings.Contains(why, tc.wantWhy) {
+				t.Errorf("judgePod = %d, %q; want %d, containing %q", got, why, tc.want, tc.wantWhy)
+			}
+		})
+	}
+}
+
+// podHost stands in for the kubelet of one node in an envtest, where no
+// kubelet runs: it binds a member's Pod to the node, starts the pane host
+// the Pod would run (with the credentials the controller minted for it,
+// on loopback), and reports the Pod running and ready.
+type podHost struct {
+	t    *testing.T
+	port int
+	srv  *paneserver.Server
+}
+
+func (h *podHost) run(ctx context.Context, pod *corev1.Pod, node string) {
+	t := h.t
+	t.Helper()
+	if h.srv != nil {
+		_ = h.srv.Close()
+		h.srv = nil
+	}
+	var secret corev1.Secret
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: PaneHostSecretName(pod.Labels[fleetv1alpha1.LabelMember])}, &secret); err != nil {
+		t.Fatalf("the pod's pane host credentials: %v", err)
+	}
+	dir := t.TempDir()
+	for _, k := range []string{panehost.CertKey, panehost.KeyKey, panehost.CAKey} {
+		if err := os.WriteFile(filepath.Join(dir, k), secret.Data[k], 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tlsCfg, err := panehost.ServerConfig(filepath.Join(dir, panehost.CertKey), filepath.Join(dir, panehost.KeyKey), filepath.Join(dir, panehost.CAKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock, err := os.MkdirTemp("", "ph")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(sock) })
+	srv, err := paneserver.New(paneserver.Options{
+		SocketPath: filepath.Join(sock, "h.sock"), Shell: "/bin/sh", Cwd: dir, AgentSettle: 200 * time.Millisecond,
+		TLSAddress: fmt.Sprintf("127.0.0.1:%d", h.port), TLSConfig: tlsCfg,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve() }()
+	h.srv = srv
+	t.Cleanup(func() {
+		if h.srv == srv {
+			_ = srv.Close()
+		}
+	})
+	if err := env.Client.SubResource("binding").Create(ctx, pod, &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: node},
+	}); err != nil {
+		t.Fatalf("binding pod %s: %v", pod.Name, err)
+	}
+	setPodStatus(t, pod, func(st *corev1.PodStatus) {
+		st.Phase, st.PodIP = corev1.PodRunning, "127.0.0.1"
+		st.Conditions = []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
+			{Type: corev1.PodReady, Status: corev1.ConditionTrue},
+		}
+	})
+}
+
+func setPodStatus(t *testing.T, pod *corev1.Pod, mutate func(*corev1.PodStatus)) {
+	t.Helper()
+	testutil.Eventually(t, "the pod's status to be written", func() error {
+		var p corev1.Pod
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(pod), &p); err != nil {
+			return err
+		}
+		mutate(&p.Status)
+		return env.Client.Status().Update(context.Background(), &p)
+	})
+}
+
+func makeNode(t *testing.T, name string, ready corev1.ConditionStatus) {
+	t.Helper()
+	ctx := context.Background()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := env.Client.Create(ctx, n); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), n) })
+	setNodeReady(t, name, ready)
+}
+
+func setNodeReady(t *testing.T, name string, ready corev1.ConditionStatus) {
+	t.Helper()
+	testutil.Eventually(t, "node "+name+" to say Ready "+string(ready), func() error {
+		var n corev1.Node
+		if err := env.Client.Get(context.Background(), types.NamespacedName{Name: name}, &n); err != nil {
+			return err
+		}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready, Reason: "Test", Message: "set by the test", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+		return env.Client.Status().Update(context.Background(), &n)
+	})
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// memberPod waits for the Member's Pod other than skip and returns it.
+func memberPod(t *testing.T, m *fleetv1alpha1.Member, skip string) *corev1.Pod {
+	t.Helper()
+	var found *corev1.Pod
+	testutil.Eventually(t, "a pod for member "+m.Name, func() error {
+		var pods corev1.PodList
+		if err := env.Client.List(context.Background(), &pods, client.InNamespace(m.Namespace), client.MatchingLabels{fleetv1alpha1.LabelMember: m.Name}); err != nil {
+			return err
+		}
+		for i := range pods.Items {
+			if p := &pods.Items[i]; p.Name != skip && p.DeletionTimestamp == nil {
+				found = p
+				return nil
+			}
+		}
+		return fmt.Errorf("%d pods, none new", len(pods.Items))
+	})
+	return found
+}
+
+func memberNow(t *testing.T, key types.NamespacedName) *fleetv1alpha1.Member {
+	t.Helper()
+	m, err := getMember(t, key.Namespace, key.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestPodMember runs a Member in a Pod of its own against a real API
+// server: the controller mints its pane host credentials, creates its Pod,
+// reaches the Pod's pane host over mutual TLS once it runs, and starts the
+// agent there; a Pod that cannot be scheduled shows Unschedulable with the
+// scheduler's message; a Pod that is OOMKilled, or whose node is lost, is
+// replaced with a restart counted and its reason. A stand-in plays the
+// kubelet (no kubelet runs in an envtest); make test-cluster runs the same
+// on real nodes.
+func TestPodMember(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	ca, _, err := panehost.NewCA(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	hosts := panehost.NewHosts(nil, ca)
+	hosts.Port = port
+	runManager(t, env.Config, ns, func(ctx context.Context, mgr ctrl.Manager) error {
+		return SetupWithManager(ctx, mgr, Config{
+			PaneHosts: hosts, CA: ca, DefaultRuntime: fleetv1alpha1.RuntimePod,
+			Pods:   PodSettings{WorkerImage: "worker:test", ToolsImage: "fleetd:test", GatewayURL: "http://127.0.0.1:1", Port: port},
+			MCPURL: "http://127.0.0.1:1/mcp", AgentDir: t.TempDir(), HookCommand: []string{"/bin/true"},
+		})
+	})
+	makeNode(t, "node-a", corev1.ConditionTrue)
+	makeNode(t, "node-b", corev1.ConditionTrue)
+	kubelet := &podHost{t: t, port: port}
+
+	m := &fleetv1alpha1.Member{ObjectMeta: metav1.ObjectMeta{Name: "w1", Namespace: ns}, Spec: fleetv1alpha1.MemberSpec{Command: []string{scriptedAgent}}}
+	if err := env.Client.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(m)
+	pod := memberPod(t, m, "")
+	if m = memberNow(t, key); m.Status.TokenSecretName != "" || m.Status.TokenHash != "" {
+		t.Errorf("a pod member got a token Secret: %s", m.Status.TokenSecretName)
+	}
+
+	// Unschedulable first: the Member says so, with the scheduler's words.
+	const noFit = "0/2 nodes are available: 2 Insufficient memory."
+	setPodStatus(t, pod, func(st *corev1.PodStatus) {
+		st.Phase = corev1.PodPending
+		st.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: noFit}}
+	})
+	testutil.Eventually(t, "the member to show Unschedulable", func() (bool, string) {
+		m := memberNow(t, key)
+		c := meta.FindStatusCondition(m.Status.Conditions, fleetv1alpha1.ConditionPodScheduled)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == fleetv1alpha1.ReasonUnschedulable && c.Message == noFit && m.Status.Phase == fleetv1alpha1.MemberPending,
+			fmt.Sprintf("phase %s, PodScheduled %+v", m.Status.Phase, c)
+	})
+
+	// The Pod runs: the agent starts in its pane host, over TLS.
+	kubelet.run(ctx, pod, "node-a")
+	waitPodReady := func(what string, want func(*fleetv1alpha1.Member) bool) *fleetv1alpha1.Member {
+		t.Helper()
+		var m *fleetv1alpha1.Member
+		testutil.Eventually(t, what, func() (bool, string) {
+			m = memberNow(t, key)
+			return m.Status.Phase == fleetv1alpha1.MemberReady && want(m), fmt.Sprintf("phase %s, pod %s on %s, restarts %d, conditions %+v", m.Status.Phase, m.Status.PodName, m.Status.NodeName, m.Status.Restarts, m.Status.Conditions)
+		})
+		return m
+	}
+	m = waitPodReady("the pod member to be ready", func(m *fleetv1alpha1.Member) bool { return m.Status.PodName == pod.Name })
+	if m.Status.PodUID != string(pod.UID) || m.Status.NodeName != "node-a" || m.Status.PodIP != "127.0.0.1" || m.Status.Runtime != fleetv1alpha1.RuntimePod {
+		t.Errorf("status pod fields: %+v", m.Status)
+	}
+	c, err := hosts.For(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := c.SessionSnapshot(ctx)
+	if err != nil || len(snap.Workspaces) != 1 || snap.Workspaces[0].Label != workspaceLabel(m) {
+		t.Fatalf("the pod's pane host has %+v, %v; want the member's workspace", snap, err)
+	}
+
+	// OOMKilled: replaced, with the restart counted and its reason.
+	setPodStatus(t, pod, func(st *corev1.PodStatus) {
+		st.Phase = corev1.PodFailed
+		st.Conditions = nil
+		st.ContainerStatuses = []corev1.ContainerStatus{{Name: agentContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "OOMKilled", ExitCode: 137}}}}
+	})
+	second := memberPod(t, m, pod.Name)
+	testutil.Eventually(t, "the restart to be recorded", func() (bool, string) {
+		m := memberNow(t, key)
+		return m.Status.Restarts == 1 && strings.Contains(m.Status.LastRestartReason, "OOMKilled"), fmt.Sprintf("restarts %d: %s", m.Status.Restarts, m.Status.LastRestartReason)
+	})
+	kubelet.run(ctx, second, "node-a")
+	waitPodReady("the member to be ready in its second pod", func(m *fleetv1alpha1.Member) bool { return m.Status.PodName == second.Name })
+
+	// Its node is lost: the Pod is replaced on another node.
+	setNodeReady(t, "node-a", corev1.ConditionUnknown)
+	third := memberPod(t, m, second.Name)
+	kubelet.run(ctx, third, "node-b")
+	m = waitPodReady("the member to be ready on another node", func(m *fleetv1alpha1.Member) bool {
+		return m.Status.PodName == third.Name && m.Status.NodeName == "node-b"
+	})
+	if m.Status.Restarts != 2 || !strings.Contains(m.Status.LastRestartReason, "node node-a") {
+		t.Errorf("after the node was lost: restarts %d, reason %q", m.Status.Restarts, m.Status.LastRestartReason)
+	}
+	var old corev1.Pod
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(second), &old); !apierrors.IsNotFound(err) {
+		t.Errorf("the pod on the lost node is still there: %v (deletion %v)", err, old.DeletionTimestamp)
+	}
+
+	// Deleting the Member takes its Pod (here to Terminating: no kubelet
+	// confirms the end).
+	if err := env.Client.Delete(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "the member to be gone and its pod to end", func() error {
+		if err := env.Client.Get(ctx, key, &fleetv1alpha1.Member{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("member still there: %v", err)
+		}
+		var p corev1.Pod
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(third), &p); err == nil && p.DeletionTimestamp == nil {
+			return fmt.Errorf("pod %s is not being deleted", third.Name)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,166 @@
+package panehost
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/herdr"
+)
+
+// DefaultPort is where a member Pod's pane host serves TLS.
+const DefaultPort = 7443
+
+// ErrNoPaneHost says a Member has no pane host to reach (yet): a pod
+// member whose Pod is not running, or a shared member where fleetd runs
+// without a shared pane server.
+var ErrNoPaneHost = errors.New("no pane host")
+
+// Hosts says where a Member's panes live: the shared pane server beside
+// fleetd, or its own Pod's pane host, reached over TLS with fleetd's client
+// certificate and checked by the Member's name. It keeps one client per
+// pod, dropped when the Pod changes.
+type Hosts struct {
+	// Shared is the pane server beside fleetd; nil when there is none.
+	Shared *herdr.Client
+	// Port is the pods' pane host port; DefaultPort if zero.
+	Port int
+
+	pool *x509.CertPool
+	ca   *CA
+
+	mu      sync.Mutex
+	cert    *tls.Certificate
+	clients map[string]*herdr.Client
+}
+
+// NewHosts routes to shared, and with a CA (nil when fleetd runs no pod
+// members) to member Pods.
+func NewHosts(shared *herdr.Client, ca *CA) *Hosts {
+	h := &Hosts{Shared: shared, ca: ca, clients: map[string]*herdr.Client{}}
+	if ca != nil {
+		h.pool = ca.Pool()
+	}
+	return h
+}
+
+// For returns the client of m's pane host.
+func (h *Hosts) For(m *fleetv1alpha1.Member) (*herdr.Client, error) {
+	if m.Status.Runtime != fleetv1alpha1.RuntimePod {
+		if h.Shared == nil {
+			return nil, fmt.Errorf("%w: member %s runs on the shared pane server, and this fleetd has none", ErrNoPaneHost, m.Name)
+		}
+		return h.Shared, nil
+	}
+	if h.ca == nil {
+		return nil, fmt.Errorf("%w: member %s runs in a pod, and this fleetd has no pane host CA", ErrNoPaneHost, m.Name)
+	}
+	if m.Status.PodIP == "" {
+		return nil, fmt.Errorf("%w: member %s's pod is not running", ErrNoPaneHost, m.Name)
+	}
+	port := h.Port
+	if port == 0 {
+		port = DefaultPort
+	}
+	addr := net.JoinHostPort(m.Status.PodIP, strconv.Itoa(port))
+	key := string(m.UID) + "@" + addr
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c, ok := h.clients[key]; ok {
+		return c, nil
+	}
+	// A member's earlier pods are gone: their clients go too.
+	for k := range h.clients {
+		if uid, _, _ := strings.Cut(k, "@"); uid == string(m.UID) {
+			delete(h.clients, k)
+		}
+	}
+	c := herdr.NewTLSClient(addr, ClientConfig(h.pool, h.clientCert, string(m.UID)))
+	h.clients[key] = c
+	return c, nil
+}
+
+// Forget drops the clients of a Member that is gone.
+func (h *Hosts) Forget(uid types.UID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k := range h.clients {
+		if u, _, _ := strings.Cut(k, "@"); u == string(uid) {
+			delete(h.clients, k)
+		}
+	}
+}
+
+// clientCert is fleetd's client certificate, minted from the CA and minted
+// again before it expires.
+func (h *Hosts) clientCert() (*tls.Certificate, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := time.Now()
+	if h.cert != nil && h.cert.Leaf != nil && now.Add(RenewBefore).Before(h.cert.Leaf.NotAfter) {
+		return h.cert, nil
+	}
+	cert, err := h.ca.IssueController(now)
+	if err != nil {
+		return nil, err
+	}
+	if cert.Leaf == nil {
+		if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return nil, err
+		}
+	}
+	h.cert = &cert
+	return h.cert, nil
+}
+
+// Keys of the CA Secret.
+const (
+	caCertKey = "ca.crt"
+	caKeyKey  = "ca.key"
+)
+
+// LoadCA reads fleetd's pane host CA from its Secret (uncached: fleetd
+// caches only members' Secrets), making it on first use. Replicas that race
+// to make it read the one that won.
+func LoadCA(ctx context.Context, r client.Reader, w client.Writer, key types.NamespacedName) (*CA, error) {
+	for range 2 {
+		var s corev1.Secret
+		err := r.Get(ctx, key, &s)
+		if err == nil {
+			return ParseCA(s.Data[caCertKey], s.Data[caKeyKey])
+		}
+		if !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("reading the pane host CA %s: %w", key, err)
+		}
+		ca, keyPEM, err := NewCA(time.Now())
+		if err != nil {
+			return nil, err
+		}
+		s = corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+			Type:       corev1.SecretTypeOpaque,
+			Data:       map[string][]byte{caCertKey: ca.CertPEM, caKeyKey: keyPEM},
+		}
+		switch err := w.Create(ctx, &s); {
+		case err == nil:
+			return ca, nil
+		case !apierrors.IsAlreadyExists(err):
+			return nil, fmt.Errorf("creating the pane host CA %s: %w", key, err)
+		}
+	}
+	return nil, fmt.Errorf("the pane host CA %s keeps changing", key)
+}
