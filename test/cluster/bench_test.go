@@ -100,22 +100,36 @@ func vmRSS(pid string) int64 {
 	return 0
 }
 
-// BenchmarkImages builds fleetd's and the worker's images twice (the
-// Debian root filesystems cached, as after a first make images) and
-// reports the time and archive size of each; the second build must give
-// the same digest.
+// BenchmarkImages builds fleetd's and the worker's images twice from one
+// snapshot of the committed tree (git archive HEAD: the working tree may
+// change between two builds while others edit it), the Debian root
+// filesystems cached as after a first make images, and reports the time
+// and archive size of each; the second build must give the same digests.
 func BenchmarkImages(b *testing.B) {
 	requireCluster(b)
-	dir := filepath.Join(testenv.RepoRoot(), "bin", "images")
+	repo := testenv.RepoRoot()
+	snap, out := b.TempDir(), b.TempDir()
+	archive := filepath.Join(b.TempDir(), "tree.tar")
+	for _, args := range [][]string{{"git", "-C", repo, "archive", "-o", archive, "HEAD"}, {"tar", "-xf", archive, "-C", snap}} {
+		if msg, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			b.Fatalf("%v: %v: %s", args, err, msg)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(repo, "bin", "images", "debian"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(repo, "bin", "images", "debian"), filepath.Join(out, "debian")); err != nil {
+		b.Fatal(err)
+	}
 	build := func() map[string][2]string {
-		cmd := exec.Command("go", "run", "./hack/images", "--only=fleetd,worker")
-		cmd.Dir = testenv.RepoRoot()
-		out, err := cmd.CombinedOutput()
+		cmd := exec.Command("go", "run", "./hack/images", "--only=fleetd,worker", "--out="+out, "--bin="+filepath.Join(repo, "bin"))
+		cmd.Dir = snap
+		msg, err := cmd.CombinedOutput()
 		if err != nil {
-			b.Fatalf("hack/images: %v\n%s", err, out)
+			b.Fatalf("hack/images: %v\n%s", err, msg)
 		}
 		got := map[string][2]string{}
-		for _, line := range strings.Split(string(out), "\n") {
+		for _, line := range strings.Split(string(msg), "\n") {
 			f := strings.Fields(line)
 			if len(f) >= 5 && (f[0] == "fleetd" || f[0] == "worker") {
 				got[f[0]] = [2]string{f[1], f[4]}
@@ -132,7 +146,7 @@ func BenchmarkImages(b *testing.B) {
 			if first[name][0] != second[name][0] {
 				b.Errorf("%s: digest %s, then %s: not reproducible", name, first[name][0], second[name][0])
 			}
-			fi, err := os.Stat(filepath.Join(dir, name+".tar"))
+			fi, err := os.Stat(filepath.Join(out, name+".tar"))
 			if err != nil {
 				b.Fatal(err)
 			}
