@@ -75,7 +75,7 @@ func TestDashboardShowsTheFleetLive(t *testing.T) {
 
 	// A message queued for w1 shows in its queue.
 	create(t, testutil.MakeDelegation("for-w1", ns, "w1", "build it").Detached().Obj())
-	d.WaitFor("w1's queue of 1", `document.querySelector('tr[data-name="w1"] .c-queue').textContent === "1"`)
+	d.WaitFor("w1's queue of 1", browsertest.Row("w1")+`?.querySelector(".c-queue").textContent === "1"`)
 	d.Screenshot("fleet")
 
 	d.Filter("team", "core")
@@ -332,7 +332,7 @@ func TestDashboardShowsOnlyWhatItsViewerMaySee(t *testing.T) {
 	if got := d.Refusal(); !strings.Contains(got, "may not get members") {
 		t.Errorf("the page says %q, want why RBAC refused", got)
 	}
-	if got := browsertest.Eval[int](d.Tab, `document.querySelectorAll("table.members tbody tr").length`); got != 0 {
+	if got := d.RowCount(); got != 0 {
 		t.Errorf("a refused viewer sees %d rows", got)
 	}
 	d.Screenshot("refused")

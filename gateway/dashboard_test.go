@@ -321,3 +321,53 @@ func TestEventStreamFrames(t *testing.T) {
 		t.Errorf("Content-Type %q", got)
 	}
 }
+
+// TestQueuesOfAgreesWithTheIndex: the one-pass queues a snapshot shows
+// are the queues queueOf reads from the receiver index, member by member.
+func TestQueuesOfAgreesWithTheIndex(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	var ds []fleetv1alpha1.Delegation
+	add := func(name, to string, change func(*fleetv1alpha1.Delegation)) {
+		d := testutil.MakeDelegation(name, "ns", to, "x").Obj()
+		d.CreationTimestamp = metav1.NewTime(now)
+		change(d)
+		ds = append(ds, *d)
+	}
+	typedAt := func(s int) func(*fleetv1alpha1.Delegation) {
+		return func(d *fleetv1alpha1.Delegation) {
+			delegation.BeginDelivery(d, now.Add(time.Duration(s)*time.Second), delegation.Target{PaneID: "p"})
+		}
+	}
+	add("q1", "w1", func(*fleetv1alpha1.Delegation) {})
+	add("q2", "w1", func(*fleetv1alpha1.Delegation) {})
+	add("old", "w1", typedAt(1))
+	add("new", "w1", typedAt(2))
+	add("done", "w1", func(d *fleetv1alpha1.Delegation) { typedAt(3)(d); _ = delegation.Reply(d, now, "ok") })
+	add("q3", "w2", func(*fleetv1alpha1.Delegation) {})
+	add("gone", "w3", func(d *fleetv1alpha1.Delegation) { delegation.WorkerGone(d, now, "gone") })
+
+	got := queuesOf(ds)
+	for _, member := range []string{"w1", "w2", "w3", "w4"} {
+		var want queue
+		var active []fleetv1alpha1.Delegation
+		for _, d := range ds {
+			for _, v := range indexReceiverStateFunc(&d) {
+				switch v {
+				case indexValue(stateQueued, member):
+					want.depth++
+				case indexValue(stateActive, member):
+					active = append(active, d)
+				}
+			}
+		}
+		if cur := currentDelegation(active); cur != nil {
+			want.inFlight = cur.Name
+		}
+		if got[member].queue != want {
+			t.Errorf("%s: queuesOf says %+v, the index %+v", member, got[member].queue, want)
+		}
+	}
+	if got["w1"].inFlight != "new" || got["w1"].current.Name != "new" {
+		t.Errorf("w1's message in flight is %+v, want the latest typed", got["w1"])
+	}
+}

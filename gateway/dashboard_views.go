@@ -99,6 +99,39 @@ func dashboardMember(m *fleetv1alpha1.Member, s *dashboardScope, q queue, inFlig
 	return v
 }
 
+// memberQueue is a member's queue and the message in flight in it.
+type memberQueue struct {
+	queue
+	current *fleetv1alpha1.Delegation
+}
+
+// queuesOf is what each member's queue holds, by member, as queueOf says
+// it for one: the messages queued for it (delegation.Queued), and the one
+// in flight, the latest typed of those in its hands (delegation.InFlight).
+func queuesOf(ds []fleetv1alpha1.Delegation) map[string]memberQueue {
+	queues := map[string]memberQueue{}
+	active := map[string][]fleetv1alpha1.Delegation{}
+	for i := range ds {
+		d := &ds[i]
+		switch {
+		case d.Spec.To == "":
+		case delegation.Queued(d):
+			q := queues[d.Spec.To]
+			q.depth++
+			queues[d.Spec.To] = q
+		case delegation.InFlight(d):
+			active[d.Spec.To] = append(active[d.Spec.To], *d)
+		}
+	}
+	for to, in := range active {
+		q := queues[to]
+		q.current = currentDelegation(in)
+		q.inFlight = q.current.Name
+		queues[to] = q
+	}
+	return queues
+}
+
 // agentOf is what runs in m's pane: the agent kind, or the command line, as
 // the Member or its Profile says.
 func agentOf(m *fleetv1alpha1.Member, p *fleetv1alpha1.Profile) string {

@@ -174,6 +174,18 @@ func Eval[T any](tab *Tab, expr string) T {
 	return v
 }
 
+// Await evaluates a script expression on the page, waits for the promise
+// it gives, and returns the promise's value.
+func Await[T any](tab *Tab, expr string) T {
+	tab.t.Helper()
+	v, err := run(tab, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
+	if err != nil {
+		tab.Screenshot("failed")
+		tab.t.Fatalf("awaiting %s: %v\npage text:\n%s", expr, err, tab.text())
+	}
+	return v
+}
+
 // Exec evaluates a script statement on the page.
 func (tab *Tab) Exec(script string) {
 	tab.t.Helper()
@@ -199,10 +211,11 @@ func (tab *Tab) text() string {
 	return s
 }
 
-// Screenshot saves the page as a PNG among the test's artifacts.
+// Screenshot saves what the window shows as a PNG among the test's
+// artifacts.
 func (tab *Tab) Screenshot(name string) {
 	tab.t.Helper()
-	png, err := run(tab, chromedp.FullScreenshot(100))
+	png, err := run(tab, chromedp.CaptureScreenshot())
 	if err != nil {
 		tab.t.Logf("screenshot %s: %v", name, err)
 		return

@@ -48,37 +48,47 @@ func (d *Dashboard) OpenMember(name string) {
 func (d *Dashboard) OpenFleet() {
 	d.t.Helper()
 	d.Exec(`location.hash = "#/"`)
-	d.WaitFor("the fleet view", `!!document.querySelector("table.members")`)
+	d.WaitFor("the fleet view", `!!document.querySelector(".members .rows")`)
 	d.WaitLive()
 }
 
-// row is the script expression of a member's row.
-func row(name string) string {
-	return fmt.Sprintf(`document.querySelector('tr[data-name=' + JSON.stringify(%s) + ']')`, Quote(name))
+// Row is the script expression of a member's row in the fleet view.
+func Row(name string) string {
+	return fmt.Sprintf(`document.querySelector('.members .row[data-name=' + JSON.stringify(%s) + ']')`, Quote(name))
 }
 
 // WaitRow waits until the fleet view shows the member with status.
 func (d *Dashboard) WaitRow(name, status string) {
 	d.t.Helper()
-	d.WaitFor(fmt.Sprintf("member %s %s", name, status), fmt.Sprintf(`%s?.dataset.status === %s`, row(name), Quote(status)))
+	d.WaitFor(fmt.Sprintf("member %s %s", name, status), fmt.Sprintf(`%s?.dataset.status === %s`, Row(name), Quote(status)))
 }
 
 // WaitRowText waits until the member's row shows text.
 func (d *Dashboard) WaitRowText(name, text string) {
 	d.t.Helper()
-	d.WaitFor(fmt.Sprintf("member %s showing %q", name, text), fmt.Sprintf(`(%s?.innerText ?? "").includes(%s)`, row(name), Quote(text)))
+	d.WaitFor(fmt.Sprintf("member %s showing %q", name, text), fmt.Sprintf(`(%s?.innerText ?? "").includes(%s)`, Row(name), Quote(text)))
 }
 
 // WaitNoRow waits until the fleet view has no row for the member.
 func (d *Dashboard) WaitNoRow(name string) {
 	d.t.Helper()
-	d.WaitFor("no row for "+name, fmt.Sprintf(`%s === null`, row(name)))
+	d.WaitFor("no row for "+name, fmt.Sprintf(`%s === null`, Row(name)))
+}
+
+// RowsExpr is the script expression of the element holding the fleet
+// view's rows.
+const RowsExpr = `document.querySelector(".members .rows")`
+
+// RowCount is how many rows the fleet view has, shown or filtered out.
+func (d *Dashboard) RowCount() int {
+	d.t.Helper()
+	return Eval[int](d.Tab, RowsExpr+`?.children.length ?? 0`)
 }
 
 // VisibleRows are the names of the rows the filters leave shown.
 func (d *Dashboard) VisibleRows() []string {
 	d.t.Helper()
-	return Eval[[]string](d.Tab, `Array.from(document.querySelectorAll("table.members tbody tr")).filter(r => !r.hidden).map(r => r.dataset.name)`)
+	return Eval[[]string](d.Tab, `Array.from(document.querySelectorAll(".members .rows .row")).filter(r => !r.hidden).map(r => r.dataset.name)`)
 }
 
 // Filter picks value in the fleet view's filter by field (status, team or
