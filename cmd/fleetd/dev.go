@@ -201,6 +201,7 @@ func printBanner(kubeconfig, mcpURL, token, panes, state string, took time.Durat
 	fmt.Fprintf(&b, "  export KUBECONFIG=%s\n", kubeconfig)
 	fmt.Fprintf(&b, "  kubectl get fleet\n\n")
 	fmt.Fprintf(&b, "Gateway (MCP):  %s\n", mcpURL)
+	fmt.Fprintf(&b, "Dashboard:      %s   (sign in with the primary token)\n", strings.TrimSuffix(mcpURL, "/mcp")+"/ui/")
 	fmt.Fprintf(&b, "Primary token:  %s   (also in %s)\n\n", token, filepath.Join(state, "primary-token"))
 	fmt.Fprintf(&b, "Mount it in Claude Code:\n  claude mcp add --transport http fleetd %s --header \"Authorization: Bearer %s\"\n\n", mcpURL, token)
 	fmt.Fprintf(&b, "Mount it in Codex (~/.codex/config.toml), with FLEETD_TOKEN=%s in Codex's environment:\n  [mcp_servers.fleetd]\n  url = %q\n  bearer_token_env_var = \"FLEETD_TOKEN\"\n\n", token, mcpURL)
