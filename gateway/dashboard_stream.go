@@ -104,7 +104,7 @@ func (g *Gateway) dashboardScopeOf(ctx context.Context, p *identity.Principal) (
 	}
 	s := &dashboardScope{who: p}
 	if p.Member == nil {
-		s.screens = g.opts.Panes != nil
+		s.screens = g.opts.Panes != nil || g.opts.PaneHosts != nil
 		s.othersMessages = g.allow(ctx, p, identity.GetDelegations) == nil
 		s.cancelOthers = g.allow(ctx, p, identity.CancelDelegations) == nil
 	}
@@ -500,7 +500,7 @@ func (s *dashboardStream) sendScreen(ctx context.Context) error {
 }
 
 // readScreen reads what the member's terminal shows now, through herdr's
-// pane.read, as plain text.
+// pane.read on the member's pane host (as bridge_read does), as plain text.
 func (s *dashboardStream) readScreen(ctx context.Context) DashboardScreen {
 	var m fleetv1alpha1.Member
 	if err := s.g.cache.Get(ctx, types.NamespacedName{Namespace: s.v.namespace, Name: s.v.member}, &m); err != nil {
@@ -509,9 +509,13 @@ func (s *dashboardStream) readScreen(ctx context.Context) DashboardScreen {
 	if m.Status.PaneID == "" {
 		return DashboardScreen{Unavailable: fmt.Sprintf("no pane yet (phase %s)", summaryStatus(&m))}
 	}
+	panes, err := s.g.panesOf(&m)
+	if err != nil {
+		return DashboardScreen{PaneID: m.Status.PaneID, Unavailable: "the member's pane host cannot be reached: " + err.Error()}
+	}
 	ctx, cancel := context.WithTimeout(ctx, screenReadTimeout)
 	defer cancel()
-	read, err := s.g.opts.Panes.PaneRead(ctx, herdr.ReadParams{PaneID: m.Status.PaneID, Source: herdr.ReadSourceVisible})
+	read, err := panes.PaneRead(ctx, herdr.ReadParams{PaneID: m.Status.PaneID, Source: herdr.ReadSourceVisible})
 	switch {
 	case errors.Is(err, herdr.ErrNotFound):
 		return DashboardScreen{PaneID: m.Status.PaneID, Unavailable: "the pane is gone"}
