@@ -41,6 +41,19 @@ func ready(status fleetv1alpha1.AgentStatus, more ...func(*fleetv1alpha1.MemberS
 	}
 }
 
+// memberPage runs a gateway with opts and a member w1 Ready in status, and
+// opens w1's page in a browser signed in as the primary.
+func memberPage(t *testing.T, opts Options, status fleetv1alpha1.AgentStatus, more ...func(*fleetv1alpha1.MemberStatus)) (string, *harness, *fleetv1alpha1.Member, *browsertest.Dashboard) {
+	t.Helper()
+	ns := env.Namespace(t)
+	h := startGateway(t, ns, opts)
+	w1, _ := addMember(t, member("w1", ns).Obj())
+	setMemberStatus(t, w1, ready(status, more...))
+	d := browsertest.Start(t).OpenDashboard(t, h.url, staticToken)
+	d.OpenMember("w1")
+	return ns, h, w1, d
+}
+
 // TestDashboardShowsTheFleetLive: members appear as they are applied, each
 // change to one shows in its row, the filters narrow the rows, and a
 // deleted member's row goes.
@@ -108,13 +121,7 @@ func TestDashboardShowsTheFleetLive(t *testing.T) {
 // shows each step as the controller takes it, with the question, the
 // answer and the reply.
 func TestDashboardFollowsAMessageThroughItsPhases(t *testing.T) {
-	ns := env.Namespace(t)
-	h := startGateway(t, ns, Options{})
-	w1, _ := addMember(t, member("w1", ns).Obj())
-	setMemberStatus(t, w1, ready(fleetv1alpha1.AgentIdle))
-
-	d := browsertest.Start(t).OpenDashboard(t, h.url, staticToken)
-	d.OpenMember("w1")
+	ns, _, _, d := memberPage(t, Options{}, fleetv1alpha1.AgentIdle)
 	id := d.Send("fix the build\nand say what broke")
 	d.WaitStep(id, "queued", "")
 	sent := getDelegation(t, ns, id)
@@ -165,13 +172,7 @@ var cmpIgnoreTimeout = cmp.FilterPath(func(p cmp.Path) bool {
 // queued message is withdrawn at once; one in the member's hands shows its
 // cancel requested until the injector has interrupted the turn.
 func TestDashboardCancels(t *testing.T) {
-	ns := env.Namespace(t)
-	h := startGateway(t, ns, Options{})
-	w1, _ := addMember(t, member("w1", ns).Obj())
-	setMemberStatus(t, w1, ready(fleetv1alpha1.AgentWorking))
-
-	d := browsertest.Start(t).OpenDashboard(t, h.url, staticToken)
-	d.OpenMember("w1")
+	ns, _, _, d := memberPage(t, Options{}, fleetv1alpha1.AgentWorking)
 	queued := d.Send("never mind")
 	d.WaitStep(queued, "queued", "")
 	d.Cancel(queued)
@@ -216,7 +217,6 @@ func (c *countingPanes) PaneRead(ctx context.Context, p herdr.ReadParams) (*herd
 // everything the page cost the gateway: its stream, its goroutine, its
 // terminal reads.
 func TestDashboardTerminalAndAClosedTab(t *testing.T) {
-	ns := env.Namespace(t)
 	socket := filepath.Join(t.TempDir(), "herdr.sock")
 	srv, err := paneserver.New(paneserver.Options{SocketPath: socket, Shell: "/bin/sh", Columns: 100, Rows: 20})
 	if err != nil {
@@ -231,13 +231,7 @@ func TestDashboardTerminalAndAClosedTab(t *testing.T) {
 	}
 	pane := ws.RootPane.PaneID
 	panes := &countingPanes{PaneReader: herd}
-	h := startGateway(t, ns, Options{Panes: panes})
-	w1, _ := addMember(t, member("w1", ns).Obj())
-	setMemberStatus(t, w1, ready(fleetv1alpha1.AgentIdle, func(st *fleetv1alpha1.MemberStatus) { st.PaneID = pane }))
-
-	b := browsertest.Start(t)
-	d := b.OpenDashboard(t, h.url, staticToken)
-	d.OpenMember("w1")
+	_, h, w1, d := memberPage(t, Options{Panes: panes}, fleetv1alpha1.AgentIdle, func(st *fleetv1alpha1.MemberStatus) { st.PaneID = pane })
 	if err := herd.PaneSendInput(context.Background(), herdr.PaneSendInputParams{PaneID: pane, Text: "echo typed-into-the-pane", Keys: []string{"enter"}}); err != nil {
 		t.Fatal(err)
 	}
