@@ -51,7 +51,7 @@ func (g *Gateway) mcpHandler() http.Handler {
 			return nil, auth.ErrInvalidToken
 		}
 		return &auth.TokenInfo{UserID: p.Namespace + "/" + p.Key(), Extra: map[string]any{tokenInfoPrincipal: p}}, nil
-	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(streamable)
+	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(g.parkingHandler(streamable))
 }
 
 // ToolNamespace is a group of tools that is switched on or off as a whole.
@@ -81,6 +81,33 @@ type call struct {
 	tool string
 	req  *mcp.CallToolRequest
 	who  *identity.Principal
+
+	// parking, when set, lets the call be parked (park.go); finish then
+	// makes the tool's result of what its handler returns.
+	parking *parking
+	finish  func(out any, err error) *mcp.CallToolResult
+	// stream answers a parked call, and token is its progress token; a
+	// parked call has no request of its own.
+	stream *heldStream
+	token  any
+}
+
+// progressToken is the call's progress token, nil when its client gave
+// none.
+func (c *call) progressToken() any {
+	if c.req != nil {
+		return progressToken(c.req)
+	}
+	return c.token
+}
+
+// hangup is closed when a parked call's client hangs up; nil for a call on
+// its request.
+func (c *call) hangup() <-chan struct{} {
+	if c.stream != nil {
+		return c.stream.gone
+	}
+	return nil
 }
 
 // result is what every tool output implements: room for a structured error,
@@ -148,28 +175,69 @@ func addTool[In, Out any, PO interface {
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: spec.readOnly, OpenWorldHint: ptr.To(false)},
 	}
 	mcp.AddTool(g.server, tool, func(ctx context.Context, req *mcp.CallToolRequest, input In) (*mcp.CallToolResult, *Out, error) {
-		c := &call{tool: spec.name, req: req, who: principalOf(req)}
-		out, err := runTool(g, ctx, c, input, h)
-		if err != nil {
-			te := toolerr.From(err)
-			label := string(te.Code)
-			if errors.Is(err, context.Canceled) {
-				label = "client_gone"
+		c := &call{tool: spec.name, req: req, who: principalOf(req), parking: parkingOf(ctx)}
+		c.finish = func(v any, err error) *mcp.CallToolResult {
+			out, _ := v.(*Out)
+			res, out, te := toolResult[Out, PO](g, spec.name, out, err)
+			if te != nil {
+				return errorResult(te)
 			}
-			g.metrics.toolCalls.WithLabelValues(spec.name, label).Inc()
-			out = new(Out)
-			PO(out).setError(te)
-			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: te.Error()}}}, out, nil
+			return withStructuredContent(res, out)
 		}
-		if out == nil {
-			out = new(Out)
+		out, err := runTool(g, ctx, c, input, h)
+		if errors.Is(err, errParked) {
+			// The gateway answers the call itself; what the SDK answers to
+			// this placeholder is never sent.
+			return &mcp.CallToolResult{}, nil, nil
 		}
-		g.metrics.toolCalls.WithLabelValues(spec.name, PO(out).metricOutcome()).Inc()
-		if tx, ok := any(out).(texter); ok {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: tx.text()}}}, out, nil
-		}
-		return nil, out, nil
+		res, out, _ := toolResult[Out, PO](g, spec.name, out, err)
+		return res, out, nil
 	})
+}
+
+// toolResult is the result of a handler's output, or of its error (then
+// also returned as te), and counts the call.
+func toolResult[Out any, PO interface {
+	*Out
+	result
+}](g *Gateway, tool string, out *Out, err error) (_ *mcp.CallToolResult, _ *Out, te *toolerr.Error) {
+	if err != nil {
+		te = toolerr.From(err)
+		label := string(te.Code)
+		if errors.Is(err, context.Canceled) {
+			label = "client_gone"
+		}
+		g.metrics.toolCalls.WithLabelValues(tool, label).Inc()
+		out = new(Out)
+		PO(out).setError(te)
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: te.Error()}}}, out, te
+	}
+	if out == nil {
+		out = new(Out)
+	}
+	g.metrics.toolCalls.WithLabelValues(tool, PO(out).metricOutcome()).Inc()
+	if tx, ok := any(out).(texter); ok {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: tx.text()}}}, out, nil
+	}
+	return nil, out, nil
+}
+
+// withStructuredContent completes a handler's result with its output as the
+// SDK does for a typed tool: the output as structured content and, when
+// the result has no content, as its text.
+func withStructuredContent(res *mcp.CallToolResult, out any) *mcp.CallToolResult {
+	if res == nil {
+		res = &mcp.CallToolResult{}
+	}
+	raw, err := json.Marshal(out)
+	if err != nil {
+		return errorResult(toolerr.New(toolerr.Internal, "encoding the result: %v", err))
+	}
+	res.StructuredContent = json.RawMessage(raw)
+	if res.Content == nil {
+		res.Content = []mcp.Content{&mcp.TextContent{Text: string(raw)}}
+	}
+	return res
 }
 
 // runTool runs a handler and turns a panic into an internal error.
@@ -247,7 +315,7 @@ func (g *Gateway) registerTools() {
 	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_whoami", description: descWhoami, readOnly: true}, g.bridgeWhoami)
 	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_read", description: descRead, readOnly: true, schema: func(s *jsonschema.Schema) {
 		if ps := s.Properties["source"]; ps != nil {
-			ps.Enum = []any{"visible", "recent", "recent_unwrapped"}
+			ps.Enum = []any{"visible", "recent", "recent_unwrapped", "detection"}
 		}
 		if ps := s.Properties["lines"]; ps != nil {
 			ps.Minimum, ps.Maximum = ptr.To(1.0), ptr.To(float64(maxReadLines))

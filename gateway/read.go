@@ -36,9 +36,9 @@ func (g *Gateway) bridgeRead(ctx context.Context, c *call, in ReadInput) (*ReadO
 	switch source {
 	case "":
 		source = herdr.ReadSourceRecent
-	case herdr.ReadSourceVisible, herdr.ReadSourceRecent, herdr.ReadSourceRecentUnwrapped:
+	case herdr.ReadSourceVisible, herdr.ReadSourceRecent, herdr.ReadSourceRecentUnwrapped, herdr.ReadSourceDetection:
 	default:
-		return nil, toolerr.New(toolerr.InvalidArgument, "source must be visible, recent or recent_unwrapped, not %q", in.Source)
+		return nil, toolerr.New(toolerr.InvalidArgument, "source must be visible, recent, recent_unwrapped or detection, not %q", in.Source)
 	}
 	lines := defaultReadLines
 	if in.Lines != nil {
@@ -62,7 +62,8 @@ func (g *Gateway) bridgeRead(ctx context.Context, c *call, in ReadInput) (*ReadO
 		return nil, toolerr.New(toolerr.WorkerGone, "member %s has no pane yet (phase %s)", m.Name, m.Status.Phase)
 	}
 	params := herdr.ReadParams{PaneID: m.Status.PaneID, Source: source}
-	if source != herdr.ReadSourceVisible {
+	// The rules look at the whole detection text, as the screen watch reads it.
+	if source != herdr.ReadSourceVisible && source != herdr.ReadSourceDetection {
 		params.Lines = &lines
 	}
 	panes, err := g.panesOf(m)
@@ -78,8 +79,12 @@ func (g *Gateway) bridgeRead(ctx context.Context, c *call, in ReadInput) (*ReadO
 	}
 	text := herdr.ReadableText(read.Text)
 	truncated := len(text) > maxReadBytes
-	text = textcut.Tail(text, maxReadBytes)
-	return &ReadOutput{Member: m.Name, PaneID: m.Status.PaneID, Source: string(source), Text: text, Truncated: truncated}, nil
+	out := &ReadOutput{Member: m.Name, PaneID: m.Status.PaneID, Source: string(source), Truncated: truncated}
+	if source == herdr.ReadSourceDetection {
+		out.Detection = g.detection(ctx, panes, m, read.Text)
+	}
+	out.Text = textcut.Tail(text, maxReadBytes)
+	return out, nil
 }
 
 // panesOf is where member m's terminal is read.

@@ -27,6 +27,7 @@ import (
 	"github.com/fleetd/fleetd/gateway/process"
 	"github.com/fleetd/fleetd/gateway/toolerr"
 	"github.com/fleetd/fleetd/herdr"
+	"github.com/fleetd/fleetd/herdr/detect"
 )
 
 // The gateway reads fleetd's kinds and member token Secrets cluster-wide,
@@ -88,6 +89,10 @@ type Options struct {
 	// PaneHosts, when set, says where each member's terminal is: the
 	// shared pane server, or its Pod's pane host.
 	PaneHosts PaneHosts
+	// Detectors are the screen rules by agent label, as the controllers
+	// run them (bridge_read source detection explains them); nil loads
+	// fleetd's built-in ones.
+	Detectors map[string]*detect.Detector
 }
 
 // PaneHosts says which pane host a member's panes live on.
@@ -105,6 +110,8 @@ func (f PaneHostsFunc) For(m *fleetv1alpha1.Member) (PaneReader, error) { return
 // PaneReader is what the gateway needs of herdr. *herdr.Client satisfies it.
 type PaneReader interface {
 	PaneRead(ctx context.Context, p herdr.ReadParams) (*herdr.PaneRead, error)
+	// AgentGet gives the terminal title and status the screen rules see.
+	AgentGet(ctx context.Context, target string) (*herdr.AgentInfo, error)
 }
 
 // withDefaults fills in unset options.

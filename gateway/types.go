@@ -183,7 +183,7 @@ func (o *CancelOutput) metricOutcome() string { return o.Outcome }
 // ReadInput is the input of bridge_read.
 type ReadInput struct {
 	SessionID string `json:"sessionId" jsonschema:"the member to read: its name, agent session id, terminal id or pane id"`
-	Source    string `json:"source,omitempty" jsonschema:"visible (the screen now), recent (the latest lines as displayed; the default) or recent_unwrapped (the latest output as logical lines)"`
+	Source    string `json:"source,omitempty" jsonschema:"visible (the screen now), recent (the latest lines as displayed; the default), recent_unwrapped (the latest output as logical lines) or detection (what the screen rules look at, with the rule that matched and the state it concluded)"`
 	Lines     *int   `json:"lines,omitempty" jsonschema:"how many lines of recent output, 1 to 1000; default 80"`
 }
 
@@ -195,6 +195,30 @@ type ReadOutput struct {
 	Source    string `json:"source,omitempty" jsonschema:"what was read"`
 	Text      string `json:"text,omitempty" jsonschema:"the terminal text, escape sequences removed"`
 	Truncated bool   `json:"truncated,omitempty" jsonschema:"the text was longer than 64 KiB: its end is kept"`
+	// Detection explains the member's screen status, for source detection.
+	Detection *DetectionView `json:"detection,omitempty" jsonschema:"for source detection: what the screen rules concluded from text and title, and why"`
+}
+
+// DetectionView is what a member's screen rules make of its screen now.
+type DetectionView struct {
+	AgentStatus string `json:"agentStatus" jsonschema:"the agent's status as herdr holds it now (from the agent's hooks, or the screen): idle, working, blocked, done or unknown"`
+	Manifest    string `json:"manifest,omitempty" jsonschema:"the screen manifest's agent label and version; empty when the member's agent has none (a plain command)"`
+	Title       string `json:"title,omitempty" jsonschema:"the terminal title the rules look at (region osc_title)"`
+	State       string `json:"state,omitempty" jsonschema:"the state the rules concluded: idle, working, blocked or unknown"`
+	Rule        string `json:"rule,omitempty" jsonschema:"the rule that decided; empty when none matched and the agent is taken to be idle"`
+	Visible     bool   `json:"visible,omitempty" jsonschema:"the state is seen on screen (a dialog, a spinner, a prompt box), not assumed"`
+	Skip        bool   `json:"skip,omitempty" jsonschema:"the rule keeps the previous state while it matches (a menu, a transcript viewer)"`
+	Region      string `json:"region,omitempty" jsonschema:"the deciding rule's region of the screen: the dialog, for blocked"`
+	// Matches lists every rule whose conditions hold.
+	Matches []DetectionMatch `json:"matches" jsonschema:"every rule that matched, in manifest order; the highest priority decides, the earlier on a tie"`
+}
+
+// DetectionMatch is one screen rule that matched.
+type DetectionMatch struct {
+	Rule     string `json:"rule" jsonschema:"the rule's id"`
+	State    string `json:"state" jsonschema:"the state it decides"`
+	Priority int    `json:"priority" jsonschema:"its priority"`
+	Region   string `json:"region" jsonschema:"the region of the screen it looks at"`
 }
 
 // TeamStatusInput is the input of team_status.

@@ -24,6 +24,7 @@ import (
 	"github.com/fleetd/fleetd/delegation"
 	"github.com/fleetd/fleetd/gateway"
 	"github.com/fleetd/fleetd/herdr"
+	"github.com/fleetd/fleetd/herdr/detect"
 	"github.com/fleetd/fleetd/internal/fleetcache"
 	"github.com/fleetd/fleetd/internal/scheme"
 	"github.com/fleetd/fleetd/panehost"
@@ -277,6 +278,10 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 			TeamPolicy: o.teamPolicy,
 			// bridge_read reads members' terminals through herdr.
 			Panes: shared,
+		}
+		// bridge_read explains a screen by the rules the controllers run.
+		if gopts.Detectors, err = detect.Load(o.screenManifests); err != nil {
+			return err
 		}
 		if hosts != nil {
 			gopts.PaneHosts = gateway.PaneHostsFunc(func(m *fleetv1alpha1.Member) (gateway.PaneReader, error) {

@@ -455,6 +455,11 @@ func testPermissionDialog(t *testing.T, a realAgent, name string) {
 	if !strings.Contains(fmt.Sprint(list.Fields), a.dialog) {
 		t.Errorf("bridge_list shows no dialog: %v", list.Fields)
 	}
+	// bridge_read source detection says why: the rule that saw the dialog.
+	read := call(t, s, "bridge_read", map[string]any{"sessionId": name, "source": "detection"})
+	if det, _ := read.Fields["detection"].(map[string]any); det["state"] != "blocked" || det["rule"] == nil || !strings.Contains(fmt.Sprint(det["region"]), a.dialog) {
+		t.Errorf("bridge_read detection of the dialog: %v", read.Fields)
+	}
 
 	// A second message waits: typing now would answer the dialog. Someone
 	// dismisses the dialog: the worker is idle again, the queue moves on,

@@ -131,6 +131,12 @@ func TestRead(t *testing.T) {
 			t.Errorf("%s: terminal controls left in %q", source, text)
 		}
 	}
+	// A plain command has no screen rules: detection shows the status alone.
+	r := call(t, s, "bridge_read", map[string]any{"sessionId": "e2e-read", "source": "detection"})
+	det, _ := r.Fields["detection"].(map[string]any)
+	if r.IsError || det == nil || det["agentStatus"] == "" || det["rule"] != nil || !strings.Contains(r.Str("text"), "a marker on the screen") {
+		t.Errorf("detection of a plain command: %v", r.Fields)
+	}
 	if r := call(t, s, "bridge_read", map[string]any{"sessionId": "e2e-read", "lines": 5000}); r.ErrorCode() != "invalid_argument" {
 		t.Errorf("lines 5000: %v", r.Fields)
 	}
