@@ -65,6 +65,10 @@ const (
 	CodeInvalidAgentName = "invalid_agent_name"
 	// CodeAgentNameTaken is sent when another agent already has the name.
 	CodeAgentNameTaken = "agent_name_taken"
+	// CodePermissionDenied is fleetd's pane server refusing a caller its
+	// peer credentials do not allow: a member's user acting on another
+	// member's pane. herdr itself has one user and no such refusal.
+	CodePermissionDenied = "permission_denied"
 	// CodeUnsupportedAgentKind is sent for an agent kind herdr does not know.
 	CodeUnsupportedAgentKind = "unsupported_agent_kind"
 	// CodeInvalidAgentArgument is sent for arguments with control characters.

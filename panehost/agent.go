@@ -4,8 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/fleetd/fleetd/agents"
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
@@ -31,6 +35,10 @@ const (
 type InstallParams struct {
 	// Dir is the member's agent directory; every file lies within it.
 	Dir string `json:"dir"`
+	// User is the label of the workspace the agent runs in: where the pane
+	// host runs each workspace as a user of its own, the directory and its
+	// files are that user's, written as that user.
+	User string `json:"user,omitempty"`
 	// WorkingDir is created for the agent to start in.
 	WorkingDir string `json:"working_dir"`
 	// Files are the agent's configuration.
@@ -49,6 +57,9 @@ type InstallFile struct {
 type ObserveParams struct {
 	Dir  string                  `json:"dir"`
 	Kind fleetv1alpha1.AgentKind `json:"kind"`
+	// User is the workspace's label, as for install: the record is read
+	// as that user, so a link in the directory reaches nothing it may not.
+	User string `json:"user,omitempty"`
 }
 
 // Observation is what an agent's hooks recorded: nil Hooks when no hook
@@ -86,9 +97,23 @@ func ObserveAgent(kind fleetv1alpha1.AgentKind, dir string) Observation {
 	return o
 }
 
+// UserOf is the Unix user a workspace label runs as, and whether the pane
+// host runs workspaces as users of their own at all.
+type UserOf func(label string) (uid uint32, ok bool, err error)
+
 // Extensions are fleetd's methods for a pane host whose agents' directories
-// lie within root.
-func Extensions(root string) map[string]paneserver.Extension {
+// lie within root; userOf (nil: none) says whose they are.
+func Extensions(root string, userOf UserOf) map[string]paneserver.Extension {
+	owner := func(label string) (uint32, bool, *herdr.Error) {
+		if userOf == nil || label == "" {
+			return 0, false, nil
+		}
+		uid, ok, err := userOf(label)
+		if err != nil {
+			return 0, false, &herdr.Error{Code: herdr.CodeInternalError, Message: err.Error()}
+		}
+		return uid, ok, nil
+	}
 	return map[string]paneserver.Extension{
 		MethodAgentInstall: func(_ context.Context, raw json.RawMessage) (any, *herdr.Error) {
 			var p InstallParams
@@ -110,7 +135,19 @@ func Extensions(root string) map[string]paneserver.Extension {
 				}
 				files = append(files, agents.File{Path: path, Content: f.Content, Merge: f.Merge})
 			}
-			if err := agents.Install(files, p.WorkingDir); err != nil {
+			uid, switched, herr := owner(p.User)
+			if herr != nil {
+				return nil, herr
+			}
+			install := func() error { return agents.Install(files, p.WorkingDir) }
+			if switched {
+				if err := ownDir(dir, uid); err != nil {
+					return nil, &herdr.Error{Code: herdr.CodeInternalError, Message: err.Error()}
+				}
+				err := asUser(uid, install)
+				install = func() error { return err }
+			}
+			if err := install(); err != nil {
 				return nil, &herdr.Error{Code: herdr.CodeInternalError, Message: "installing the agent's configuration: " + err.Error()}
 			}
 			return struct {
@@ -126,10 +163,21 @@ func Extensions(root string) map[string]paneserver.Extension {
 			if herr != nil {
 				return nil, herr
 			}
+			uid, switched, herr := owner(p.User)
+			if herr != nil {
+				return nil, herr
+			}
+			o := Observation{}
+			observe := func() error { o = ObserveAgent(p.Kind, dir); return nil }
+			if switched {
+				_ = asUser(uid, observe)
+			} else {
+				_ = observe()
+			}
 			return struct {
 				Type string `json:"type"`
 				Observation
-			}{resultAgentObservation, ObserveAgent(p.Kind, dir)}, nil
+			}{resultAgentObservation, o}, nil
 		},
 	}
 }
@@ -159,11 +207,13 @@ func within(root, path string) (string, *herdr.Error) {
 // Remote reaches a pane host's agent directories through its client.
 type Remote struct {
 	Client *herdr.Client
+	// User is the label of the agent's workspace (see InstallParams.User).
+	User string
 }
 
 // Install writes a known agent's configuration in the pane host.
 func (r Remote) Install(ctx context.Context, dir, workingDir string, files []agents.File) error {
-	p := InstallParams{Dir: dir, WorkingDir: workingDir, Files: make([]InstallFile, 0, len(files))}
+	p := InstallParams{Dir: dir, User: r.User, WorkingDir: workingDir, Files: make([]InstallFile, 0, len(files))}
 	for _, f := range files {
 		p.Files = append(p.Files, InstallFile{Path: f.Path, Content: f.Content, Merge: f.Merge})
 	}
@@ -173,7 +223,7 @@ func (r Remote) Install(ctx context.Context, dir, workingDir string, files []age
 // Observe reads what the agent's hooks recorded in the pane host.
 func (r Remote) Observe(ctx context.Context, kind fleetv1alpha1.AgentKind, dir string) (Observation, error) {
 	var o Observation
-	err := r.Client.Call(ctx, MethodAgentObserve, ObserveParams{Dir: dir, Kind: kind}, resultAgentObservation, &o)
+	err := r.Client.Call(ctx, MethodAgentObserve, ObserveParams{Dir: dir, Kind: kind, User: r.User}, resultAgentObservation, &o)
 	return o, err
 }
 
@@ -189,4 +239,48 @@ func (Local) Install(_ context.Context, _ string, workingDir string, files []age
 // Observe reads what the agent's hooks recorded.
 func (Local) Observe(_ context.Context, kind fleetv1alpha1.AgentKind, dir string) (Observation, error) {
 	return ObserveAgent(kind, dir), nil
+}
+
+// ownDir makes dir a directory of uid's own, mode 0700, creating it (and,
+// as the pane host, its parents, traversable by all) when missing.
+func ownDir(dir string, uid uint32) error {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !os.IsExist(err) {
+		return err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	if err := os.Lchown(dir, int(uid), int(uid)); err != nil {
+		return fmt.Errorf("giving %s to user %d: %w", dir, uid, err)
+	}
+	return os.Chmod(dir, 0o700)
+}
+
+// asUser runs fn with uid's file system identity: what it reads and
+// writes is checked, and what it creates is owned, as that user's, so a
+// link a member left in its directory reaches nothing the member may not.
+// The thread that took the identity ends with it.
+func asUser(uid uint32, fn func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		// Never unlocked: the goroutine's end terminates the thread, and
+		// the identity with it.
+		runtime.LockOSThread()
+		_, _ = unix.SetfsgidRetGid(int(uid))
+		_, _ = unix.SetfsuidRetUid(int(uid))
+		// A call that changes nothing answers the identity in force.
+		if got, _ := unix.SetfsuidRetUid(-1); got != int(uid) {
+			done <- fmt.Errorf("taking the file system identity of user %d failed (have %d)", uid, got)
+			return
+		}
+		done <- fn()
+	}()
+	return <-done
 }

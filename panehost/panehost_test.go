@@ -63,7 +63,7 @@ func startPaneHost(t *testing.T) *paneHost {
 		Cwd:        dir,
 		TLSAddress: "127.0.0.1:0",
 		TLSConfig:  cfg,
-		Extensions: Extensions(root),
+		Extensions: Extensions(root, nil),
 	})
 	if err != nil {
 		t.Fatal(err)

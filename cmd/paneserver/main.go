@@ -60,6 +60,8 @@ func run() error {
 	gateway := flag.String("gateway", "", "the gateway's base URL, to forward the agent's MCP traffic to (with --gateway-listen and --token-file)")
 	gatewayListen := flag.String("gateway-listen", "127.0.0.1:8766", "loopback address the agent mounts the gateway on")
 	tokenFile := flag.String("token-file", "", "the pod's service-account token for the gateway, rotated by the kubelet")
+	memberUsers := flag.String("member-users", "auto", "run each workspace under a Unix user of its own and authorise socket calls by peer credentials: on, off, or auto (on with --agent-root where this process may switch users: root, or CAP_SETUID and CAP_SETGID)")
+	firstUID := flag.Uint("member-uid-base", paneserver.DefaultFirstUID, "the first user id given to workspaces")
 	flag.Parse()
 	if opts.SocketPath == "" {
 		return fmt.Errorf("no socket: pass --socket or set %s", herdr.SocketPathEnv)
@@ -76,8 +78,21 @@ func run() error {
 		}
 		opts.TLSConfig = cfg
 	}
+	switch users := *memberUsers; {
+	case users == "on" && *agentRoot == "":
+		return fmt.Errorf("--member-users=on needs --agent-root: each workspace's user gets its home there")
+	case users == "on" || users == "auto" && *agentRoot != "" && paneserver.CanSwitchUsers():
+		opts.Users = &paneserver.UserOptions{FirstUID: uint32(*firstUID), HomeRoot: filepath.Join(*agentRoot, ".users")}
+	case users == "auto" || users == "off":
+		log.Warn("Every workspace runs as this server's user: members on this pane server can read and act on each other's panes, processes and files (run it as root, or with CAP_SETUID and CAP_SETGID, to give each its own user; or run members in pods)")
+	default:
+		return fmt.Errorf("--member-users=%q: want on, off or auto", users)
+	}
+	// srv is set before the first request: the extensions ask it whose a
+	// workspace is.
+	var srv *paneserver.Server
 	if *agentRoot != "" {
-		opts.Extensions = panehost.Extensions(*agentRoot)
+		opts.Extensions = panehost.Extensions(*agentRoot, func(label string) (uint32, bool, error) { return srv.WorkspaceUser(label) })
 	}
 	if *gateway != "" {
 		if *tokenFile == "" {
@@ -99,7 +114,8 @@ func run() error {
 		log.Info("Forwarding the agent's gateway traffic", "listen", ln.Addr().String(), "gateway", *gateway)
 	}
 
-	srv, err := paneserver.New(opts)
+	var err error
+	srv, err = paneserver.New(opts)
 	if err != nil {
 		return err
 	}

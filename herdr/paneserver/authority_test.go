@@ -1,11 +1,13 @@
 package paneserver_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -361,4 +363,30 @@ func writeScript(t testing.TB, dir, name, body string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// TestReportFromTheFutureIsRefused reproduces an attack: a report with a
+// seq ten minutes ahead made herdr drop the victim's own reports as stale
+// for ten minutes. fleetd's reporters number reports by the time in
+// microseconds, so a seq from the future is refused, and later honest
+// reports still count.
+func TestReportFromTheFutureIsRefused(t *testing.T) {
+	h := newHarness(t)
+	ws := h.workspace(herdr.WorkspaceCreateParams{})
+	pane := ws.RootPane.PaneID
+	ctx := context.Background()
+	ahead := uint64(time.Now().Add(10 * time.Minute).UnixMicro())
+	err := h.client.PaneReportAgent(ctx, herdr.PaneReportAgentParams{PaneID: pane, Source: "fleetd", Agent: "worker", State: herdr.AgentStateWorking, Seq: &ahead})
+	var herr *herdr.Error
+	if !errors.As(err, &herr) || herr.Code != herdr.CodeInvalidParams || !strings.Contains(herr.Message, "future") {
+		t.Fatalf("a report 10 minutes ahead = %v, want invalid_params about the future", err)
+	}
+	now := uint64(time.Now().UnixMicro())
+	if err := h.client.PaneReportAgent(ctx, herdr.PaneReportAgentParams{PaneID: pane, Source: "fleetd", Agent: "worker", State: herdr.AgentStateIdle, Seq: &now}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := h.client.AgentGet(ctx, pane)
+	if err != nil || a.AgentStatus != herdr.AgentStatusIdle {
+		t.Fatalf("after an honest report: %+v, %v; want idle", a, err)
+	}
 }

@@ -44,6 +44,18 @@
 //     pane.read answers revision 0 and source detection reads the screen.
 //
 // Where it deliberately differs from herdr:
+//   - Members are not one trust domain. With Options.Users each workspace
+//     runs under a Unix user of its own, the socket is open to all users,
+//     and every call is authorised by the caller's peer credentials: a
+//     workspace's user may report, read, type and close only in its own
+//     panes (permission_denied otherwise); the server's own user and TLS
+//     callers may do everything. herdr has one user and a 0600 socket.
+//   - Typed text is text. pane.send_input and agent.prompt show every
+//     control in their text (but newline and tab) instead of acting on it;
+//     keys go through keys.
+//   - A report whose seq lies more than 10s in the future (fleetd numbers
+//     reports by the time in microseconds) is refused with invalid_params;
+//     herdr would take it and drop every later report as stale.
 //   - There are no screen manifests. herdr reads a known agent's screen for
 //     its status (and forces blocked over a custom report when a dialog
 //     shows); here an identified agent with no report counts as idle once

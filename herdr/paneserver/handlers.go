@@ -224,7 +224,16 @@ func (s *Server) paneSendKeys(_ context.Context, p herdr.PaneSendKeysParams) (an
 	return okResult, nil
 }
 
+// maxReportAhead is how far in the future a report's seq may lie. fleetd's
+// reporters number their reports by the time in microseconds; one from
+// minutes ahead would have every honest report after it dropped as stale.
+const maxReportAhead = 10 * time.Second
+
 func (s *Server) paneReportAgent(_ context.Context, p herdr.PaneReportAgentParams) (any, *herdr.Error) {
+	if p.Seq != nil && *p.Seq > uint64(time.Now().Add(maxReportAhead).UnixMicro()) {
+		return nil, errorf(herdr.CodeInvalidParams, "seq %d is from the future (it would be %s from now, in microseconds since the epoch); reports are numbered by the time they are made",
+			*p.Seq, time.Until(time.UnixMicro(int64(*p.Seq))).Round(time.Second))
+	}
 	if err := s.sess.reportAgent(p); err != nil {
 		return nil, err
 	}

@@ -34,6 +34,9 @@ const waitFor = 60 * time.Second
 var schemas *schemaSet
 
 func TestMain(m *testing.M) {
+	if os.Getenv(asClientEnv) != "" {
+		os.Exit(runAsClient())
+	}
 	flag.Parse()
 	var err error
 	if schemas, err = loadSchemas(); err != nil {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/fleetd/fleetd/herdr"
 )
 
 const (
@@ -109,6 +111,10 @@ func cutPrefixFold(s string, prefixes ...string) (string, bool) {
 // encodeText encodes typed text, as a bracketed paste when the program asked
 // for one so that newlines in it do not submit.
 func encodeText(text string, modes inputModes) string {
+	// Text is text: every control in it but newline and tab is shown, not
+	// acted on, as fleetd types messages. An ESC[201~ in it would end the
+	// paste early and let the rest run as keys; keys go through keys.
+	text = herdr.PlainText(text)
 	if text == "" || !modes.bracketedPaste {
 		return text
 	}

@@ -58,6 +58,10 @@ func TestEncodeText(t *testing.T) {
 		"plain":              {text: "ls -l", want: "ls -l"},
 		"bracketed paste":    {text: "fix it\nplease", modes: inputModes{bracketedPaste: true}, want: "\x1b[200~fix it\nplease\x1b[201~"},
 		"nothing to bracket": {text: "", modes: inputModes{bracketedPaste: true}, want: ""},
+		// An attack typed ESC[201~ through pane.send_input: it ended the
+		// paste early, and the carriage return behind it submitted a turn.
+		"a paste end in the text": {text: "hi\x1b[201~\r", modes: inputModes{bracketedPaste: true}, want: "\x1b[200~hi\u241b[201~\n\x1b[201~"},
+		"controls in plain text":  {text: "a\x03b\x1bc", want: "a\u2403b\u241bc"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

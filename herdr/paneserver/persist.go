@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,6 +27,10 @@ const historyLines = 200
 type savedSession struct {
 	LastWorkspace int              `json:"last_workspace"`
 	Workspaces    []savedWorkspace `json:"workspaces"`
+	// Users are the workspace labels' Unix users, so that a workspace
+	// restored runs as the user that owns its files.
+	Users   map[string]uint32 `json:"users,omitempty"`
+	NextUID uint32            `json:"next_uid,omitempty"`
 }
 
 type savedWorkspace struct {
@@ -101,6 +106,9 @@ func (s *session) scheduleSaveLocked() {
 // savedLocked is the session as it would be restored.
 func (s *session) savedLocked() savedSession {
 	saved := savedSession{LastWorkspace: s.lastWorkspace, Workspaces: []savedWorkspace{}}
+	if s.users != nil {
+		saved.Users, saved.NextUID = maps.Clone(s.users.byLabel), s.users.next
+	}
 	for _, ws := range s.workspaces {
 		sw := savedWorkspace{ID: ws.id, Label: ws.label, Cwd: ws.cwd, LastTab: ws.lastTab, LastPane: ws.lastPane}
 		for _, t := range ws.tabs {
@@ -154,9 +162,22 @@ func (s *session) restore() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lastWorkspace = max(s.lastWorkspace, saved.LastWorkspace)
+	if s.users != nil {
+		for label, uid := range saved.Users {
+			s.users.byLabel[label], s.users.used[uid] = uid, label
+		}
+		s.users.next = max(s.users.next, saved.NextUID)
+	}
 	now := time.Now()
 	for _, sw := range saved.Workspaces {
 		ws := &workspace{id: sw.ID, label: sw.Label, cwd: sw.Cwd, lastTab: sw.LastTab, lastPane: sw.LastPane}
+		if s.users != nil {
+			u, err := s.users.forLabel(sw.Label)
+			if err != nil {
+				return fmt.Errorf("restoring workspace %s: %w", sw.ID, err)
+			}
+			ws.user = &u
+		}
 		for _, st := range sw.Tabs {
 			t := &tab{id: st.ID, label: st.Label, ws: ws}
 			for _, sp := range st.Panes {

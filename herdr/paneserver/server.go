@@ -70,6 +70,11 @@ type Options struct {
 	Protocol int
 	// Logger receives connection failures; discarded if nil.
 	Logger *slog.Logger
+	// Users, when set, runs each workspace's processes under a Unix user of
+	// its own and authorises socket calls by the caller's peer
+	// credentials (see CanSwitchUsers). The socket is then open to all
+	// users (mode 0666): what a caller may do is decided per call.
+	Users *UserOptions
 	// Extensions are methods beyond herdr's protocol that the server also
 	// answers: fleetd's pane host adds its own. Each decodes its params.
 	Extensions map[string]Extension
@@ -192,6 +197,19 @@ func New(opts Options) (*Server, error) {
 		conns:  map[net.Conn]struct{}{},
 	}
 	s.sess = newSession(&s.opts, newHub())
+	if opts.Users != nil {
+		if s.sess.users, err = newUsers(*opts.Users); err != nil {
+			_ = ln.Close()
+			if tlsLn != nil {
+				_ = tlsLn.Close()
+			}
+			return nil, err
+		}
+		if err := os.Chmod(opts.SocketPath, 0o666); err != nil {
+			_ = ln.Close()
+			return nil, fmt.Errorf("paneserver: opening the socket to the workspaces' users: %w", err)
+		}
+	}
 	if opts.SessionFile != "" {
 		if err := s.sess.restore(); err != nil {
 			// Keep the saved session for a look: ending what was restored
@@ -236,6 +254,20 @@ func listen(path string) (*net.UnixListener, error) {
 // SocketPath returns where the server listens.
 func (s *Server) SocketPath() string {
 	return s.opts.SocketPath
+}
+
+// WorkspaceUser is the Unix user the workspace labelled label runs as,
+// given out now if it has none yet; ok is false when the server runs
+// everything as itself. Files fleetd writes for that workspace's agent are
+// written as this user.
+func (s *Server) WorkspaceUser(label string) (uid uint32, ok bool, err error) {
+	if s.sess.users == nil {
+		return 0, false, nil
+	}
+	s.sess.mu.Lock()
+	defer s.sess.mu.Unlock()
+	u, err := s.sess.users.forLabel(label)
+	return u.uid, err == nil, err
 }
 
 // TLSAddress returns where the server listens for TLS, empty when it does
@@ -387,6 +419,10 @@ func (s *Server) serveConn(conn net.Conn) {
 	req, herr := decodeRequest(line, s.opts.Extensions)
 	if herr != nil {
 		s.writeLine(conn, errorResponse{ID: "", Error: herr})
+		return
+	}
+	if herr := s.authorize(callerOf(conn), req.method, req.params); herr != nil {
+		s.writeLine(conn, errorResponse{ID: req.id, Error: herr})
 		return
 	}
 	if ext, ok := s.opts.Extensions[req.method]; ok {

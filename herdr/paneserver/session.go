@@ -54,12 +54,18 @@ type session struct {
 	saveTimer *time.Timer
 	// changed is closed and replaced on every agent change, waking waiters.
 	changed chan struct{}
+	// users gives each workspace a Unix user of its own; nil runs every
+	// workspace as the server's own user.
+	users *users
 }
 
 type workspace struct {
-	id        string
-	label     string
-	cwd       string
+	id    string
+	label string
+	cwd   string
+	// user is who the workspace's processes run as; nil for the server's
+	// own user.
+	user      *workspaceUser
 	tabs      []*tab
 	activeTab *tab
 	lastTab   int
@@ -114,11 +120,23 @@ func (s *session) createWorkspace(p herdr.WorkspaceCreateParams) (*herdr.Workspa
 	if s.closed {
 		return nil, errorf(herdr.CodeServerUnavailable, "server is shutting down")
 	}
+	var user *workspaceUser
+	if s.users != nil {
+		u, err := s.users.forLabel(p.Label)
+		if err != nil {
+			return nil, errorf(herdr.CodeWorkspaceCreateFailed, "%v", err)
+		}
+		user = &u
+		if p.Cwd == "" {
+			cwd = u.home
+		}
+	}
 	s.lastWorkspace++
 	ws := &workspace{
 		id:    "w" + publicNumber(s.lastWorkspace),
 		label: cmp.Or(p.Label, filepath.Base(cwd)),
 		cwd:   cwd,
+		user:  user,
 	}
 	t, pn, err := s.addTabLocked(ws, cwd, p.Env, "")
 	if err != nil {
@@ -207,7 +225,7 @@ func (s *session) startPaneLocked(ws *workspace, t *tab, id, cwd string, env map
 		tab:        t,
 		agent:      agentState{status: herdr.AgentStatusUnknown},
 	}
-	sh, err := startShell(shellSpec{
+	spec := shellSpec{
 		path:       s.opts.Shell,
 		dir:        cwd,
 		env:        s.paneEnv(env, ws.id, t.id, p.id),
@@ -215,7 +233,14 @@ func (s *session) startPaneLocked(ws *workspace, t *tab, id, cwd string, env map
 		rows:       s.opts.Rows,
 		scrollback: s.opts.ScrollbackLines,
 		history:    historyInput(history),
-	}, func() { s.shellExited(p) })
+	}
+	if u := ws.user; u != nil {
+		spec.user = u
+		if _, set := env["HOME"]; !set {
+			spec.env = append(spec.env, "HOME="+u.home)
+		}
+	}
+	sh, err := startShell(spec, func() { s.shellExited(p) })
 	if err != nil {
 		return nil, err
 	}

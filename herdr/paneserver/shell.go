@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/creack/pty"
@@ -29,6 +30,9 @@ type shellSpec struct {
 	scrollback int
 	// history is shown before the shell's own output.
 	history []byte
+	// user runs the shell as a Unix user of its own; nil runs it as the
+	// server.
+	user *workspaceUser
 }
 
 // shell is a pane's process tree: a shell on a pty, leading a session of its
@@ -50,9 +54,7 @@ func startShell(spec shellSpec, onExit func()) (*shell, error) {
 	cmd := exec.Command(spec.path)
 	cmd.Dir = spec.dir
 	cmd.Env = spec.env
-	// pty.StartWithSize makes the shell a session leader with the pty as its
-	// controlling terminal: its process group id is its pid.
-	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: uint16(spec.cols), Rows: uint16(spec.rows)})
+	ptmx, err := startOnPty(cmd, spec)
 	if err != nil {
 		return nil, fmt.Errorf("starting shell %s in %s: %w", spec.path, spec.dir, err)
 	}
@@ -75,6 +77,37 @@ func startShell(spec shellSpec, onExit func()) (*shell, error) {
 		onExit()
 	}()
 	return sh, nil
+}
+
+// startOnPty starts cmd as a session leader with a new pty as its
+// controlling terminal (its process group id is its pid), as the
+// workspace's user when it has one, who then owns the terminal too, as a
+// login does.
+func startOnPty(cmd *exec.Cmd, spec shellSpec) (*os.File, error) {
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer tty.Close()
+	if err := pty.Setsize(ptmx, &pty.Winsize{Cols: uint16(spec.cols), Rows: uint16(spec.rows)}); err != nil {
+		_ = ptmx.Close()
+		return nil, err
+	}
+	attrs := &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	if u := spec.user; u != nil {
+		if err := tty.Chown(int(u.uid), int(u.uid)); err != nil {
+			_ = ptmx.Close()
+			return nil, fmt.Errorf("giving the terminal to user %d: %w", u.uid, err)
+		}
+		attrs.Credential = &syscall.Credential{Uid: u.uid, Gid: u.uid, Groups: []uint32{}}
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	cmd.SysProcAttr = attrs
+	if err := cmd.Start(); err != nil {
+		_ = ptmx.Close()
+		return nil, err
+	}
+	return ptmx, nil
 }
 
 func (sh *shell) pumpOutput() {
