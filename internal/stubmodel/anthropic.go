@@ -48,6 +48,7 @@ func (c *content) UnmarshalJSON(b []byte) error {
 
 type block struct {
 	Type      string          `json:"type"`
+	Source    *imageSource    `json:"source,omitempty"`
 	Text      string          `json:"text,omitempty"`
 	ID        string          `json:"id,omitempty"`
 	Name      string          `json:"name,omitempty"`
@@ -93,6 +94,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	default:
 		prompt, results := turnOf(req.Messages)
 		logged.Kind, logged.Prompt, logged.Step = KindTurn, prompt, len(results)
+		logged.Images, logged.HookFeedback = turnImages(req.Messages), hookFeedback(req.Messages)
 		next, ok := stepOf(r, prompt, results)
 		if !ok {
 			return
@@ -111,7 +113,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		if !slices.ContainsFunc(req.Tools, func(t tool) bool { return t.Name == name }) {
 			// Deferred behind ToolSearch: load it first, as the model must.
 			name = toolSearch
-			next.input = map[string]any{"query": "select:" + claudeTool(toolReply) + "," + claudeTool(toolAsk)}
+			next.input = map[string]any{"query": "select:" + strings.Join(slices.Compact([]string{claudeTool(next.tool), claudeTool(toolReply), claudeTool(toolAsk)}), ",")}
 		}
 		input, _ := json.Marshal(next.input)
 		logged.Answer = name
@@ -141,7 +143,7 @@ func stopSequence(stop string) any {
 // fleetd's MCP tools as Claude Code names them, and its shell tool.
 func claudeTool(t string) string {
 	switch t {
-	case toolReply, toolAsk:
+	case toolReply, toolAsk, toolSend:
 		return "mcp__fleetd__" + t
 	case toolShell:
 		return "Bash"

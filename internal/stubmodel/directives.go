@@ -27,6 +27,9 @@ const (
 	// ActBash runs the argument with the agent's shell tool, which needs
 	// permission unless the agent's configuration allows it.
 	ActBash ActionKind = "bash"
+	// ActSend hands work to a member, as a primary does: bridge_send with
+	// wait:false; the argument is "MEMBER: CONTENT".
+	ActSend ActionKind = "send"
 )
 
 // Action is one step of a scripted turn.
@@ -40,7 +43,7 @@ type Action struct {
 // callsTool says whether the action is a tool call, which the agent answers
 // with a tool result before the script goes on.
 func (a Action) callsTool() bool {
-	return a.Kind == ActReply || a.Kind == ActAsk || a.Kind == ActBash
+	return a.Kind == ActReply || a.Kind == ActAsk || a.Kind == ActBash || a.Kind == ActSend
 }
 
 // Script is what the scripted model does with one prompt. A prompt without
@@ -58,6 +61,11 @@ func Script(prompt string) ([]Action, error) {
 		case ActReply, ActAsk, ActSilent, ActBash:
 			if arg == "" {
 				return nil, fmt.Errorf("directive %s: needs an argument", kind)
+			}
+			script = append(script, Action{Kind: kind, Arg: arg})
+		case ActSend:
+			if to, content, ok := strings.Cut(arg, ":"); !ok || strings.TrimSpace(to) == "" || strings.TrimSpace(content) == "" {
+				return nil, fmt.Errorf("directive send: want MEMBER: CONTENT, got %q", arg)
 			}
 			script = append(script, Action{Kind: kind, Arg: arg})
 		case ActSleep:

@@ -90,6 +90,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 	default:
 		prompt, results := responsesTurnOf(req.Input)
 		logged.Kind, logged.Prompt, logged.Step = KindTurn, prompt, len(results)
+		logged.Images, logged.HookFeedback = responsesTurnImages(req.Input), responsesHookFeedback(req.Input)
 		next, ok := stepOf(r, prompt, results)
 		if !ok {
 			return
@@ -151,8 +152,8 @@ func offeredTools(req responsesRequest) []string {
 func execScript(next step) string {
 	var call string
 	switch next.tool {
-	case toolReply, toolAsk:
-		args, _ := json.Marshal(map[string]any{"content": next.input["content"]})
+	case toolReply, toolAsk, toolSend:
+		args, _ := json.Marshal(next.input)
 		call = fmt.Sprintf("tools.%s__%s(%s)", fleetdNamespace, next.tool, args)
 	case toolShell:
 		args, _ := json.Marshal(shellArgs(next))
@@ -166,9 +167,9 @@ func functionCall(next step) map[string]any {
 	item := map[string]any{"type": "function_call", "id": newID("fc"), "call_id": newID("call"), "status": "completed"}
 	var args any
 	switch next.tool {
-	case toolReply, toolAsk:
+	case toolReply, toolAsk, toolSend:
 		item["name"], item["namespace"] = next.tool, fleetdNamespace
-		args = map[string]any{"content": next.input["content"]}
+		args = next.input
 	case toolShell:
 		item["name"] = codexShell
 		args = shellArgs(next)
@@ -203,8 +204,9 @@ func jsonAnswer(formatType string, properties map[string]any) string {
 }
 
 // contextBlock matches the context Codex sends as user messages (the
-// environment, an interrupted turn): a whole message in one tag.
-var contextBlock = regexp.MustCompile(`(?s)^\s*<([a-z_]+)>.*</([a-z_]+)>\s*$`)
+// environment, an interrupted turn, a Stop hook's reason): a whole message
+// in one tag.
+var contextBlock = regexp.MustCompile(`(?s)^\s*<([a-z_]+)(\s[^>]*)?>.*</([a-z_]+)>\s*$`)
 
 // responsesTurnOf finds the turn a request continues: the prompt (the latest
 // user message that is not context Codex added) and the results of the
@@ -218,7 +220,7 @@ func responsesTurnOf(items []inputItem) (prompt string, results []string) {
 		}
 		var texts []string
 		for _, t := range itemTexts(it.Content) {
-			if !contextBlock.MatchString(t) {
+			if !contextBlock.MatchString(t) && !imageWrapper.MatchString(t) {
 				texts = append(texts, t)
 			}
 		}

@@ -13,11 +13,15 @@
 //	sleep: SECONDS  take that long before the next step
 //	bash: COMMAND   run COMMAND with the agent's shell tool, which asks for
 //	                permission unless allowed
+//	send: MEMBER: CONTENT
+//	                call bridge_send with wait:false, as a primary hands
+//	                work to a member
 //
 // A prompt without directives is answered with a reply of "echo: <prompt>".
 // Requests without tools (a session title, say) get plain text or the JSON
 // they ask for. Every request is logged, so a test counts what the agent was
-// sent.
+// sent: the images that came with a turn's prompt, and what the agent's
+// hooks added to the conversation, among it.
 package stubmodel
 
 import (
@@ -70,6 +74,20 @@ type Request struct {
 	Answer string `json:"answer,omitempty"`
 	// Tools names the tools the request offered.
 	Tools []string `json:"tools,omitempty"`
+	// Images are the images the turn's prompt came with.
+	Images []Image `json:"images,omitempty"`
+	// HookFeedback is what the agent's hooks added to the conversation,
+	// such as the reason of a Stop hook that kept the turn going, oldest
+	// first.
+	HookFeedback []string `json:"hookFeedback,omitempty"`
+}
+
+// Image is an image a request carries.
+type Image struct {
+	MediaType string `json:"mediaType"`
+	// SHA256 is the hex digest of the image's bytes.
+	SHA256 string `json:"sha256"`
+	Size   int    `json:"size"`
 }
 
 // Server answers the model API. Its zero value is not usable; use New.

@@ -23,6 +23,8 @@ func TestScript(t *testing.T) {
 		"sleep":               {prompt: "Sleep: 0.5\nsilent: done", want: []Action{{Kind: ActSleep, Arg: "0.5", Delay: 500 * time.Millisecond}, {Kind: ActSilent, Arg: "done"}}},
 		"bad sleep":           {prompt: "sleep: soon", wantErr: true},
 		"empty reply":         {prompt: "reply:", wantErr: true},
+		"send":                {prompt: "send: w1: reply: hi", want: []Action{{Kind: ActSend, Arg: "w1: reply: hi"}}},
+		"send to nobody":      {prompt: "send: reply only", wantErr: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -56,6 +58,13 @@ func TestNextStep(t *testing.T) {
 				t.Errorf("nextStep() (-want +got):\n%s", diff)
 			}
 		})
+	}
+	send, _ := Script("send: w1: reply: hi\nsilent: sent")
+	if got := nextStep(send, nil); got.tool != toolSend || got.input["sessionId"] != "w1" || got.input["content"] != "reply: hi" || got.input["wait"] != false {
+		t.Errorf("send dispatches to its member, got %+v", got)
+	}
+	if got := nextStep(send, []string{`{"outcome":"dispatched"}`}); got.tool != "" || got.text != "sent" {
+		t.Errorf("after the send the turn ends as told, got %+v", got)
 	}
 	lone, _ := Script("ask: Colour?")
 	if got := nextStep(lone, []string{`{"answer":"blue"}`}); got.tool != toolReply || got.input["content"] != "blue" {
@@ -224,5 +233,59 @@ func TestResponsesStream(t *testing.T) {
 	}
 	if got := s.Turns(); got["reply: hi"] != 2 {
 		t.Errorf("Turns() = %v, want the two turns (the title is no turn)", got)
+	}
+}
+
+// TestTurnAttachments reads a turn's images and hooks' feedback as Claude
+// Code and Codex send them (shapes captured from the pinned CLIs): an
+// @-mentioned image Claude Code read, a Stop hook's reason in a reminder,
+// an image Codex attached with its wrapper texts, and Codex's hook_prompt.
+func TestTurnAttachments(t *testing.T) {
+	// An 8x8 red PNG.
+	const png = "iVBORw0KGgoAAAANSUhEUgAAAAgAAAAICAIAAABLbSncAAAAEklEQVR4nGP4z8CAFWEXHbQSACj/P8Fu7N9hAAAAAElFTkSuQmCC"
+	const sum = "57cda64cead0869cd5f90dfebb024f4bd9a922aaea91d513de6fa3e949d88921"
+	var msgs []message
+	raw := `[
+	 {"role":"user","content":"<system-reminder>\nCalled the Read tool with the following input: {\"file_path\":\"/a/red.png\"}\n</system-reminder>"},
+	 {"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + png + `"}},{"type":"text","text":"@/a/red.png\nreply: seen"}]},
+	 {"role":"system","content":[{"type":"text","text":"# Environment"}]}
+	]`
+	if err := json.Unmarshal([]byte(raw), &msgs); err != nil {
+		t.Fatal(err)
+	}
+	imgs := turnImages(msgs)
+	if len(imgs) != 1 || imgs[0].MediaType != "image/png" || imgs[0].Size != 75 || imgs[0].SHA256 != sum {
+		t.Errorf("turnImages() = %+v, want the one PNG", imgs)
+	}
+	if prompt, _ := turnOf(msgs); prompt != "@/a/red.png\nreply: seen" {
+		t.Errorf("turnOf() = %q", prompt)
+	}
+	msgs = append(msgs, message{Role: "assistant", Content: content{{Type: "text", Text: "seen"}}},
+		message{Role: "user", Content: content{{Type: "text", Text: "<system-reminder>\nThe text below is the output of a hook.\nStop hook feedback:\nw1 replied: done\n</system-reminder>"}}})
+	if got := turnImages(msgs); len(got) != 0 {
+		t.Errorf("turnImages() after the answer = %+v, want none: they came with the earlier prompt", got)
+	}
+	if got := hookFeedback(msgs); len(got) != 1 || got[0] != "w1 replied: done" {
+		t.Errorf("hookFeedback() = %q", got)
+	}
+
+	var items []inputItem
+	raw = `[
+	 {"type":"message","role":"user","content":[{"type":"input_text","text":"<environment_context>\n  <cwd>/w</cwd>\n</environment_context>"}]},
+	 {"type":"message","role":"user","content":[{"type":"input_text","text":"<image name=[Image #1] path=\"/a/red.png\">"},{"type":"input_image","image_url":"data:image/png;base64,` + png + `"},{"type":"input_text","text":"</image>"},{"type":"input_text","text":"[Image #1] \nreply: seen"}]},
+	 {"type":"message","role":"assistant","content":[{"type":"output_text","text":"seen"}]},
+	 {"type":"message","role":"user","content":[{"type":"input_text","text":"<hook_prompt hook_run_id=\"stop:0:/c/config.toml\">w1 replied: done</hook_prompt>"}]}
+	]`
+	if err := json.Unmarshal([]byte(raw), &items); err != nil {
+		t.Fatal(err)
+	}
+	if prompt, _ := responsesTurnOf(items); prompt != "[Image #1] \nreply: seen" {
+		t.Errorf("responsesTurnOf() = %q, want the prompt without the image's wrapper or the hook's prompt", prompt)
+	}
+	if got := responsesHookFeedback(items); len(got) != 1 || got[0] != "w1 replied: done" {
+		t.Errorf("responsesHookFeedback() = %q", got)
+	}
+	if got := responsesTurnImages(items[:2]); len(got) != 1 || got[0].Size != 75 || got[0].SHA256 != sum {
+		t.Errorf("responsesTurnImages() = %+v, want the one PNG", got)
 	}
 }

@@ -12,6 +12,7 @@ const (
 	toolReply = "bridge_reply"
 	toolAsk   = "bridge_ask"
 	toolShell = "shell"
+	toolSend  = "bridge_send"
 )
 
 // step is the model's next answer in a turn.
@@ -53,6 +54,9 @@ func nextStep(script []Action, results []string) step {
 			return step{delay: pending, tool: toolAsk, input: map[string]any{"content": sub(a.Arg)}, text: "Asking."}
 		case a.Kind == ActBash:
 			return step{delay: pending, tool: toolShell, input: map[string]any{"command": sub(a.Arg), "description": "Run the requested command"}, text: "Running it."}
+		case a.Kind == ActSend:
+			to, content, _ := strings.Cut(a.Arg, ":")
+			return step{delay: pending, tool: toolSend, input: map[string]any{"sessionId": strings.TrimSpace(to), "content": strings.TrimSpace(sub(content)), "wait": false}, text: "Sending it."}
 		}
 	}
 	return step{delay: pending, text: "Done."}
