@@ -59,6 +59,10 @@ type MemberReconciler struct {
 	// credentials (nil: no pod members).
 	Pods PodSettings
 	CA   *panehost.CA
+
+	// shared is what the shared pane server does beyond herdr, asked once
+	// it answers.
+	shared sharedHost
 	// PaneWatch follows herdr's events about the Members' panes.
 	PaneWatch *PaneWatch
 	// Screens reads the screens of agents fleetd has screen rules for; nil
@@ -222,6 +226,14 @@ func (r *MemberReconciler) reconcileNormal(ctx context.Context, s *memberScope) 
 	}
 	if m.Status.Runtime == fleetv1alpha1.RuntimePod {
 		s.files = panehost.Remote{Client: s.panes.(*herdr.Client)}
+		s.facts.isolation = &isolation{reason: fleetv1alpha1.ReasonOwnPod, message: "the member runs in pod " + m.Status.PodName + " of its own"}
+	} else if info, ok := r.shared.info(ctx, s.panes); ok {
+		if c, remote := s.panes.(panehost.Caller); remote && info.AgentFiles {
+			// The pane server keeps the agents' files, as each
+			// workspace's own user where it has one.
+			s.files = panehost.Remote{Client: c, User: workspaceLabel(m)}
+		}
+		s.facts.isolation = isolationOnShared(info)
 	}
 	hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
 	defer cancel()

@@ -11,6 +11,7 @@ import (
 	"github.com/fleetd/fleetd/agents"
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/herdr"
+	"github.com/fleetd/fleetd/panehost"
 )
 
 // Restart backoff: the first recreation is immediate, then it doubles from
@@ -194,6 +195,26 @@ type memberFacts struct {
 	pod *podStart
 	// podScheduled says a pod member's Pod runs on a node.
 	podScheduled bool
+	// isolation is whether other members can act as this one; nil when
+	// the pass did not find out.
+	isolation *isolation
+}
+
+// isolation is whether the Member is kept apart from the others.
+type isolation struct {
+	shared  bool
+	reason  string
+	message string
+}
+
+// isolationOnShared is a shared member's isolation on a pane server that
+// does what info says.
+func isolationOnShared(info panehost.HostInfo) *isolation {
+	if info.Users {
+		return &isolation{reason: fleetv1alpha1.ReasonOwnUser, message: "the member's processes run as a Unix user of their own on the shared pane server"}
+	}
+	return &isolation{shared: true, reason: fleetv1alpha1.ReasonSharedUser, message: "the members on this pane server share one Unix user: one can read another's token, screen and files and act as it. " +
+		"Run fleetd's pane server as root (or with CAP_SETUID and CAP_SETGID) to give each member a user of its own, or run members in pods (runtime: Pod)"}
 }
 
 // paneWait is a lost pane (or Pod) that is recreated once the restart
@@ -261,6 +282,13 @@ func setConditions(st *fleetv1alpha1.MemberStatus, generation int64, f memberFac
 			}
 			set(fleetv1alpha1.ConditionPaneReady, metav1.ConditionFalse, fleetv1alpha1.ReasonPodStarting, "pod "+st.PodName+": "+p.waiting)
 		}
+	}
+	if i := f.isolation; i != nil {
+		status := metav1.ConditionTrue
+		if i.shared {
+			status = metav1.ConditionFalse
+		}
+		set(fleetv1alpha1.ConditionIsolated, status, i.reason, i.message)
 	}
 	if f.podScheduled {
 		set(fleetv1alpha1.ConditionPodScheduled, metav1.ConditionTrue, fleetv1alpha1.ReasonPodScheduled, "pod "+st.PodName+" runs on node "+st.NodeName)

@@ -3,6 +3,7 @@ package panehost
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,10 +27,38 @@ const (
 	// MethodAgentObserve reads what the agent's hooks recorded, and how much
 	// context its session has left.
 	MethodAgentObserve = "fleetd.agent.observe"
+	// MethodHostInfo says what the pane host does beyond herdr.
+	MethodHostInfo = "fleetd.host.info"
 
 	resultAgentInstalled   = "agent_installed"
 	resultAgentObservation = "agent_observation"
+	resultHostInfo         = "host_info"
 )
+
+// HostInfo is what a pane host does beyond herdr's protocol.
+type HostInfo struct {
+	// AgentFiles says it keeps agents' directories (fleetd.agent.*).
+	AgentFiles bool `json:"agent_files"`
+	// Users says each workspace runs as a Unix user of its own.
+	Users bool `json:"users"`
+}
+
+// Caller makes a call of a method beyond herdr's. *herdr.Client is one.
+type Caller interface {
+	Call(ctx context.Context, method string, params any, wantType string, out any) error
+}
+
+// Info asks a pane host what it does beyond herdr; the real herdr, which
+// knows none of fleetd's methods, does nothing beyond.
+func Info(ctx context.Context, c Caller) (HostInfo, error) {
+	var info HostInfo
+	err := c.Call(ctx, MethodHostInfo, struct{}{}, resultHostInfo, &info)
+	var herr *herdr.Error
+	if errors.As(err, &herr) && herr.Code == herdr.CodeInvalidRequest {
+		return HostInfo{}, nil
+	}
+	return info, err
+}
 
 // InstallParams are the params of fleetd.agent.install.
 type InstallParams struct {
@@ -97,24 +126,34 @@ func ObserveAgent(kind fleetv1alpha1.AgentKind, dir string) Observation {
 	return o
 }
 
-// UserOf is the Unix user a workspace label runs as, and whether the pane
-// host runs workspaces as users of their own at all.
-type UserOf func(label string) (uid uint32, ok bool, err error)
+// Users says whose a workspace's files are. *paneserver.Server is one.
+type Users interface {
+	// SwitchesUsers reports whether workspaces run as users of their own.
+	SwitchesUsers() bool
+	// WorkspaceUser is the Unix user the workspace labelled label runs as.
+	WorkspaceUser(label string) (uid uint32, ok bool, err error)
+}
 
 // Extensions are fleetd's methods for a pane host whose agents' directories
-// lie within root; userOf (nil: none) says whose they are.
-func Extensions(root string, userOf UserOf) map[string]paneserver.Extension {
+// lie within root; users (nil: the pane host's own) says whose they are.
+func Extensions(root string, users func() Users) map[string]paneserver.Extension {
 	owner := func(label string) (uint32, bool, *herdr.Error) {
-		if userOf == nil || label == "" {
+		if users == nil || label == "" {
 			return 0, false, nil
 		}
-		uid, ok, err := userOf(label)
+		uid, ok, err := users().WorkspaceUser(label)
 		if err != nil {
 			return 0, false, &herdr.Error{Code: herdr.CodeInternalError, Message: err.Error()}
 		}
 		return uid, ok, nil
 	}
 	return map[string]paneserver.Extension{
+		MethodHostInfo: func(context.Context, json.RawMessage) (any, *herdr.Error) {
+			return struct {
+				Type string `json:"type"`
+				HostInfo
+			}{resultHostInfo, HostInfo{AgentFiles: true, Users: users != nil && users().SwitchesUsers()}}, nil
+		},
 		MethodAgentInstall: func(_ context.Context, raw json.RawMessage) (any, *herdr.Error) {
 			var p InstallParams
 			if err := decode(raw, &p); err != nil {
@@ -206,7 +245,7 @@ func within(root, path string) (string, *herdr.Error) {
 
 // Remote reaches a pane host's agent directories through its client.
 type Remote struct {
-	Client *herdr.Client
+	Client Caller
 	// User is the label of the agent's workspace (see InstallParams.User).
 	User string
 }

@@ -19,6 +19,11 @@ const (
 	// ConditionPodScheduled says a pod member's Pod has a node: False with
 	// the scheduler's message when none fits.
 	ConditionPodScheduled = "PodScheduled"
+	// ConditionIsolated says whether other members can act as this one:
+	// True in a Pod of its own, or as a Unix user of its own on the shared
+	// pane server; False where members share one user (the real herdr, or
+	// a pane server that may not switch users).
+	ConditionIsolated = "Isolated"
 	// ConditionDelivered says whether a Delegation was typed into its pane.
 	ConditionDelivered = "Delivered"
 	// ConditionSettled says a Delegation reached a terminal phase.
@@ -29,6 +34,13 @@ const (
 const (
 	// ReasonReady: everything the condition checks is in place.
 	ReasonReady = "Ready"
+	// ReasonOwnPod: the Member runs in a Pod of its own.
+	ReasonOwnPod = "OwnPod"
+	// ReasonOwnUser: the Member's processes run as a Unix user of their own.
+	ReasonOwnUser = "OwnUser"
+	// ReasonSharedUser: the Member's processes run as the pane server's
+	// user, with every other member's.
+	ReasonSharedUser = "SharedUser"
 	// ReasonUnschedulable: no node fits the Member's Pod; the message is
 	// the scheduler's.
 	ReasonUnschedulable = "Unschedulable"

@@ -21,6 +21,7 @@ import (
 	"github.com/fleetd/fleetd/herdr/paneserver"
 	"github.com/fleetd/fleetd/internal/devenv"
 	"github.com/fleetd/fleetd/internal/scheme"
+	"github.com/fleetd/fleetd/panehost"
 )
 
 // dev is `fleetd dev`: a whole local environment in the foreground. It
@@ -105,7 +106,7 @@ func runDev(stateDir, binDir string, etcdPort, apiPort int, ns string, o options
 		return err
 	}
 
-	socket, which, stopPanes, err := startPanes(ctx, state)
+	socket, which, stopPanes, err := startPanes(ctx, state, o.agentDir)
 	if err != nil {
 		return err
 	}
@@ -146,8 +147,11 @@ func defaultControlPlaneDir() string {
 
 // startPanes runs a pane server: the herdr at HERDR_SOCKET_PATH if set, a
 // `herdr server` when herdr is installed, else the built-in one. Panes find
-// the binaries beside this one (the scripted agent) on their PATH.
-func startPanes(ctx context.Context, state string) (socket, which string, stop func(), err error) {
+// the binaries beside this one (the scripted agent) on their PATH. The
+// built-in one keeps the agents' directories under agentDir and, where it
+// may (as root), runs each member as a Unix user of its own: the state
+// directory is then only traversable by them, never readable.
+func startPanes(ctx context.Context, state, agentDir string) (socket, which string, stop func(), err error) {
 	if exe, err := os.Executable(); err == nil {
 		os.Setenv("PATH", filepath.Dir(exe)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	}
@@ -170,12 +174,35 @@ func startPanes(ctx context.Context, state string) (socket, which string, stop f
 		}
 		return socket, "herdr (" + path + ")", func() { p.Stop(10 * time.Second) }, nil
 	}
-	srv, err := paneserver.New(paneserver.Options{SocketPath: socket, Cwd: os.Getenv("HOME")})
+	agentRoot, err := filepath.Abs(agentDir)
 	if err != nil {
+		return "", "", nil, err
+	}
+	var srv *paneserver.Server
+	opts := paneserver.Options{SocketPath: socket, Cwd: os.Getenv("HOME"),
+		Extensions: panehost.Extensions(agentRoot, func() panehost.Users { return srv })}
+	which = "the built-in herdr-compatible pane server"
+	if paneserver.CanSwitchUsers() {
+		// Members reach their own directories through the state
+		// directory, and nothing else in it.
+		for _, dir := range []string{state, agentRoot} {
+			if err := os.MkdirAll(dir, 0o711); err != nil {
+				return "", "", nil, err
+			}
+			if err := os.Chmod(dir, 0o711); err != nil {
+				return "", "", nil, err
+			}
+		}
+		opts.Users = &paneserver.UserOptions{HomeRoot: filepath.Join(agentRoot, ".users")}
+		which += ", each member as a Unix user of its own"
+	} else {
+		which += " (members share your Unix user and can act as each other; as root each gets a user of its own)"
+	}
+	if srv, err = paneserver.New(opts); err != nil {
 		return "", "", nil, fmt.Errorf("starting the built-in pane server: %w", err)
 	}
 	go func() { _ = srv.Serve() }()
-	return socket, "the built-in herdr-compatible pane server", func() { _ = srv.Close() }, nil
+	return socket, which, func() { _ = srv.Close() }, nil
 }
 
 func pingUntil(ctx context.Context, socket string, timeout time.Duration) error {

@@ -92,7 +92,7 @@ func run() error {
 	// workspace is.
 	var srv *paneserver.Server
 	if *agentRoot != "" {
-		opts.Extensions = panehost.Extensions(*agentRoot, func(label string) (uint32, bool, error) { return srv.WorkspaceUser(label) })
+		opts.Extensions = panehost.Extensions(*agentRoot, func() panehost.Users { return srv })
 	}
 	if *gateway != "" {
 		if *tokenFile == "" {

@@ -256,6 +256,9 @@ func (s *Server) SocketPath() string {
 	return s.opts.SocketPath
 }
 
+// SwitchesUsers reports whether each workspace runs as a user of its own.
+func (s *Server) SwitchesUsers() bool { return s.sess.users != nil }
+
 // WorkspaceUser is the Unix user the workspace labelled label runs as,
 // given out now if it has none yet; ok is false when the server runs
 // everything as itself. Files fleetd writes for that workspace's agent are
