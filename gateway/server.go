@@ -384,6 +384,7 @@ func (g *Gateway) routes() http.Handler {
 	mux.Handle("DELETE /members/{paneId}", g.authenticate(http.HandlerFunc(g.restStop)))
 	mux.Handle("GET /agents", g.authenticate(http.HandlerFunc(g.restAgents)))
 	mux.Handle("GET /v1/mcp/capabilities", g.authenticate(http.HandlerFunc(g.restCapabilities)))
+	mux.Handle("GET /v1/diagnostics/providers", g.authenticate(http.HandlerFunc(g.restProviders)))
 	g.dashboardRoutes(mux)
 	return readBodyWithin(g.opts.BodyReadTimeout, mux)
 }

@@ -439,6 +439,76 @@ type Capabilities struct {
 	Namespaces []NamespaceCapability `json:"namespaces"`
 }
 
+// ProvidersDiagnostics is the body of GET /v1/diagnostics/providers: for
+// each agent the caller's namespace runs or can run, whether its CLI is
+// there, the Profiles that use it and the members that run it.
+type ProvidersDiagnostics struct {
+	Namespace string         `json:"namespace"`
+	Providers []ProviderView `json:"providers"`
+}
+
+// ProviderView is one agent kind (claude, codex, ...) or "command", the
+// members that run a plain command.
+type ProviderView struct {
+	Agent string `json:"agent"`
+	// CLI is the agent's command where the shared pane server's panes run;
+	// absent for plain commands, whose programs are each Profile's.
+	CLI      *CLIView          `json:"cli,omitempty"`
+	Profiles []ProviderProfile `json:"profiles"`
+	Members  []ProviderMember  `json:"members"`
+}
+
+// CLIView is what a look for a command on PATH found.
+type CLIView struct {
+	Command string `json:"command"`
+	Found   bool   `json:"found"`
+	Path    string `json:"path,omitempty"`
+	// Version is the first line of `<cli> --version`.
+	Version string `json:"version,omitempty"`
+	// Error says why it is not found, or why its version is unknown.
+	Error string `json:"error,omitempty"`
+}
+
+// ProviderProfile is a Profile as diagnostics show it: never its
+// environment, only how it bills.
+type ProviderProfile struct {
+	Name    string `json:"name"`
+	Billing string `json:"billing"`
+	Model   string `json:"model,omitempty"`
+	Default bool   `json:"default,omitempty"`
+	// Program is a plain command's program, looked for on PATH.
+	Program *CLIView `json:"program,omitempty"`
+}
+
+// ProviderMember is a member as diagnostics show it.
+type ProviderMember struct {
+	Name        string `json:"name"`
+	Profile     string `json:"profile,omitempty"`
+	Runtime     string `json:"runtime,omitempty"`
+	Phase       string `json:"phase,omitempty"`
+	AgentStatus string `json:"agentStatus,omitempty"`
+	Restarts    int32  `json:"restarts,omitempty"`
+	// LastStartFailure is why its agent is not running now, while that
+	// lasts.
+	LastStartFailure *StartFailure `json:"lastStartFailure,omitempty"`
+	// LastRestart is why its pane was last recreated.
+	LastRestart *MemberRestart `json:"lastRestart,omitempty"`
+}
+
+// StartFailure is a Member condition that says its agent could not start.
+type StartFailure struct {
+	Condition string `json:"condition"`
+	Reason    string `json:"reason"`
+	Message   string `json:"message,omitempty"`
+	Since     string `json:"since,omitempty"`
+}
+
+// MemberRestart is the last time a member's pane was recreated, and why.
+type MemberRestart struct {
+	Reason string `json:"reason"`
+	At     string `json:"at,omitempty"`
+}
+
 // TeamManagePermissions is the team policy as capabilities show it.
 type TeamManagePermissions struct {
 	NonLeadCanAdd    bool `json:"nonLeadCanAdd"`
