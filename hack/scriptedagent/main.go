@@ -60,6 +60,10 @@
 //	HERDR_SOCKET_PATH, HERDR_PANE_ID             set by herdr in its panes
 //	--prompt                                     the prompt string
 //
+// `scripted-agent herdr METHOD PARAMS-JSON` makes one call to the pane
+// server as the agent's user instead, printing ok or herdr's error code:
+// tests play an agent turned against its neighbours with it.
+//
 // Flags win over the environment. The received log gets one JSON object a
 // line per submitted prompt, {"seq":N,"time":"RFC 3339","text":"..."}, seq
 // counting the prompts of this process from 1, so a test can count exactly
@@ -139,6 +143,9 @@ Flags:
 `
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "herdr" {
+		os.Exit(herdrCall(os.Args[2:], os.Stdout))
+	}
 	os.Exit(runMain(os.Args[1:], os.Stdin, os.Stdout))
 }
 

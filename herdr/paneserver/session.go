@@ -225,6 +225,16 @@ func (s *session) startPaneLocked(ws *workspace, t *tab, id, cwd string, env map
 		tab:        t,
 		agent:      agentState{status: herdr.AgentStatusUnknown},
 	}
+	if u := ws.user; u != nil {
+		if _, set := env["HOME"]; !set {
+			// The server's own home is not the user's to write.
+			env = maps.Clone(env)
+			if env == nil {
+				env = map[string]string{}
+			}
+			env["HOME"] = u.home
+		}
+	}
 	spec := shellSpec{
 		path:       s.opts.Shell,
 		dir:        cwd,
@@ -234,12 +244,7 @@ func (s *session) startPaneLocked(ws *workspace, t *tab, id, cwd string, env map
 		scrollback: s.opts.ScrollbackLines,
 		history:    historyInput(history),
 	}
-	if u := ws.user; u != nil {
-		spec.user = u
-		if _, set := env["HOME"]; !set {
-			spec.env = append(spec.env, "HOME="+u.home)
-		}
-	}
+	spec.user = ws.user
 	sh, err := startShell(spec, func() { s.shellExited(p) })
 	if err != nil {
 		return nil, err

@@ -41,6 +41,17 @@ func startLocal() (_ *world, _ func(), err error) {
 		return nil, nil, err
 	}
 	l := &local{dir: dir, bin: filepath.Join(dir, "bin")}
+	// Members' users traverse the directory to their own parts of it, and
+	// write their received logs in one open to all.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return nil, nil, err
+	}
+	if err := os.Mkdir(filepath.Join(dir, "received"), 0o777); err != nil {
+		return nil, nil, err
+	}
+	if err := os.Chmod(filepath.Join(dir, "received"), 0o1777); err != nil {
+		return nil, nil, err
+	}
 	// stops undo what started, last first.
 	var stops []func()
 	stop := func() {
@@ -195,7 +206,9 @@ func (l *local) startPaneServer() error {
 	l.paneServer = &devenv.Process{
 		Name: "paneserver", Path: filepath.Join(l.bin, "paneserver"),
 		// As herdr does, it keeps its layout across a restart.
-		Args: []string{"--socket=" + l.socket, "--shell=/bin/sh", "--cwd=" + l.dir, "--session-file=" + filepath.Join(l.dir, "herdr-session.json")},
+		// With --agent-root, as root, each member runs as a Unix user of
+		// its own, as under fleetd dev.
+		Args: []string{"--socket=" + l.socket, "--shell=/bin/sh", "--cwd=" + l.dir, "--session-file=" + filepath.Join(l.dir, "herdr-session.json"), "--agent-root=" + l.agentDir()},
 		Env:  l.env(), Log: filepath.Join(l.dir, "logs", "paneserver.log"),
 	}
 	if err := l.paneServer.Start(); err != nil {
@@ -233,8 +246,10 @@ func (l *local) startFleetd() error {
 	return nil
 }
 
+// receivedLog is where a member's scripted agent logs: in a directory its
+// Unix user may write to, as every member may.
 func (l *local) receivedLog(member string) string {
-	return filepath.Join(l.dir, member+".received")
+	return filepath.Join(l.dir, "received", member+".received")
 }
 
 func (l *local) readPaneFile(path string) ([]byte, error) {
