@@ -55,8 +55,8 @@ func (r *ProfileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	ready := metav1.Condition{Type: fleetv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: fleetv1alpha1.ReasonReady,
 		Message: "members can start from this profile", ObservedGeneration: p.Generation}
-	if missing != "" {
-		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonSecretNotFound, missing
+	if missing != nil {
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, missing.reason, missing.Error()
 	}
 	meta.SetStatusCondition(&p.Status.Conditions, ready)
 	p.Status.ObservedGeneration = p.Generation
@@ -65,21 +65,22 @@ func (r *ProfileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			return ctrl.Result{}, fmt.Errorf("writing profile status: %w", err)
 		}
 	}
-	if missing != "" {
+	if missing != nil {
 		return ctrl.Result{RequeueAfter: secretRecheck}, nil
 	}
 	return ctrl.Result{}, nil
 }
 
 // missingSecret says which env Secret or key of p, the first one, does not
-// exist: what a Member started from p would be refused for.
-func (r *ProfileReconciler) missingSecret(ctx context.Context, p *fleetv1alpha1.Profile) (string, error) {
+// exist or does not allow it: what a Member started from p would be
+// refused for.
+func (r *ProfileReconciler) missingSecret(ctx context.Context, p *fleetv1alpha1.Profile) (*missingError, error) {
 	_, err := resolveEnv(ctx, r.Reader, p.Namespace, p.Spec.Env)
 	var missing *missingError
 	if errors.As(err, &missing) {
-		return missing.Error(), nil
+		return missing, nil
 	}
-	return "", err
+	return nil, err
 }
 
 // SetupWithManager registers the reconciler; a Member coming or going

@@ -37,7 +37,9 @@ func TestProfileStatus(t *testing.T) {
 	ns := env.Namespace(t)
 	h := startHerdr(t)
 	startControllers(t, ns, h.socket)
-	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: ns}, Data: map[string][]byte{"token": []byte("x")}})
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: ns, Labels: map[string]string{fleetv1alpha1.LabelAllowMemberEnv: "true"}}, Data: map[string][]byte{"token": []byte("x")}})
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "private", Namespace: ns}, Data: map[string][]byte{"token": []byte("x")}})
+	create(t, withSecretEnv(testutil.MakeProfile("not-allowed", ns).Command(scriptedAgent).Obj(), "private", "token"))
 	create(t, withSecretEnv(testutil.MakeProfile("good", ns).Command(scriptedAgent).Obj(), "creds", "token"))
 	create(t, withSecretEnv(testutil.MakeProfile("no-secret", ns).Command(scriptedAgent).Obj(), "absent", "token"))
 	create(t, withSecretEnv(testutil.MakeProfile("no-key", ns).Command(scriptedAgent).Obj(), "creds", "other"))
@@ -54,6 +56,22 @@ func TestProfileStatus(t *testing.T) {
 			t.Errorf("%s: no message says what is missing", name)
 		}
 	}
+
+	// A Secret that did not opt in is refused, so a Member of that
+	// Profile never starts with it.
+	waitProfile(t, ns, "not-allowed", func(p *fleetv1alpha1.Profile) bool {
+		c := meta.FindStatusCondition(p.Status.Conditions, fleetv1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == fleetv1alpha1.ReasonSecretNotAllowed
+	})
+	create(t, testutil.MakeMember("deputy", ns).Profile("not-allowed").Obj())
+	testutil.Eventually(t, "the member of a profile whose secret did not opt in to be refused", func() (bool, string) {
+		m, err := getMember(t, ns, "deputy")
+		if err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(m.Status.Conditions, fleetv1alpha1.ConditionPaneReady)
+		return c != nil && c.Reason == fleetv1alpha1.ReasonSecretNotAllowed && m.Status.PaneID == "", fmt.Sprintf("pane %q, PaneReady %+v", m.Status.PaneID, c)
+	})
 
 	create(t, testutil.MakeMember("m1", ns).Profile("good").Obj())
 	create(t, testutil.MakeMember("m2", ns).Profile("good").Obj())

@@ -151,7 +151,7 @@ func LoadCA(ctx context.Context, r client.Reader, w client.Writer, key types.Nam
 			return nil, err
 		}
 		s = corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: map[string]string{fleetv1alpha1.LabelInternal: "pane-host-ca"}},
 			Type:       corev1.SecretTypeOpaque,
 			Data:       map[string][]byte{caCertKey: ca.CertPEM, caKeyKey: keyPEM},
 		}

@@ -53,6 +53,10 @@ const (
 	ReasonPodLost = "PodLost"
 	// ReasonProfileNotFound: the Member names a Profile that does not exist.
 	ReasonProfileNotFound = "ProfileNotFound"
+	// ReasonSecretNotAllowed: an env value refers to a Secret that does not
+	// allow it: fleetd's own, or one not labelled
+	// fleet.fleetd.dev/allow-member-env=true.
+	ReasonSecretNotAllowed = "SecretNotAllowed"
 	// ReasonSecretNotFound: an env value refers to a missing Secret or key.
 	ReasonSecretNotFound = "SecretNotFound"
 	// ReasonSubscriptionBoundary: the effective environment would carry
@@ -121,6 +125,14 @@ const (
 	// LabelMemberUID records the UID of the Member a token Secret was made
 	// for, so a recreated Member with the same name never inherits a token.
 	LabelMemberUID = "fleet.fleetd.dev/member-uid"
+	// LabelAllowMemberEnv, set to "true" on a Secret, lets Members and
+	// Profiles name it in env (secretKeyRef): creating a Member must not
+	// let a user read every Secret of the namespace through fleetd. fleetd's
+	// own Secrets (member tokens, pane host credentials, static tokens, the
+	// pane host CA) are never allowed, whatever their labels say.
+	LabelAllowMemberEnv = "fleet.fleetd.dev/allow-member-env"
+	// LabelInternal marks a Secret fleetd made for itself.
+	LabelInternal = "fleet.fleetd.dev/internal"
 	// LabelTeam copies a Member's team onto its Delegations for selection.
 	LabelTeam = "fleet.fleetd.dev/team"
 	// LabelSender names the sender of a Delegation (a member name or a

@@ -62,7 +62,8 @@ func startModel(t *testing.T) (*stubmodel.Server, string) {
 func agentProfile(t *testing.T, name string, kind fleetv1alpha1.AgentKind, modelURL, permissionMode string) {
 	t.Helper()
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name + "-key", Namespace: ns},
+		// It opts in to members' environments, as the README says.
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-key", Namespace: ns, Labels: map[string]string{fleetv1alpha1.LabelAllowMemberEnv: "true"}},
 		StringData: map[string]string{"key": "sk-e2e-0123456789abcdefghijklmnop"},
 	}
 	if err := w.client.Create(context.Background(), secret); err != nil {
