@@ -117,11 +117,11 @@ func codex(s Spec) (Config, error) {
 	state := map[string]any{}
 	for _, ev := range codexHookEvents {
 		hooks[ev.name] = []map[string]any{{"hooks": []map[string]any{{"type": "command", "command": hook}}}}
-		trust, err := codexHookHash(ev.key, hook)
+		key, trust, err := CodexHookTrust(configPath, ev.name, hook)
 		if err != nil {
 			return Config{}, err
 		}
-		state[fmt.Sprintf("%s:%s:0:0", configPath, ev.key)] = map[string]any{"trusted_hash": trust}
+		state[key] = map[string]any{"trusted_hash": trust}
 	}
 	hooks["state"] = state
 	cfg["hooks"] = hooks

@@ -25,8 +25,12 @@ const hookTimeout = 2 * time.Second
 // fleetd's source (pane.report_agent, or pane.release_agent when the
 // session ends), and keeps the event in the member's agent directory, with
 // the agent's session id. It prints nothing, and it never fails the agent:
-// an error goes to stderr and it exits 0.
+// an error goes to stderr and it exits 0. `fleetd hook primary-stop` is a
+// primary's Stop hook instead (primary_stop.go).
 func hook(args []string) int {
+	if len(args) > 0 && args[0] == primaryStopName {
+		return primaryStop(args[1:], os.Stdin, os.Stdout, os.Stderr)
+	}
 	// The seq is taken first: it orders this report among the agent's
 	// other hooks, which may run at the same time.
 	now := time.Now()
@@ -39,7 +43,7 @@ func hook(args []string) int {
 
 func runHook(args []string, stdin io.Reader, now time.Time, seq uint64) error {
 	if len(args) != 1 || !agents.Hooked(fleetv1alpha1.AgentKind(args[0])) {
-		return fmt.Errorf("usage: fleetd hook claude|codex (got %q)", args)
+		return fmt.Errorf("usage: fleetd hook claude|codex|%s (got %q)", primaryStopName, args)
 	}
 	kind := fleetv1alpha1.AgentKind(args[0])
 	raw, err := io.ReadAll(io.LimitReader(stdin, maxHookInput))
