@@ -100,6 +100,11 @@ const (
 	DefaultTimeoutSeconds = 600
 	// MaxQuestions bounds the questions one Delegation can carry.
 	MaxQuestions = 32
+	// MaxImages bounds the images sent with one message.
+	MaxImages = 4
+	// MaxImageBytes bounds the bytes of all images sent with one message:
+	// what one Secret holds.
+	MaxImageBytes = 1 << 20
 )
 
 // DelegationSpec is one message to one member. It never changes after
@@ -155,6 +160,64 @@ type DelegationSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000
 	Hops int32 `json:"hops,omitempty"`
+
+	// images are pictures sent with the message, for a member whose agent
+	// takes images (Claude Code, Codex).
+	// +optional
+	Images *DelegationImages `json:"images,omitempty"`
+}
+
+// DelegationImages are the images sent with a message. Their bytes are in a
+// Secret written once, not in the Delegation: a Delegation is rewritten at
+// every step of its life and held in the cache of every gateway and
+// controller, so bytes in it would be paid for many times over, while the
+// Secret is read once, at delivery, and never cached.
+type DelegationImages struct {
+	// secretName names the Secret, in the Delegation's namespace and of
+	// type fleet.fleetd.dev/images, that holds each image under its key.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	SecretName string `json:"secretName"`
+
+	// items are the images, in the order the sender gave them.
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=4
+	// +listType=atomic
+	Items []DelegationImage `json:"items"`
+}
+
+// DelegationImage is one image sent with a message.
+type DelegationImage struct {
+	// key is the image's key in the Secret, and its file name where the
+	// member's agent reads it.
+	// +required
+	// +kubebuilder:validation:Pattern=`^[0-9]{1,2}\.(png|jpg|gif|webp)$`
+	Key string `json:"key"`
+
+	// mediaType is the image's type, from its bytes.
+	// +required
+	// +kubebuilder:validation:Enum=image/png;image/jpeg;image/gif;image/webp
+	MediaType string `json:"mediaType"`
+
+	// size is the image's length in bytes.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1048576
+	Size int64 `json:"size"`
+
+	// sha256 is the hex SHA-256 of the image's bytes: the bytes delivered
+	// are checked against it.
+	// +required
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
+	SHA256 string `json:"sha256"`
+
+	// name is what the sender called the image (its file's name), for
+	// people.
+	// +optional
+	// +kubebuilder:validation:MaxLength=255
+	Name string `json:"name,omitempty"`
 }
 
 // Question is one bridge_ask from the worker, and its answer.

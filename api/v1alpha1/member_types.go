@@ -243,6 +243,18 @@ type MemberStatus struct {
 	// +optional
 	NodeName string `json:"nodeName,omitempty"`
 
+	// workingDir is where the agent works, as a path where it runs: the
+	// files a member sends as images lie within it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	WorkingDir string `json:"workingDir,omitempty"`
+
+	// agentDir is the member's agent directory, as a path where it runs,
+	// for a known agent: images sent to the member are put there.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	AgentDir string `json:"agentDir,omitempty"`
+
 	// observedGeneration is the generation the status was computed from.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`

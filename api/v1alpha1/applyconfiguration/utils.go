@@ -34,6 +34,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 	// Group=fleet.fleetd.dev, Version=v1alpha1
 	case v1alpha1.SchemeGroupVersion.WithKind("Delegation"):
 		return &apiv1alpha1.DelegationApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("DelegationImage"):
+		return &apiv1alpha1.DelegationImageApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("DelegationImages"):
+		return &apiv1alpha1.DelegationImagesApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("DelegationSpec"):
 		return &apiv1alpha1.DelegationSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("DelegationStatus"):

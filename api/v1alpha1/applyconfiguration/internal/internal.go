@@ -64,6 +64,36 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         namedType: com.github.fleetd.fleetd.api.v1alpha1.DelegationStatus
       default: {}
+- name: com.github.fleetd.fleetd.api.v1alpha1.DelegationImage
+  map:
+    fields:
+    - name: key
+      type:
+        scalar: string
+    - name: mediaType
+      type:
+        scalar: string
+    - name: name
+      type:
+        scalar: string
+    - name: sha256
+      type:
+        scalar: string
+    - name: size
+      type:
+        scalar: numeric
+- name: com.github.fleetd.fleetd.api.v1alpha1.DelegationImages
+  map:
+    fields:
+    - name: items
+      type:
+        list:
+          elementType:
+            namedType: com.github.fleetd.fleetd.api.v1alpha1.DelegationImage
+          elementRelationship: atomic
+    - name: secretName
+      type:
+        scalar: string
 - name: com.github.fleetd.fleetd.api.v1alpha1.DelegationPhase
   scalar: string
 - name: com.github.fleetd.fleetd.api.v1alpha1.DelegationSpec
@@ -81,6 +111,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: idempotencyKey
       type:
         scalar: string
+    - name: images
+      type:
+        namedType: com.github.fleetd.fleetd.api.v1alpha1.DelegationImages
     - name: inReplyTo
       type:
         scalar: string
@@ -298,6 +331,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.fleetd.fleetd.api.v1alpha1.MemberStatus
   map:
     fields:
+    - name: agentDir
+      type:
+        scalar: string
     - name: agentKind
       type:
         namedType: com.github.fleetd.fleetd.api.v1alpha1.AgentKind
@@ -370,6 +406,9 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
     - name: tokenSecretName
+      type:
+        scalar: string
+    - name: workingDir
       type:
         scalar: string
     - name: workingSeq

@@ -46,6 +46,9 @@ type DelegationSpecApplyConfiguration struct {
 	// hops counts detached replies chained without a primary's message in
 	// between; the loop guard refuses a chain that grows too long.
 	Hops *int32 `json:"hops,omitempty"`
+	// images are pictures sent with the message, for a member whose agent
+	// takes images (Claude Code, Codex).
+	Images *DelegationImagesApplyConfiguration `json:"images,omitempty"`
 }
 
 // DelegationSpecApplyConfiguration constructs a declarative configuration of the DelegationSpec type for use with
@@ -115,5 +118,13 @@ func (b *DelegationSpecApplyConfiguration) WithInReplyTo(value string) *Delegati
 // If called multiple times, the Hops field is set to the value of the last call.
 func (b *DelegationSpecApplyConfiguration) WithHops(value int32) *DelegationSpecApplyConfiguration {
 	b.Hops = &value
+	return b
+}
+
+// WithImages sets the Images field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Images field is set to the value of the last call.
+func (b *DelegationSpecApplyConfiguration) WithImages(value *DelegationImagesApplyConfiguration) *DelegationSpecApplyConfiguration {
+	b.Images = value
 	return b
 }

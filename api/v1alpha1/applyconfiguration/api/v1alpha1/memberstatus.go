@@ -91,6 +91,12 @@ type MemberStatusApplyConfiguration struct {
 	PodIP *string `json:"podIP,omitempty"`
 	// nodeName is the node the Pod runs on.
 	NodeName *string `json:"nodeName,omitempty"`
+	// workingDir is where the agent works, as a path where it runs: the
+	// files a member sends as images lie within it.
+	WorkingDir *string `json:"workingDir,omitempty"`
+	// agentDir is the member's agent directory, as a path where it runs,
+	// for a known agent: images sent to the member are put there.
+	AgentDir *string `json:"agentDir,omitempty"`
 	// observedGeneration is the generation the status was computed from.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
 }
@@ -295,6 +301,22 @@ func (b *MemberStatusApplyConfiguration) WithPodIP(value string) *MemberStatusAp
 // If called multiple times, the NodeName field is set to the value of the last call.
 func (b *MemberStatusApplyConfiguration) WithNodeName(value string) *MemberStatusApplyConfiguration {
 	b.NodeName = &value
+	return b
+}
+
+// WithWorkingDir sets the WorkingDir field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the WorkingDir field is set to the value of the last call.
+func (b *MemberStatusApplyConfiguration) WithWorkingDir(value string) *MemberStatusApplyConfiguration {
+	b.WorkingDir = &value
+	return b
+}
+
+// WithAgentDir sets the AgentDir field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the AgentDir field is set to the value of the last call.
+func (b *MemberStatusApplyConfiguration) WithAgentDir(value string) *MemberStatusApplyConfiguration {
+	b.AgentDir = &value
 	return b
 }
 
