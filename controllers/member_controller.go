@@ -108,6 +108,9 @@ type memberScope struct {
 	// sawWorking is what this pass took from the PaneWatch: given back if
 	// the pass's status is not written.
 	sawWorking bool
+	// tokenStale says the token Secret was written by someone else: the
+	// pass knows no token a new pane may start with (freshToken).
+	tokenStale bool
 }
 
 // memberEvent is a Kubernetes Event about the Member.
@@ -297,8 +300,9 @@ func (r *MemberReconciler) reconcileDelete(ctx context.Context, m *fleetv1alpha1
 		if err := r.deletePods(ctx, m); err != nil {
 			return ctrl.Result{}, err
 		}
-	} else if m.Status.WorkspaceID != "" {
-		panes, _ := r.hosts().For(m)
+	} else if panes, err := r.hosts().For(m); err == nil {
+		// By label, whether or not a workspace id was ever recorded: a
+		// Member stopped at once may have a pane no pass wrote down.
 		hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
 		err := closeWorkspaces(hctx, panes, m)
 		cancel()

@@ -4,15 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fleetd/fleetd/agents"
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/herdr"
 )
@@ -118,6 +121,24 @@ func workspaceLabel(m *fleetv1alpha1.Member) string {
 	return fmt.Sprintf("fleetd:%s/%s:%s", m.Namespace, m.Name, m.UID)
 }
 
+// parseWorkspaceLabel reads the Member a workspace label names; ok is false
+// for a workspace that is not a Member's.
+func parseWorkspaceLabel(label string) (key types.NamespacedName, uid types.UID, ok bool) {
+	rest, ok := strings.CutPrefix(label, "fleetd:")
+	if !ok {
+		return key, "", false
+	}
+	name, id, ok := strings.Cut(rest, ":")
+	if !ok {
+		return key, "", false
+	}
+	ns, member, ok := strings.Cut(name, "/")
+	if !ok || ns == "" || member == "" || id == "" {
+		return key, "", false
+	}
+	return types.NamespacedName{Namespace: ns, Name: member}, types.UID(id), true
+}
+
 // adopt takes over a pane an earlier pass created but did not record.
 func adopt(ctx context.Context, s *memberScope) (bool, error) {
 	snap, err := s.panes.SessionSnapshot(ctx)
@@ -159,6 +180,14 @@ func clearPane(m *fleetv1alpha1.Member) {
 // createPane opens a workspace for the Member and starts its agent.
 func (r *MemberReconciler) createPane(ctx context.Context, s *memberScope, l Launch) (ctrl.Result, error) {
 	m := s.member
+	if s.tokenStale {
+		token, err := r.freshToken(ctx, s)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		l.Env = maps.Clone(l.Env)
+		l.Env[agents.EnvToken] = token
+	}
 	if l.AgentKind != "" {
 		if err := s.files.Install(ctx, r.home(m).Dir, l.WorkingDir, l.Files); err != nil {
 			return ctrl.Result{}, fmt.Errorf("writing the agent's configuration: %w", err)

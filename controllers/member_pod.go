@@ -190,9 +190,12 @@ func (r *MemberReconciler) reconcilePod(ctx context.Context, s *memberScope, w W
 	if err != nil {
 		return false, ctrl.Result{}, err
 	}
-	pod, err := r.currentPod(ctx, m)
+	pod, stale, err := r.currentPod(ctx, m)
 	if err != nil {
 		return false, ctrl.Result{}, err
+	}
+	if stale {
+		return false, ctrl.Result{RequeueAfter: staleRetry}, nil
 	}
 	var node *corev1.Node
 	if pod != nil && pod.Spec.NodeName != "" {
@@ -205,7 +208,18 @@ func (r *MemberReconciler) reconcilePod(ctx context.Context, s *memberScope, w W
 		}
 	}
 	verdict, why := judgePod(pod, node)
+	if pod == nil && m.Status.PodName != "" {
+		// currentPod saw the view fresh: the Pod is gone for real.
+		verdict, why = podLost, fmt.Sprintf("pod %s was deleted", m.Status.PodName)
+	}
 	if verdict == podLost {
+		fresh, err := r.isFresh(ctx, m)
+		if err != nil {
+			return false, ctrl.Result{}, err
+		}
+		if !fresh {
+			return false, ctrl.Result{RequeueAfter: staleRetry}, nil
+		}
 		if err := r.dropPod(ctx, pod, node != nil && nodeReady(node) != nil && nodeReady(node).Status != corev1.ConditionTrue); err != nil {
 			return false, ctrl.Result{}, err
 		}
@@ -266,13 +280,16 @@ func clearPod(m *fleetv1alpha1.Member) {
 
 // currentPod is the Member's Pod: the one its status names, else (a pass
 // that created one and did not get to record it) the newest of this Member
-// incarnation's. Any other Pod of it is left over and deleted.
-func (r *MemberReconciler) currentPod(ctx context.Context, m *fleetv1alpha1.Member) (*corev1.Pod, error) {
+// incarnation's. Any other Pod of it is left over and deleted. What it
+// decides on a stale view of the Member (the cache lags this controller's
+// own status writes) could delete the Pod a newer pass made, so whenever
+// it would delete or adopt a Pod it first checks that the view is fresh;
+// stale says it was not, and nothing was done.
+func (r *MemberReconciler) currentPod(ctx context.Context, m *fleetv1alpha1.Member) (current *corev1.Pod, stale bool, err error) {
 	var pods corev1.PodList
 	if err := r.Client.List(ctx, &pods, client.InNamespace(m.Namespace), client.MatchingLabels{fleetv1alpha1.LabelMemberUID: string(m.UID)}); err != nil {
-		return nil, fmt.Errorf("listing the member's pods: %w", err)
+		return nil, false, fmt.Errorf("listing the member's pods: %w", err)
 	}
-	var current *corev1.Pod
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		switch {
@@ -282,15 +299,26 @@ func (r *MemberReconciler) currentPod(ctx context.Context, m *fleetv1alpha1.Memb
 			current = p
 		}
 	}
+	var extras []*corev1.Pod
 	for i := range pods.Items {
-		p := &pods.Items[i]
-		if p != current && p.DeletionTimestamp == nil {
-			if err := r.dropPod(ctx, p, false); err != nil {
-				return nil, err
-			}
+		if p := &pods.Items[i]; p != current && p.DeletionTimestamp == nil {
+			extras = append(extras, p)
 		}
 	}
-	return current, nil
+	adopting := m.Status.PodName == "" && current != nil
+	missing := m.Status.PodName != "" && current == nil
+	if len(extras) > 0 || adopting || missing {
+		fresh, err := r.isFresh(ctx, m)
+		if err != nil || !fresh {
+			return nil, true, err
+		}
+	}
+	for _, p := range extras {
+		if err := r.dropPod(ctx, p, false); err != nil {
+			return nil, false, err
+		}
+	}
+	return current, false, nil
 }
 
 // dropPod deletes a Pod; force skips the grace a kubelet that is gone

@@ -429,6 +429,18 @@ func TestPodMember(t *testing.T) {
 		t.Errorf("the pod on the lost node is still there: %v (deletion %v)", err, old.DeletionTimestamp)
 	}
 
+	// Someone deletes its Pod: replaced too, and the restart says so.
+	if err := env.Client.Delete(ctx, third, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	fourth := memberPod(t, m, third.Name)
+	kubelet.run(ctx, fourth, "node-b")
+	m = waitPodReady("the member to be ready after its pod was deleted", func(m *fleetv1alpha1.Member) bool { return m.Status.PodName == fourth.Name })
+	if m.Status.Restarts != 3 || !strings.Contains(m.Status.LastRestartReason, "deleted") {
+		t.Errorf("after its pod was deleted: restarts %d, reason %q", m.Status.Restarts, m.Status.LastRestartReason)
+	}
+	third = fourth
+
 	// Deleting the Member takes its Pod (here to Terminating: no kubelet
 	// confirms the end).
 	if err := env.Client.Delete(ctx, m); err != nil {

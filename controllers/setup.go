@@ -51,6 +51,9 @@ type Config struct {
 	// ScreenInterval is how often agents' screens are read
 	// (DefaultScreenInterval if zero).
 	ScreenInterval time.Duration
+	// PaneCollectInterval is how often the shared pane server is swept for
+	// workspaces whose Member is gone (DefaultPaneCollectInterval if zero).
+	PaneCollectInterval time.Duration
 }
 
 // DefaultAgentDir is where agents' directories go when none is configured:
@@ -92,6 +95,12 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	screens := NewScreenWatch(detectors, cfg.ScreenInterval, cfg.Clock)
 	if err := mgr.Add(screens); err != nil {
 		return fmt.Errorf("adding the screen watch: %w", err)
+	}
+	if cfg.Panes != nil {
+		collector := &PaneCollector{Panes: cfg.Panes, Reader: mgr.GetAPIReader(), Interval: cfg.PaneCollectInterval}
+		if err := mgr.Add(collector); err != nil {
+			return fmt.Errorf("adding the pane collector: %w", err)
+		}
 	}
 	hosts := NewPaneHosts(cfg.Panes, cfg.PaneHosts)
 	members := &MemberReconciler{

@@ -91,6 +91,9 @@ const (
 	ReasonHerdrUnreachable = "HerdrUnreachable"
 	// ReasonHerdrReachable: the herdr socket answers.
 	ReasonHerdrReachable = "HerdrReachable"
+	// ReasonTokenSecretReplaced: a member's token Secret holds a token
+	// fleetd did not write; it authenticates nobody.
+	ReasonTokenSecretReplaced = "TokenSecretReplaced"
 	// ReasonCleanupTimedOut: deletion gave up closing the pane after a bounded wait.
 	ReasonCleanupTimedOut = "CleanupTimedOut"
 	// ReasonDeleting: the object is being deleted.
