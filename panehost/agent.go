@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -147,7 +148,7 @@ func Extensions(root string, users func() Users) map[string]paneserver.Extension
 		}
 		return uid, ok, nil
 	}
-	return map[string]paneserver.Extension{
+	exts := map[string]paneserver.Extension{
 		MethodHostInfo: func(context.Context, json.RawMessage) (any, *herdr.Error) {
 			return struct {
 				Type string `json:"type"`
@@ -219,6 +220,8 @@ func Extensions(root string, users func() Users) map[string]paneserver.Extension
 			}{resultAgentObservation, o}, nil
 		},
 	}
+	maps.Copy(exts, fileExtensions(owner))
+	return exts
 }
 
 func decode(raw json.RawMessage, into any) *herdr.Error {
