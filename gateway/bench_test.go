@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,10 +22,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/gateway/identity"
+	"github.com/fleetd/fleetd/internal/fleetcache"
 	"github.com/fleetd/fleetd/internal/testutil"
 )
 
@@ -33,11 +37,19 @@ const heldWaiters = 10000
 // inUse is the memory a process holds for live objects and goroutine
 // stacks, after a collection.
 func inUse() uint64 {
+	heap, stack := memInUse()
+	return heap + stack
+}
+
+// memInUse is the memory a process holds for live objects, and for
+// goroutine stacks, after a collection. (A collection also shrinks the
+// stacks of goroutines that use little of theirs.)
+func memInUse() (heap, stack uint64) {
 	runtime.GC()
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc + ms.StackInuse
+	return ms.HeapAlloc, ms.StackInuse
 }
 
 // BenchmarkHeldWaiters measures the gateway's own memory per held call: the
@@ -58,13 +70,13 @@ func BenchmarkHeldWaiters(b *testing.B) {
 	c := &call{tool: "bridge_send", who: &identity.Principal{Kind: fleetv1alpha1.PrincipalStatic, Name: "primary", Namespace: "fuzz"}}
 	never := func(*fleetv1alpha1.Delegation) bool { return false }
 
-	var perHold float64
+	var perHold, goroutines float64
 	for b.Loop() {
-		before := inUse()
+		before, beforeG := inUse(), runtime.NumGoroutine()
 		hctx, release := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		for _, d := range seeds {
-			wg.Go(func() { _, _ = g.hold(hctx, c, d, time.Hour, never) })
+			wg.Go(func() { _, _ = g.hold(hctx, c, client.ObjectKeyFromObject(d), nil, time.Hour, never) })
 		}
 		for g.rv.held() < heldWaiters {
 			time.Sleep(10 * time.Millisecond)
@@ -72,10 +84,12 @@ func BenchmarkHeldWaiters(b *testing.B) {
 		// Let every waiter reach its select before measuring.
 		time.Sleep(100 * time.Millisecond)
 		perHold = float64(inUse()-before) / heldWaiters
+		goroutines = float64(runtime.NumGoroutine()-beforeG) / heldWaiters
 		release()
 		wg.Wait()
 	}
 	b.ReportMetric(perHold, "B/hold")
+	b.ReportMetric(goroutines, "goroutines/hold")
 }
 
 // BenchmarkWake measures the rendezvous alone: from an informer event to
@@ -132,68 +146,119 @@ func BenchmarkRendezvous(b *testing.B) {
 	}
 }
 
-// Environment of the load generator BenchmarkHeldCalls runs as a child
-// process, so that the client's memory is not counted with the gateway's.
+// Environment of the load generator the held-call benchmarks run as a
+// child process, so that the client's memory is not counted with the
+// gateway's.
 const (
 	loadEnvURL   = "FLEETD_GATEWAY_LOAD_URL"
 	loadEnvToken = "FLEETD_GATEWAY_LOAD_TOKEN"
 	loadEnvCalls = "FLEETD_GATEWAY_LOAD_CALLS"
-	// benchEnvHolds overrides heldWaiters for BenchmarkHeldCalls.
+	// loadEnvPause is how long the generator pauses after every hundred
+	// calls.
+	loadEnvPause = "FLEETD_GATEWAY_LOAD_PAUSE"
+	// benchEnvHolds overrides heldWaiters for the held-call benchmarks.
 	benchEnvHolds = "FLEETD_BENCH_HOLDS"
 )
 
-// BenchmarkHeldCalls measures the gateway process's memory per held
-// bridge_send end to end: the HTTP connection, the SDK's per-request
-// session, the hold, and the Delegation in the informer's cache. A child
-// process opens the calls over plain TCP, one connection each.
-func BenchmarkHeldCalls(b *testing.B) {
-	n := heldWaiters
+// benchHolds is how many calls the held-call benchmarks hold at once.
+func benchHolds() int {
 	if v, err := strconv.Atoi(os.Getenv(benchEnvHolds)); err == nil && v > 0 {
-		n = v
+		return v
 	}
+	return heldWaiters
+}
+
+// heldCost is what a server process pays per call it holds open.
+type heldCost struct {
+	held int
+	// bytes is heap and stack; stack is the goroutine stacks' part.
+	bytes, stack float64
+	goroutines   float64
+}
+
+// measureHolds opens n calls against url from a child process, waits until
+// held (the server's own count of held calls) stops growing, and measures
+// the memory and goroutines the process gained per held call. pause paces
+// the calls (after every hundred). The calls stay open until release is
+// called; release returns once the child has closed them all.
+func measureHolds(b *testing.B, label, url, token string, n int, pause time.Duration, held func() int) (heldCost, func()) {
+	// FLEETD_BENCH_HEAPPROFILE=<path> writes a heap profile of each
+	// measurement to <path>.<label>.
+	b.Helper()
+	beforeHeap, beforeStack := memInUse()
+	beforeG := runtime.NumGoroutine()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), loadEnvURL+"="+url, loadEnvToken+"="+token,
+		fmt.Sprintf("%s=%d", loadEnvCalls, n), fmt.Sprintf("%s=%s", loadEnvPause, pause))
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	// Wait until the holds stop growing: on a busy machine a few calls may
+	// fail, and those are not held.
+	started, count, grew := time.Now(), 0, time.Now()
+	for count < n && time.Since(grew) < 10*time.Second {
+		time.Sleep(100 * time.Millisecond)
+		if now := held(); now > count {
+			count, grew = now, time.Now()
+		}
+	}
+	if count < n*9/10 {
+		b.Fatalf("only %d of %d calls held", count, n)
+	}
+	b.Logf("%d of %d calls held after %v", count, n, time.Since(started).Round(time.Millisecond))
+	// Let every call reach its wait before measuring.
+	time.Sleep(time.Second)
+	heap, stack := memInUse()
+	cost := heldCost{
+		held:       count,
+		bytes:      (float64(heap+stack) - float64(beforeHeap+beforeStack)) / float64(count),
+		stack:      (float64(stack) - float64(beforeStack)) / float64(count),
+		goroutines: float64(runtime.NumGoroutine()-beforeG) / float64(count),
+	}
+	if path := os.Getenv("FLEETD_BENCH_HEAPPROFILE"); path != "" {
+		f, err := os.Create(path + "." + label)
+		if err == nil {
+			_ = pprof.WriteHeapProfile(f)
+			_ = f.Close()
+		}
+	}
+	release := func() {
+		_ = stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			b.Fatalf("load generator: %v", err)
+		}
+	}
+	return cost, release
+}
+
+// BenchmarkHeldCalls measures the gateway process's memory and goroutines
+// per held bridge_send end to end, with heldWaiters calls held at once: the
+// HTTP connection, whatever serves the MCP request, the hold, and the
+// Delegation in the informer's cache. A child process opens the calls over
+// plain TCP, one HTTP/1.1 connection each, as separate clients would.
+//
+// The baseline, measured in the same run, is the same calls held by a bare
+// net/http server whose handler only waits for the client to hang up: what
+// any Go HTTP server pays to keep a request open. B/hold/http is the ratio.
+// The baseline runs second: Go never frees a goroutine's descriptor (about
+// 400 bytes), it reuses it, so whichever runs second pays less for its
+// goroutines, and the gateway's figure is the one that must be whole.
+func BenchmarkHeldCalls(b *testing.B) {
+	n := benchHolds()
 	ns := env.Namespace(b)
 	h := startGateway(b, ns, Options{})
 	addMember(b, member("w1", ns).Obj())
 	ctx := context.Background()
 
-	var perHold float64
+	var gw, bare heldCost
 	for b.Loop() {
-		before := inUse()
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), loadEnvURL+"="+h.url, loadEnvToken+"="+staticToken, fmt.Sprintf("%s=%d", loadEnvCalls, n))
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		release, err := cmd.StdinPipe()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		// Wait until the holds stop growing: on a busy machine a few creates
-		// may fail, and those calls are not held.
-		started, held, grew := time.Now(), 0, time.Now()
-		for held < n && time.Since(grew) < 10*time.Second {
-			time.Sleep(100 * time.Millisecond)
-			if now := h.gw.rv.held(); now > held {
-				held, grew = now, time.Now()
-			}
-		}
-		if held < n*9/10 {
-			b.Fatalf("only %d of %d calls held", held, n)
-		}
-		b.Logf("%d of %d calls held after %v", held, n, time.Since(started).Round(time.Millisecond))
-		time.Sleep(time.Second)
-		perHold = float64(inUse()-before) / float64(held)
-		if path := os.Getenv("FLEETD_BENCH_HEAPPROFILE"); path != "" {
-			f, _ := os.Create(path)
-			_ = pprof.WriteHeapProfile(f)
-			_ = f.Close()
-			b.Logf("goroutines: %d", runtime.NumGoroutine())
-			var ms runtime.MemStats
-			runtime.ReadMemStats(&ms)
-			b.Logf("heap %d stack %d", ms.HeapAlloc, ms.StackInuse)
-		}
-
+		var release func()
+		gw, release = measureHolds(b, "gateway", h.url, staticToken, n, 200*time.Millisecond, h.gw.rv.held)
 		// Deleting the Delegations ends the holds without a write each.
 		if err := env.Client.DeleteAllOf(ctx, &fleetv1alpha1.Delegation{}, client.InNamespace(ns)); err != nil {
 			b.Fatal(err)
@@ -201,23 +266,212 @@ func BenchmarkHeldCalls(b *testing.B) {
 		for h.gw.rv.held() > 0 {
 			time.Sleep(100 * time.Millisecond)
 		}
-		_ = release.Close()
-		if err := cmd.Wait(); err != nil {
-			b.Fatalf("load generator: %v", err)
-		}
+		release()
+		bare = holdBareHTTP(b, n)
 	}
-	b.ReportMetric(perHold, "B/hold")
+	b.ReportMetric(gw.bytes, "B/hold")
+	b.ReportMetric(gw.stack, "stack-B/hold")
+	b.ReportMetric(gw.goroutines, "goroutines/hold")
+	b.ReportMetric(bare.bytes, "http-B/hold")
+	b.ReportMetric(bare.goroutines, "http-goroutines/hold")
+	b.ReportMetric(gw.bytes/bare.bytes, "B/hold/http")
 }
 
-// generateLoad is the child process of BenchmarkHeldCalls: it opens the
-// calls and keeps their connections until its stdin closes. It speaks the
-// 2025-06-18 revision, which a stateless server takes without a handshake.
+// holdBareHTTP measures n calls held by a bare net/http server, configured
+// as the gateway's is, whose handler reads the request and waits for the
+// client to hang up.
+func holdBareHTTP(b *testing.B, n int) heldCost {
+	b.Helper()
+	var held atomic.Int64
+	srv := &http.Server{
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			held.Add(1)
+			defer held.Add(-1)
+			<-r.Context().Done()
+		}),
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	cost, release := measureHolds(b, "http", "http://"+ln.Addr().String(), staticToken, n, 10*time.Millisecond, func() int { return int(held.Load()) })
+	release()
+	return cost
+}
+
+// BenchmarkHeldCallLayers measures, one at a time, the layers a held
+// bridge_send went through before the gateway answered held calls itself,
+// with heldWaiters calls (or Delegations) at once:
+//   - http: a bare net/http connection with a request held open (its
+//     connection goroutine and background reader, buffers, the request);
+//   - sdk: the same through the MCP SDK's stateless streamable handler to a
+//     tool that blocks (the SDK's per-request session, jsonrpc2 connection,
+//     reader and handler goroutines), on top of http;
+//   - cache: one Delegation, as bridge_send makes them, in an informer's
+//     cache with the gateway's indexes.
+//
+// BenchmarkHeldWaiters measures the hold itself. Run each layer on its
+// own (-bench 'BenchmarkHeldCallLayers/sdk') for a whole figure: a layer
+// measured after another reuses the goroutine descriptors the first left.
+func BenchmarkHeldCallLayers(b *testing.B) {
+	n := benchHolds()
+	b.Run("http", func(b *testing.B) {
+		var cost heldCost
+		for b.Loop() {
+			cost = holdBareHTTP(b, n)
+		}
+		b.ReportMetric(cost.bytes, "B/hold")
+		b.ReportMetric(cost.stack, "stack-B/hold")
+		b.ReportMetric(cost.goroutines, "goroutines/hold")
+	})
+	b.Run("sdk", func(b *testing.B) {
+		var cost heldCost
+		for b.Loop() {
+			cost = holdSDK(b, n)
+		}
+		b.ReportMetric(cost.bytes, "B/hold")
+		b.ReportMetric(cost.stack, "stack-B/hold")
+		b.ReportMetric(cost.goroutines, "goroutines/hold")
+	})
+	b.Run("cache", func(b *testing.B) {
+		ns := env.Namespace(b)
+		createHeldDelegations(b, ns, n)
+		var perDelegation float64
+		for b.Loop() {
+			perDelegation = cachedDelegationBytes(b, ns, n)
+		}
+		b.ReportMetric(perDelegation, "B/delegation")
+	})
+}
+
+// holdSDK measures n tools/call requests held by the MCP SDK's stateless
+// streamable handler, set up as the gateway sets it up, to a bridge_send
+// tool that blocks until the measurement is over.
+func holdSDK(b *testing.B, n int) heldCost {
+	b.Helper()
+	var held atomic.Int64
+	release := make(chan struct{})
+	server := mcp.NewServer(&mcp.Implementation{Name: "bench"}, nil)
+	mcp.AddTool(server, &mcp.Tool{Name: "bridge_send"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ SendInput) (*mcp.CallToolResult, *SendOutput, error) {
+		held.Add(1)
+		defer held.Add(-1)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil, &SendOutput{Outcome: outcomeTimeout}, nil
+	})
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{
+		Stateless: true, PropagateRequestCancellation: true, MaxRequestBodyBytes: 4 * fleetv1alpha1.MaxContentBytes,
+	})
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	cost, done := measureHolds(b, "sdk", "http://"+ln.Addr().String(), "", n, 10*time.Millisecond, func() int { return int(held.Load()) })
+	close(release)
+	done()
+	return cost
+}
+
+// createHeldDelegations creates n Delegations in ns as bridge_send creates
+// them, a few at a time.
+func createHeldDelegations(b *testing.B, ns string, n int) {
+	b.Helper()
+	g := &Gateway{opts: Options{}.withDefaults()}
+	p := &identity.Principal{Kind: fleetv1alpha1.PrincipalStatic, Name: "primary", Namespace: ns}
+	to := member("w1", ns).Obj()
+	next := make(chan int)
+	errs := make(chan error, 16)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for i := range next {
+				d := g.newDelegation(p, to, fmt.Sprintf("held call %d", i), true, 3600)
+				if err := env.Client.Create(context.Background(), d); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	for i := range n {
+		select {
+		case next <- i:
+		case err := <-errs:
+			b.Fatal(err)
+		}
+	}
+	close(next)
+	wg.Wait()
+}
+
+// cachedDelegationBytes measures the memory an informer's cache of the n
+// Delegations in ns takes, with the gateway's indexes, per Delegation.
+func cachedDelegationBytes(b *testing.B, ns string, n int) float64 {
+	b.Helper()
+	opts := fleetcache.Options()
+	opts.Scheme = env.Scheme
+	opts.DefaultNamespaces = map[string]cache.Config{ns: {}}
+	before := inUse()
+	c, err := cache.New(env.Config, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, ix := range []struct {
+		field string
+		fn    client.IndexerFunc
+	}{{indexReceiverState, indexReceiverStateFunc}, {indexSenderState, indexSenderStateFunc}} {
+		if err := c.IndexField(ctx, &fleetv1alpha1.Delegation{}, ix.field, ix.fn); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := c.GetInformer(ctx, &fleetv1alpha1.Delegation{}); err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = c.Start(ctx) }()
+	if !c.WaitForCacheSync(ctx) {
+		b.Fatal("the cache did not sync")
+	}
+	cached := func() int {
+		var list fleetv1alpha1.DelegationList
+		if err := c.List(ctx, &list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+			b.Fatal(err)
+		}
+		return len(list.Items)
+	}()
+	if cached != n {
+		b.Fatalf("the cache holds %d of %d delegations", cached, n)
+	}
+	perDelegation := float64(inUse()-before) / float64(n)
+	runtime.KeepAlive(c)
+	return perDelegation
+}
+
+// generateLoad is the child process of the held-call benchmarks: it opens
+// the calls and keeps their connections until its stdin closes. It speaks
+// the 2025-06-18 revision, which a stateless server takes without a
+// handshake.
 func generateLoad() error {
 	base, err := url.Parse(os.Getenv(loadEnvURL))
 	if err != nil {
 		return err
 	}
 	n, err := strconv.Atoi(os.Getenv(loadEnvCalls))
+	if err != nil {
+		return err
+	}
+	pause, err := time.ParseDuration(os.Getenv(loadEnvPause))
 	if err != nil {
 		return err
 	}
@@ -239,7 +493,7 @@ func generateLoad() error {
 		// Pace the calls so that the API server takes the creates without
 		// throttling.
 		if i%100 == 99 {
-			time.Sleep(200 * time.Millisecond)
+			time.Sleep(pause)
 		}
 	}
 	_, _ = io.Copy(io.Discard, os.Stdin)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/delegation"
 	"github.com/fleetd/fleetd/gateway/identity"
@@ -43,7 +45,7 @@ func (g *Gateway) bridgeCancel(ctx context.Context, c *call, in CancelInput) (*C
 	if err != nil {
 		return nil, err
 	}
-	last, err := g.hold(ctx, c, d, cancelWait, func(d *fleetv1alpha1.Delegation) bool { return delegation.Settled(d.Status.Phase) })
+	last, err := g.hold(ctx, c, types.NamespacedName{Namespace: d.Namespace, Name: d.Name}, d, cancelWait, func(d *fleetv1alpha1.Delegation) bool { return delegation.Settled(d.Status.Phase) })
 	switch {
 	case errors.Is(err, errHoldTimeout), errors.Is(err, errGatewayStopping):
 		return &CancelOutput{DispatchID: d.Name, Outcome: outcomeCancelling}, nil

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/delegation"
@@ -56,71 +58,252 @@ func requestDone(ctx context.Context) <-chan struct{} {
 	return nil
 }
 
-// hold waits on one Delegation until decide reports done, the timeout
-// passes, or the call ends. It subscribes before its first read, so no
-// change is missed, and reads from the cache the informer updated before it
-// woke the waiter. seed is the Delegation as the caller last saw it (the
-// create or update response), used until the cache catches up with it.
-func (g *Gateway) hold(ctx context.Context, c *call, seed *fleetv1alpha1.Delegation, timeout time.Duration, decide func(*fleetv1alpha1.Delegation) bool) (*fleetv1alpha1.Delegation, error) {
-	key := types.NamespacedName{Namespace: seed.Namespace, Name: seed.Name}
-	w := g.rv.subscribe(key)
-	defer g.rv.unsubscribe(key, w)
-
-	gauge := g.metrics.openHolds.WithLabelValues(c.tool)
-	gauge.Inc()
-	// The deadline and the progress ticks run on the gateway's clock, so a
-	// test steps them instead of waiting.
-	clk := g.opts.Clock
-	started := clk.Now()
-	defer func() {
-		gauge.Dec()
-		g.metrics.holdDuration.WithLabelValues(c.tool).Observe(clk.Since(started).Seconds())
-	}()
-
-	timer := clk.NewTimer(timeout)
-	defer timer.Stop()
-	var tick <-chan time.Time
-	token := progressToken(c.req)
-	if token != nil && g.opts.ProgressInterval > 0 {
-		t := clk.NewTicker(g.opts.ProgressInterval)
-		defer t.Stop()
-		tick = t.C()
-	}
-	hangup := requestDone(ctx)
-
-	current, seen := seed, false
+// hold waits on the Delegation at key until decide reports done, the
+// timeout passes, or the call ends. It subscribes before its first read, so
+// no change is missed, and reads from the cache the informer updated before
+// it woke the waiter. seed, when set, is the Delegation as the caller last
+// saw it (the create or update response), decided on until the cache
+// catches up with it. While it waits a hold keeps no copy of the
+// Delegation: it returns the one decide passed, or else the latest there
+// is.
+func (g *Gateway) hold(ctx context.Context, c *call, key types.NamespacedName, seed *fleetv1alpha1.Delegation, timeout time.Duration, decide func(*fleetv1alpha1.Delegation) bool) (*fleetv1alpha1.Delegation, error) {
+	// The loop keeps its state in h, and looks and handles events in
+	// calls of their own, so that what a parked call's goroutine keeps on
+	// its stack while it waits is small.
+	h := g.startHold(ctx, c, key, seed, timeout)
+	defer h.end()
 	for {
-		var d fleetv1alpha1.Delegation
-		switch err := g.cache.Get(ctx, key, &d); {
-		case err == nil:
-			// A cached copy may trail what this gateway just wrote; decide
-			// copes (answered turns are passed in), and the informer wakes
-			// the waiter again once the cache catches up.
-			current, seen = &d, true
-		case apierrors.IsNotFound(err):
-			if seen {
-				return current, errDelegationDeleted
-			}
-		default:
-			return current, fmt.Errorf("reading delegation %s: %w", key, err)
+		if d, ended, err := h.look(decide); ended {
+			return d, err
+		}
+		if d, ended, err := h.handle(h.wait.next()); ended {
+			return d, err
+		}
+	}
+}
+
+// holding is one hold's state.
+type holding struct {
+	g       *Gateway
+	ctx     context.Context
+	c       *call
+	key     types.NamespacedName
+	seed    *fleetv1alpha1.Delegation
+	token   any
+	started time.Time
+	wait    holdWaiter
+	seen    bool
+	status  progressStatus
+}
+
+// startHold counts the hold, and subscribes to key and starts the timers
+// before the first read. The deadline and the progress ticks run on the
+// gateway's clock, so a test steps them instead of waiting.
+func (g *Gateway) startHold(ctx context.Context, c *call, key types.NamespacedName, seed *fleetv1alpha1.Delegation, timeout time.Duration) *holding {
+	g.metrics.openHolds.WithLabelValues(c.tool).Inc()
+	h := &holding{g: g, ctx: ctx, c: c, key: key, seed: seed, token: c.progressToken(), started: g.opts.Clock.Now()}
+	var interval time.Duration
+	if h.token != nil {
+		interval = g.opts.ProgressInterval
+	}
+	if c.stream != nil && c.stream.conn != nil {
+		h.wait = g.waitOnConn(key, c.stream.conn, timeout, interval)
+	} else {
+		hangup := c.hangup()
+		if hangup == nil {
+			hangup = requestDone(ctx)
+		}
+		h.wait = g.waitOnChannels(ctx, key, hangup, timeout, interval)
+	}
+	return h
+}
+
+func (h *holding) end() {
+	h.wait.stop()
+	h.g.metrics.openHolds.WithLabelValues(h.c.tool).Dec()
+	h.g.metrics.holdDuration.WithLabelValues(h.c.tool).Observe(h.g.opts.Clock.Since(h.started).Seconds())
+}
+
+// look reads the Delegation and decides; ended says the hold is over.
+func (h *holding) look(decide func(*fleetv1alpha1.Delegation) bool) (*fleetv1alpha1.Delegation, bool, error) {
+	current := h.seed
+	var d fleetv1alpha1.Delegation
+	switch err := h.g.cache.Get(h.ctx, h.key, &d); {
+	case err == nil:
+		// A cached copy may trail what this gateway just wrote; decide
+		// copes (answered turns are passed in), and the informer wakes
+		// the waiter again once the cache catches up.
+		current, h.seen, h.seed = &d, true, nil
+	case apierrors.IsNotFound(err):
+		if h.seen {
+			return nil, true, errDelegationDeleted
+		}
+	default:
+		return h.latest(), true, fmt.Errorf("reading delegation %s: %w", h.key, err)
+	}
+	if current == nil {
+		return nil, false, nil
+	}
+	if decide(current) {
+		return current, true, nil
+	}
+	h.status = progressStatus{to: current.Spec.To, phase: delegation.Phase(current)}
+	return nil, false, nil
+}
+
+// handle acts on an event; ended says the hold is over.
+func (h *holding) handle(ev holdEvent) (*fleetv1alpha1.Delegation, bool, error) {
+	var err error
+	switch ev {
+	case eventChanged:
+		return nil, false, nil
+	case eventProgress:
+		h.g.notifyProgress(h.ctx, h.c, h.token, h.started, h.key.Name, h.status)
+		return nil, false, nil
+	case eventTimeout:
+		err = errHoldTimeout
+	case eventHangup:
+		err = context.Canceled
+	case eventStopping:
+		err = errGatewayStopping
+	default:
+		err = h.ctx.Err()
+	}
+	return h.latest(), true, err
+}
+
+// latest is the Delegation as it is at the end of the hold.
+func (h *holding) latest() *fleetv1alpha1.Delegation {
+	return h.g.latestDelegation(h.ctx, h.key, h.seed)
+}
+
+// holdEvent is what ends one wait of a hold.
+type holdEvent int
+
+// Events of a hold, in the order a waiter reports those that come at once.
+const (
+	// eventStopping: the gateway is shutting down.
+	eventStopping holdEvent = iota
+	// eventDone: the call's context ended.
+	eventDone
+	// eventHangup: the client hung up.
+	eventHangup
+	// eventChanged: the Delegation may have changed.
+	eventChanged
+	// eventTimeout: the hold's own timeout passed.
+	eventTimeout
+	// eventProgress: a progress notification is due.
+	eventProgress
+)
+
+// holdWaiter waits for the events of one hold.
+type holdWaiter interface {
+	// next blocks until the next event.
+	next() holdEvent
+	// stop releases the subscription and the timers.
+	stop()
+}
+
+// chanWaiter waits in a select, on the goroutine of a call held on its
+// request.
+type chanWaiter struct {
+	g      *Gateway
+	key    types.NamespacedName
+	w      *waiter
+	timer  clock.Timer
+	ticker clock.Ticker
+	tick   <-chan time.Time
+	hangup <-chan struct{}
+	done   <-chan struct{}
+}
+
+// waitOnChannels subscribes to key and starts the hold's timers; interval 0
+// means no progress notifications.
+func (g *Gateway) waitOnChannels(ctx context.Context, key types.NamespacedName, hangup <-chan struct{}, timeout, interval time.Duration) *chanWaiter {
+	cw := &chanWaiter{g: g, key: key, w: g.rv.subscribe(key), timer: g.opts.Clock.NewTimer(timeout), hangup: hangup, done: ctx.Done()}
+	if interval > 0 {
+		cw.ticker = g.opts.Clock.NewTicker(interval)
+		cw.tick = cw.ticker.C()
+	}
+	return cw
+}
+
+func (cw *chanWaiter) next() holdEvent {
+	select {
+	case <-cw.w.wake:
+		return eventChanged
+	case <-cw.tick:
+		return eventProgress
+	case <-cw.timer.C():
+		return eventTimeout
+	case <-cw.hangup:
+		return eventHangup
+	case <-cw.g.stopping:
+		return eventStopping
+	case <-cw.done:
+		return eventDone
+	}
+}
+
+func (cw *chanWaiter) stop() {
+	cw.g.rv.unsubscribe(cw.key, cw.w)
+	cw.timer.Stop()
+	if cw.ticker != nil {
+		cw.ticker.Stop()
+	}
+}
+
+// latestDelegation is the Delegation at key as the cache shows it, else as
+// the API server does, else seed; nil when it is gone.
+func (g *Gateway) latestDelegation(ctx context.Context, key types.NamespacedName, seed *fleetv1alpha1.Delegation) *fleetv1alpha1.Delegation {
+	d, err := g.getDelegation(context.WithoutCancel(ctx), key)
+	if err == nil {
+		return d
+	}
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return seed
+}
+
+// holdThen holds the call on seed until decide, as hold does, and returns
+// what then makes of the end of the wait. A call whose outcome is not
+// there yet is parked where its request allows (see park.go): holdThen
+// returns errParked at once, and the gateway finishes the wait and then on
+// a goroutine of its own, under its own context (which ends only after it
+// started stopping, and parked holds end then).
+func holdThen[Out any](g *Gateway, ctx context.Context, c *call, seed *fleetv1alpha1.Delegation, timeout time.Duration,
+	decide func(*fleetv1alpha1.Delegation) bool, then func(context.Context, *fleetv1alpha1.Delegation, error) (*Out, error)) (*Out, error) {
+	key := types.NamespacedName{Namespace: seed.Namespace, Name: seed.Name}
+	if c.parking != nil && c.finish != nil {
+		current := seed
+		var cached fleetv1alpha1.Delegation
+		if err := g.cache.Get(ctx, key, &cached); err == nil {
+			current = &cached
 		}
 		if decide(current) {
-			return current, nil
+			return then(ctx, current, nil)
 		}
-		select {
-		case <-w.wake:
-		case <-tick:
-			g.notifyProgress(ctx, c, token, started, current)
-		case <-timer.C():
-			return current, errHoldTimeout
-		case <-hangup:
-			return current, context.Canceled
-		case <-g.stopping:
-			return current, errGatewayStopping
-		case <-ctx.Done():
-			return current, ctx.Err()
+		clk := g.opts.Clock
+		deadline := clk.Now().Add(timeout)
+		parked := &call{tool: c.tool, who: c.who, token: c.progressToken()}
+		finish := c.finish
+		if c.parking.park(func(ctx context.Context, s *heldStream) *parkedHold {
+			parked.stream = s
+			return &parkedHold{
+				h:      g.startHold(ctx, parked, key, nil, max(deadline.Sub(clk.Now()), 0)),
+				decide: decide,
+				end: func(ctx context.Context, last *fleetv1alpha1.Delegation, err error) *mcp.CallToolResult {
+					out, err := then(ctx, last, err)
+					return finish(out, err)
+				},
+			}
+		}) {
+			return nil, errParked
 		}
 	}
+	last, err := g.hold(ctx, c, key, seed, timeout, decide)
+	return then(ctx, last, err)
 }
 
 // progressToken is the request's progress token, nil when the client gave
@@ -132,16 +315,26 @@ func progressToken(req *mcp.CallToolRequest) any {
 	return req.Params.GetProgressToken()
 }
 
+// progressStatus is what a progress notification says of the Delegation.
+type progressStatus struct {
+	to    string
+	phase fleetv1alpha1.DelegationPhase
+}
+
 // notifyProgress tells the client the call is alive, so that it does not cut
 // off a silent call. Failures are ignored: the next tick tries again, and a
 // client that is gone ends the hold through its context.
-func (g *Gateway) notifyProgress(ctx context.Context, c *call, token any, started time.Time, d *fleetv1alpha1.Delegation) {
-	phase := delegation.Phase(d)
-	_ = c.req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+func (g *Gateway) notifyProgress(ctx context.Context, c *call, token any, started time.Time, name string, st progressStatus) {
+	p := &mcp.ProgressNotificationParams{
 		ProgressToken: token,
 		Progress:      g.opts.Clock.Since(started).Seconds(),
-		Message:       fmt.Sprintf("waiting for %s: %s (%s)", d.Spec.To, phase, d.Name),
-	})
+		Message:       fmt.Sprintf("waiting for %s: %s (%s)", st.to, cmp.Or(st.phase, fleetv1alpha1.DelegationPending), name),
+	}
+	if c.stream != nil {
+		c.stream.progress(p)
+		return
+	}
+	_ = c.req.Session.NotifyProgress(ctx, p)
 }
 
 // detach records that the blocking sender stopped waiting, so that a later
@@ -149,6 +342,9 @@ func (g *Gateway) notifyProgress(ctx context.Context, c *call, token any, starte
 // ended, so it writes under a context of its own. If the Delegation reached
 // an outcome meanwhile, detach returns it instead of writing.
 func (g *Gateway) detach(ctx context.Context, d *fleetv1alpha1.Delegation, answered func(*fleetv1alpha1.Delegation) bool) (*fleetv1alpha1.Delegation, bool) {
+	if d == nil {
+		return nil, false
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), detachTimeout)
 	defer cancel()
 	select {
@@ -176,7 +372,7 @@ func (g *Gateway) detach(ctx context.Context, d *fleetv1alpha1.Delegation, answe
 // acknowledge records that a waiter handed a detached Delegation's outcome
 // to its sender (a re-attached call), so bridge_poll does not show it again.
 func (g *Gateway) acknowledge(ctx context.Context, d *fleetv1alpha1.Delegation) {
-	if !delegation.Unclaimed(d) {
+	if d == nil || !delegation.Unclaimed(d) {
 		return
 	}
 	now := g.opts.Clock.Now()

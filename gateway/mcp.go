@@ -224,12 +224,20 @@ func toolResult[Out any, PO interface {
 
 // withStructuredContent completes a handler's result with its output as the
 // SDK does for a typed tool: the output as structured content and, when
-// the result has no content, as its text.
+// the result has no content, as its text, both as the SDK encodes it (its
+// JSON decoded and encoded again, for validation, so the keys come sorted).
 func withStructuredContent(res *mcp.CallToolResult, out any) *mcp.CallToolResult {
 	if res == nil {
 		res = &mcp.CallToolResult{}
 	}
 	raw, err := json.Marshal(out)
+	var v any
+	if err == nil {
+		err = json.Unmarshal(raw, &v)
+	}
+	if err == nil {
+		raw, err = json.Marshal(v)
+	}
 	if err != nil {
 		return errorResult(toolerr.New(toolerr.Internal, "encoding the result: %v", err))
 	}

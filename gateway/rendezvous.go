@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"slices"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -16,8 +17,9 @@ import (
 // the informer updated before calling the handler. Waiters subscribe before
 // their first read, so no change between the read and the wait is lost.
 type rendezvous struct {
-	mu      sync.Mutex
-	waiters map[types.NamespacedName]map[*waiter]struct{}
+	mu sync.Mutex
+	// waiters are the subscriptions of each key; nearly always one.
+	waiters map[types.NamespacedName][]*waiter
 }
 
 // waiter is one held call's subscription to one Delegation.
@@ -25,24 +27,32 @@ type waiter struct {
 	// wake has room for one signal: a waiter only needs to know that
 	// something changed since it last read, not how often.
 	wake chan struct{}
+	// poke, when set, is called instead of signalling wake, with
+	// eventChanged, and with eventStopping when the gateway stops: a parked
+	// call waits in a read of its connection, not on a channel.
+	poke func(holdEvent)
 }
 
 func newRendezvous() *rendezvous {
-	return &rendezvous{waiters: make(map[types.NamespacedName]map[*waiter]struct{})}
+	return &rendezvous{waiters: make(map[types.NamespacedName][]*waiter)}
 }
 
 // subscribe registers a waiter for key. Call it before reading the
 // Delegation, and unsubscribe when the call ends.
 func (r *rendezvous) subscribe(key types.NamespacedName) *waiter {
-	w := &waiter{wake: make(chan struct{}, 1)}
+	return r.add(key, &waiter{wake: make(chan struct{}, 1)})
+}
+
+// subscribePoke registers a waiter for key that is told of a change by a
+// call of poke, which must not block.
+func (r *rendezvous) subscribePoke(key types.NamespacedName, poke func(holdEvent)) *waiter {
+	return r.add(key, &waiter{poke: poke})
+}
+
+func (r *rendezvous) add(key types.NamespacedName, w *waiter) *waiter {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	set := r.waiters[key]
-	if set == nil {
-		set = make(map[*waiter]struct{}, 1)
-		r.waiters[key] = set
-	}
-	set[w] = struct{}{}
+	r.waiters[key] = append(r.waiters[key], w)
 	return w
 }
 
@@ -50,21 +60,45 @@ func (r *rendezvous) subscribe(key types.NamespacedName) *waiter {
 func (r *rendezvous) unsubscribe(key types.NamespacedName, w *waiter) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	set := r.waiters[key]
-	delete(set, w)
-	if len(set) == 0 {
-		delete(r.waiters, key)
+	ws := r.waiters[key]
+	if i := slices.Index(ws, w); i >= 0 {
+		ws[i] = ws[len(ws)-1]
+		ws[len(ws)-1] = nil
+		ws = ws[:len(ws)-1]
 	}
+	if len(ws) == 0 {
+		delete(r.waiters, key)
+		return
+	}
+	r.waiters[key] = ws
 }
 
 // notify wakes every waiter of key without blocking the informer.
 func (r *rendezvous) notify(key types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for w := range r.waiters[key] {
+	for _, w := range r.waiters[key] {
+		if w.poke != nil {
+			w.poke(eventChanged)
+			continue
+		}
 		select {
 		case w.wake <- struct{}{}:
 		default:
+		}
+	}
+}
+
+// stop tells every waiter that is poked that the gateway stops (the others
+// see the gateway's stopping channel).
+func (r *rendezvous) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ws := range r.waiters {
+		for _, w := range ws {
+			if w.poke != nil {
+				w.poke(eventStopping)
+			}
 		}
 	}
 }
@@ -74,8 +108,8 @@ func (r *rendezvous) held() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
-	for _, set := range r.waiters {
-		n += len(set)
+	for _, ws := range r.waiters {
+		n += len(ws)
 	}
 	return n
 }

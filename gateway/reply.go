@@ -81,32 +81,35 @@ func (g *Gateway) bridgeAsk(ctx context.Context, c *call, in AskInput) (*AskOutp
 
 	var out *AskOutput
 	var aerr *toolerr.Error
-	_, err = g.hold(ctx, c, d, timeout, func(d *fleetv1alpha1.Delegation) bool {
+	decide := func(d *fleetv1alpha1.Delegation) bool {
 		var done bool
 		out, aerr, done = answerOf(d, turn)
 		return done
+	}
+	name := d.Name
+	return holdThen(g, ctx, c, d, timeout, decide, func(ctx context.Context, last *fleetv1alpha1.Delegation, err error) (*AskOutput, error) {
+		if err != nil && !errors.Is(err, errDelegationDeleted) && last != nil {
+			// The worker goes on without the answer (it timed out, or its
+			// call is gone): an open question would hold the message, and
+			// its member's queue, until the deadline.
+			g.withdrawQuestion(ctx, last, turn)
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, errHoldTimeout):
+			return &AskOutput{Outcome: outcomeTimeout, TurnID: turn}, nil
+		case errors.Is(err, errGatewayStopping):
+			return &AskOutput{Outcome: outcomeInterrupted, TurnID: turn, Text: "This gateway replica is shutting down and withdrew your question. Ask again with bridge_ask, or go on with your best judgement and say so in your bridge_reply."}, nil
+		case errors.Is(err, errDelegationDeleted):
+			return nil, toolerr.New(toolerr.Cancelled, "message %s was deleted before your question was answered", name)
+		default:
+			return nil, err
+		}
+		if aerr != nil {
+			return nil, aerr
+		}
+		return out, nil
 	})
-	if err != nil && !errors.Is(err, errDelegationDeleted) {
-		// The worker goes on without the answer (it timed out, or its call
-		// is gone): an open question would hold the message, and its
-		// member's queue, until the deadline.
-		g.withdrawQuestion(ctx, d, turn)
-	}
-	switch {
-	case err == nil:
-	case errors.Is(err, errHoldTimeout):
-		return &AskOutput{Outcome: outcomeTimeout, TurnID: turn}, nil
-	case errors.Is(err, errGatewayStopping):
-		return &AskOutput{Outcome: outcomeInterrupted, TurnID: turn, Text: "This gateway replica is shutting down and withdrew your question. Ask again with bridge_ask, or go on with your best judgement and say so in your bridge_reply."}, nil
-	case errors.Is(err, errDelegationDeleted):
-		return nil, toolerr.New(toolerr.Cancelled, "message %s was deleted before your question was answered", d.Name)
-	default:
-		return nil, err
-	}
-	if aerr != nil {
-		return nil, aerr
-	}
-	return out, nil
 }
 
 // onCurrent applies change, a transition, to the caller's current

@@ -221,32 +221,34 @@ func (g *Gateway) await(ctx context.Context, c *call, d *fleetv1alpha1.Delegatio
 		out, terr, done = outcomeOf(d, answered)
 		return done
 	}
-	last, err := g.hold(ctx, c, d, timeout, decide)
-	switch {
-	case err == nil:
-		g.acknowledge(ctx, last)
-	case errors.Is(err, errDelegationDeleted):
-		return nil, toolerr.New(toolerr.Cancelled, "delegation %s was deleted", d.Name)
-	case errors.Is(err, errHoldTimeout):
-		if _, reached := g.detach(ctx, last, decide); reached {
-			break
+	name, to := d.Name, d.Spec.To
+	return holdThen(g, ctx, c, d, timeout, decide, func(ctx context.Context, last *fleetv1alpha1.Delegation, err error) (*SendOutput, error) {
+		switch {
+		case err == nil:
+			g.acknowledge(ctx, last)
+		case errors.Is(err, errDelegationDeleted):
+			return nil, toolerr.New(toolerr.Cancelled, "delegation %s was deleted", name)
+		case errors.Is(err, errHoldTimeout):
+			if _, reached := g.detach(ctx, last, decide); reached {
+				break
+			}
+			return &SendOutput{Outcome: outcomeTimeout, DispatchID: name, Member: to}, nil
+		case errors.Is(err, errGatewayStopping):
+			if _, reached := g.detach(ctx, last, decide); reached {
+				break
+			}
+			return &SendOutput{Outcome: outcomeInterrupted, DispatchID: name, Member: to, Text: interruptedText(name)}, nil
+		default:
+			// The caller is gone (or the gateway is stopping); the Delegation
+			// carries on, and its outcome waits for bridge_poll or a re-attach.
+			g.detach(ctx, last, nil)
+			return nil, err
 		}
-		return &SendOutput{Outcome: outcomeTimeout, DispatchID: d.Name, Member: d.Spec.To}, nil
-	case errors.Is(err, errGatewayStopping):
-		if _, reached := g.detach(ctx, last, decide); reached {
-			break
+		if terr != nil {
+			return nil, terr
 		}
-		return &SendOutput{Outcome: outcomeInterrupted, DispatchID: d.Name, Member: d.Spec.To, Text: interruptedText(d.Name)}, nil
-	default:
-		// The caller is gone (or the gateway is stopping); the Delegation
-		// carries on, and its outcome waits for bridge_poll or a re-attach.
-		g.detach(ctx, last, nil)
-		return nil, err
-	}
-	if terr != nil {
-		return nil, terr
-	}
-	return out, nil
+		return out, nil
+	})
 }
 
 // answer records the sender's answer to a worker's question and waits on

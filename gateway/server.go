@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -79,7 +80,7 @@ type Options struct {
 	TeamPolicy TeamPolicy
 	// Clock stamps the times the gateway writes and runs held calls'
 	// deadlines and progress ticks. Default the real clock.
-	Clock clock.WithTicker
+	Clock clock.WithTickerAndDelayedExecution
 	// BodyReadTimeout bounds how long a request may take to send its body.
 	// Default 30s.
 	BodyReadTimeout time.Duration
@@ -174,6 +175,9 @@ type Gateway struct {
 
 	// detachSlots bounds concurrent departed-waiter writes.
 	detachSlots chan struct{}
+	// parkedCalls counts the held calls the gateway answers on connections
+	// it took over from the HTTP server, which does not wait for them.
+	parkedCalls sync.WaitGroup
 
 	// panics counts recovered handler panics.
 	panics atomic.Int64
@@ -357,10 +361,20 @@ func (g *Gateway) Start(ctx context.Context) error {
 	// for those answers to be written. What is still running when the
 	// grace ends is cancelled.
 	close(g.stopping)
+	g.rv.stop()
 	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*detachTimeout)
 	defer cancel()
 	if err := srv.Shutdown(shutdown); err != nil {
 		g.log.Error(err, "Shutting down the MCP gateway")
+	}
+	parked := make(chan struct{})
+	go func() {
+		g.parkedCalls.Wait()
+		close(parked)
+	}()
+	select {
+	case <-parked:
+	case <-shutdown.Done():
 	}
 	g.cancelHolds()
 	g.procs.KillAll(shutdown)
