@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	"github.com/fleetd/fleetd/agents"
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/delegation"
 	"github.com/fleetd/fleetd/herdr"
@@ -67,6 +68,10 @@ type DelegationReconciler struct {
 	mu        sync.Mutex
 	typed     map[types.NamespacedName]sets.Set[string]
 	blockedAt map[types.NamespacedName]int64
+
+	// shared is what the shared pane server does beyond herdr: whether it
+	// keeps members' files, where a message's images go.
+	shared sharedHost
 }
 
 // +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=delegations,verbs=get;list;watch;create;delete
@@ -312,13 +317,36 @@ func (r *DelegationReconciler) apply(ctx context.Context, member types.Namespace
 // delegation.Decide); what this process saw typed, it remembers, so the
 // typing costs no second write.
 func (r *DelegationReconciler) deliver(ctx context.Context, member types.NamespacedName, panes Panes, d *fleetv1alpha1.Delegation, m delegation.Member, command bool, now time.Time) error {
+	var images *agents.ImagePrompt
+	if d.Spec.Images != nil {
+		// The images go where the agent reads them before anything is
+		// typed; ones that cannot be delivered fail the message untyped.
+		p, err := r.placeImages(ctx, member, panes, d)
+		if reason, ok := isImagesUnavailable(err); ok {
+			delegation.Fail(d, now, fleetv1alpha1.ReasonImagesUnavailable, reason)
+			if err := r.write(ctx, d); err != nil {
+				return err
+			}
+			r.Recorder.Eventf(d, nil, corev1.EventTypeWarning, fleetv1alpha1.ReasonImagesUnavailable, "Deliver", "%s", delegation.SettledMessage(d, ""))
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		images = &p
+	}
 	delegation.BeginDelivery(d, now, delegation.Target{PaneID: m.PaneID, TerminalID: m.TerminalID, Seq: m.Seq})
 	if err := r.write(ctx, d); err != nil {
 		return err
 	}
 	hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
 	defer cancel()
-	err := typeMessage(hctx, panes, m.PaneID, command, d.Spec.Content)
+	var err error
+	if images != nil {
+		err = typeWithImages(hctx, panes, m.PaneID, *images)
+	} else {
+		err = typeMessage(hctx, panes, m.PaneID, command, d.Spec.Content)
+	}
 	var refusal *herdr.Error
 	switch {
 	case err == nil:

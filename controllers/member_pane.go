@@ -32,6 +32,7 @@ const staleRetry = 100 * time.Millisecond
 // reconcilePane creates, adopts, observes or replaces the Member's pane.
 func (r *MemberReconciler) reconcilePane(ctx, hctx context.Context, s *memberScope, launch Launch) (ctrl.Result, error) {
 	m := s.member
+	recordDirs(m, launch, r.home(m).Dir)
 
 	if m.Status.PaneID == "" {
 		fresh, err := r.isFresh(ctx, m)
