@@ -41,7 +41,8 @@ func (g *Gateway) mcpHandler() http.Handler {
 		// No MCP session state: a restart or another replica loses nothing.
 		Stateless:                    true,
 		PropagateRequestCancellation: true,
-		MaxRequestBodyBytes:          4 * fleetv1alpha1.MaxContentBytes,
+		// Room for a message and its images, base64 in the call.
+		MaxRequestBodyBytes: 4*fleetv1alpha1.MaxContentBytes + 2*fleetv1alpha1.MaxImageBytes,
 	})
 	// The SDK takes the caller from TokenInfo on each request; the
 	// principal was already resolved by authenticate.
@@ -332,12 +333,19 @@ func (g *Gateway) registerTools() {
 	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_cancel", description: descCancel}, g.bridgeCancel)
 
 	addTool(g, toolSpec{namespace: ToolNamespaceTeam, name: "team_status", description: descTeamStatus, readOnly: true}, g.teamStatus)
-	addTool(g, toolSpec{namespace: ToolNamespaceTeam, name: "team_message", description: descTeamMessage, schema: contentLimit("content", "recipient")}, g.teamMessage)
-	addTool(g, toolSpec{namespace: ToolNamespaceTeam, name: "team_manage", description: descTeamManage, schema: func(s *jsonschema.Schema) {
+	imageLimit := func(s *jsonschema.Schema) {
+		for _, p := range []string{"imagePaths", "images"} {
+			if ps := s.Properties[p]; ps != nil {
+				ps.MaxItems = ptr.To(fleetv1alpha1.MaxImages)
+			}
+		}
+	}
+	addTool(g, toolSpec{namespace: ToolNamespaceTeam, name: "team_message", description: descTeamMessage, schema: both(contentLimit("content", "recipient"), imageLimit)}, g.teamMessage)
+	addTool(g, toolSpec{namespace: ToolNamespaceTeam, name: "team_manage", description: descTeamManage, schema: both(contentLimit("message"), imageLimit, func(s *jsonschema.Schema) {
 		if ps := s.Properties["action"]; ps != nil {
 			ps.Enum = []any{"add", "remove"}
 		}
-	}}, g.teamManage)
+	})}, g.teamManage)
 
 	addTool(g, toolSpec{namespace: ToolNamespaceProcess, name: "process_run", description: descProcessRun, schema: func(s *jsonschema.Schema) {
 		if ps := s.Properties["command"]; ps != nil {

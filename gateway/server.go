@@ -94,6 +94,9 @@ type Options struct {
 	// run them (bridge_read source detection explains them); nil loads
 	// fleetd's built-in ones.
 	Detectors map[string]*detect.Detector
+	// MemberFiles reads the image files members send by path; nil refuses
+	// image paths (images in the call still go).
+	MemberFiles MemberFiles
 }
 
 // PaneHosts says which pane host a member's panes live on.

@@ -1,10 +1,13 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
 	"strings"
+
+	corev1 "k8s.io/api/core/v1"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/gateway/identity"
@@ -129,16 +132,45 @@ func (g *Gateway) teamMessage(ctx context.Context, c *call, in TeamMessageInput)
 		to = append(to, m)
 	}
 	slices.SortFunc(to, func(a, b *fleetv1alpha1.Member) int { return strings.Compare(a.Name, b.Name) })
+	images, secret, err := g.attachImages(ctx, c, in.ImagePaths, in.Images, to)
+	if err != nil {
+		return nil, err
+	}
 	out := &TeamMessageOutput{DispatchIDs: []string{}, Recipients: []string{}}
+	var sent []*fleetv1alpha1.Delegation
+	defer func() { g.ownImages(ctx, secret, sent) }()
 	for _, m := range to {
 		d := g.newDelegation(c.who, m, in.Content, false, fleetv1alpha1.DefaultTimeoutSeconds)
+		d.Spec.Images = images
 		if err := g.client.Create(ctx, d); err != nil {
 			return nil, fmt.Errorf("messaging %s (after %d of %d were sent): %w", m.Name, len(out.DispatchIDs), len(to), err)
 		}
+		sent = append(sent, d)
 		out.DispatchIDs = append(out.DispatchIDs, d.Name)
 		out.Recipients = append(out.Recipients, m.Name)
 	}
 	return out, nil
+}
+
+// attachImages reads the images a caller sends to members to, refuses
+// them when one of to cannot take images, and stores them; nil when there
+// are none.
+func (g *Gateway) attachImages(ctx context.Context, c *call, paths []string, inline []ImageInput, to []*fleetv1alpha1.Member) (*fleetv1alpha1.DelegationImages, *corev1.Secret, error) {
+	if len(paths)+len(inline) == 0 {
+		return nil, nil, nil
+	}
+	profiles, err := g.profiles(ctx, c.who.Namespace)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := refuseImageless(to, profiles); err != nil {
+		return nil, nil, err
+	}
+	imgs, err := g.messageImages(ctx, c, paths, inline)
+	if err != nil {
+		return nil, nil, err
+	}
+	return g.storeImages(ctx, c.who.Namespace, imgs, to)
 }
 
 // teamManage adds a member to a team from a Profile, or removes members.
@@ -157,12 +189,10 @@ func (g *Gateway) teamManage(ctx context.Context, c *call, in TeamManageInput) (
 		if len(in.RemoveAgentIDs) > 0 {
 			return nil, toolerr.New(toolerr.InvalidArgument, "removeAgentIds is for action remove")
 		}
-		m, err := g.spawn(ctx, c.who, spawnRequest{profile: in.Profile, name: in.Name, team: team, role: fleetv1alpha1.RoleMember})
-		if err != nil {
-			return nil, err
-		}
-		v := memberView(m, c.who, queue{})
-		return &TeamManageOutput{Action: in.Action, Member: &v, Removed: []string{}}, nil
+		return g.teamAdd(ctx, c, in, team)
+	}
+	if in.Message != "" || len(in.ImagePaths)+len(in.Images) > 0 {
+		return nil, toolerr.New(toolerr.InvalidArgument, "message, imagePaths and images are for action add")
 	}
 	ids := in.RemoveAgentIDs
 	if in.Name != "" {
@@ -205,5 +235,64 @@ func (g *Gateway) teamManage(ctx context.Context, c *call, in TeamManageInput) (
 	}
 	v := memberView(remove[0], c.who, queue{})
 	out.Member = &v
+	return out, nil
+}
+
+// teamAdd adds a member to a team from a Profile and, with a message,
+// sends it that message (and its images) to start with: a detached
+// Delegation, typed in once its agent is ready.
+func (g *Gateway) teamAdd(ctx context.Context, c *call, in TeamManageInput, team string) (*TeamManageOutput, error) {
+	hasImages := len(in.ImagePaths)+len(in.Images) > 0
+	switch {
+	case in.Message == "" && hasImages:
+		return nil, toolerr.New(toolerr.InvalidArgument, "imagePaths and images go with message, the new member's first message")
+	case in.Message != "":
+		if terr := checkContent("message", in.Message); terr != nil {
+			return nil, terr
+		}
+	}
+	var imgs []messageImage
+	if hasImages {
+		// Refused before the member is added: nothing is started or sent.
+		profiles, err := g.profiles(ctx, c.who.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		profile := in.Profile
+		if def := defaultProfile(profiles); profile == "" && def != nil {
+			profile = def.Name
+		}
+		if slices.ContainsFunc(profiles, func(p fleetv1alpha1.Profile) bool { return p.Name == profile }) {
+			joining := &fleetv1alpha1.Member{Spec: fleetv1alpha1.MemberSpec{Profile: profile}}
+			joining.Name = cmp.Or(in.Name, "of profile "+profile)
+			if err := refuseImageless([]*fleetv1alpha1.Member{joining}, profiles); err != nil {
+				return nil, err
+			}
+		}
+		if imgs, err = g.messageImages(ctx, c, in.ImagePaths, in.Images); err != nil {
+			return nil, err
+		}
+	}
+	m, err := g.spawn(ctx, c.who, spawnRequest{profile: in.Profile, name: in.Name, team: team, role: fleetv1alpha1.RoleMember})
+	if err != nil {
+		return nil, err
+	}
+	v := memberView(m, c.who, queue{})
+	out := &TeamManageOutput{Action: in.Action, Member: &v, Removed: []string{}}
+	if in.Message == "" {
+		return out, nil
+	}
+	d := g.newDelegation(c.who, m, in.Message, false, fleetv1alpha1.DefaultTimeoutSeconds)
+	var secret *corev1.Secret
+	if len(imgs) > 0 {
+		if d.Spec.Images, secret, err = g.storeImages(ctx, c.who.Namespace, imgs, []*fleetv1alpha1.Member{m}); err != nil {
+			return nil, fmt.Errorf("member %s was added, but not its first message: %w", m.Name, err)
+		}
+	}
+	if err := g.client.Create(ctx, d); err != nil {
+		return nil, fmt.Errorf("member %s was added, but not its first message: %w", m.Name, err)
+	}
+	g.ownImages(ctx, secret, []*fleetv1alpha1.Delegation{d})
+	out.DispatchID = d.Name
 	return out, nil
 }

@@ -240,6 +240,15 @@ type TeamMessageInput struct {
 	Team      string `json:"team,omitempty" jsonschema:"for primaries: the team"`
 	// IncludeSelf makes a broadcast reach its sender too.
 	IncludeSelf bool `json:"includeSelf,omitempty" jsonschema:"for broadcast: send to yourself as well; by default a broadcast goes to every member but you"`
+	// ImagePaths and Images are pictures sent with the message.
+	ImagePaths []string     `json:"imagePaths,omitempty" jsonschema:"for members: image files to send with the message, relative to your working directory or absolute within it (PNG, JPEG, GIF or WebP)"`
+	Images     []ImageInput `json:"images,omitempty" jsonschema:"images to send with the message, their bytes in the call; how a primary sends images"`
+}
+
+// ImageInput is an image whose bytes come in the call.
+type ImageInput struct {
+	Data string `json:"data" jsonschema:"the image's bytes in base64 (a data: URL is taken too): PNG, JPEG, GIF or WebP"`
+	Name string `json:"name,omitempty" jsonschema:"what to call the image, for people"`
 }
 
 // TeamMessageOutput is the result of team_message.
@@ -257,6 +266,10 @@ type TeamManageInput struct {
 	// RemoveAgentIDs names several members to remove at once.
 	RemoveAgentIDs []string `json:"removeAgentIds,omitempty" jsonschema:"for remove: the members to remove (name, agent session id, terminal id or pane id); all or none are removed"`
 	Team           string   `json:"team,omitempty" jsonschema:"for primaries: the team"`
+	// Message onboards the new member, with its images.
+	Message    string       `json:"message,omitempty" jsonschema:"for add: a first message for the new member, typed in once its agent is ready (like team_message, it does not wait)"`
+	ImagePaths []string     `json:"imagePaths,omitempty" jsonschema:"for add, with message: image files to send with it, as team_message takes them"`
+	Images     []ImageInput `json:"images,omitempty" jsonschema:"for add, with message: images to send with it, their bytes in the call"`
 }
 
 // TeamManageOutput is the result of team_manage.
@@ -264,6 +277,8 @@ type TeamManageOutput struct {
 	failure
 	Action string      `json:"action,omitempty" jsonschema:"add or remove"`
 	Member *MemberView `json:"member,omitempty" jsonschema:"the member added, or the first one removed"`
+	// DispatchID is the id of the onboarding message.
+	DispatchID string `json:"dispatchId,omitempty" jsonschema:"for add with message: the message's id, for bridge_poll and bridge_ack"`
 	// Removed names every member removed.
 	Removed []string `json:"removed" jsonschema:"for remove: the names of the members removed"`
 }

@@ -42,6 +42,12 @@ const (
 	// Conflict: the request contradicts what already happened (an
 	// idempotency key reused for another message, a question answered twice).
 	Conflict Code = "conflict"
+	// UnsupportedProviderImages: images were sent to a member whose agent
+	// cannot take them (a plain command); nothing was sent.
+	UnsupportedProviderImages Code = "unsupported_provider_images"
+	// ImageTooLarge: an image, or a message's images together, are larger
+	// than a message may carry.
+	ImageTooLarge Code = "image_too_large"
 	// Internal: the gateway failed; retrying may help.
 	Internal Code = "internal"
 )
@@ -50,7 +56,7 @@ const (
 var Known = []Code{
 	WorkerGone, DeliveryFailed, Cancelled, SubscriptionBoundary,
 	FeatureDisabled, Unauthorized, Forbidden, NotTeamMember, NotFound,
-	InvalidArgument, Conflict, Internal,
+	InvalidArgument, Conflict, UnsupportedProviderImages, ImageTooLarge, Internal,
 }
 
 // Error is the structured error of a tool result ({error:{code,message}})
@@ -101,6 +107,10 @@ func (c Code) HTTPStatus() int {
 		return http.StatusBadRequest
 	case Conflict:
 		return http.StatusConflict
+	case UnsupportedProviderImages:
+		return http.StatusUnprocessableEntity
+	case ImageTooLarge:
+		return http.StatusRequestEntityTooLarge
 	case WorkerGone:
 		return http.StatusGone
 	case DeliveryFailed:
