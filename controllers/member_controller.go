@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,6 +64,9 @@ type MemberReconciler struct {
 	// shared is what the shared pane server does beyond herdr, asked once
 	// it answers.
 	shared sharedHost
+	// policies are the namespaces whose member NetworkPolicy this run
+	// made sure of.
+	policies sync.Map
 	// PaneWatch follows herdr's events about the Members' panes.
 	PaneWatch *PaneWatch
 	// Screens reads the screens of agents fleetd has screen rules for; nil
@@ -90,6 +94,7 @@ type MemberReconciler struct {
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;create;update
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // memberScope carries one reconcile pass: the Member whose status is being

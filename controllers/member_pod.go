@@ -8,6 +8,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -41,6 +43,12 @@ type PodSettings struct {
 	GatewayURL string
 	// Port is the pane host's TLS port; panehost.DefaultPort if zero.
 	Port int
+	// FleetdNamespace is where fleetd's own pods run: the only pods a
+	// member Pod's pane host takes connections from (a NetworkPolicy in
+	// each namespace with member Pods says so). Empty makes no policy.
+	FleetdNamespace string
+	// FleetdPodLabels select fleetd's own pods in FleetdNamespace.
+	FleetdPodLabels map[string]string
 }
 
 // Where things are inside a member Pod.
@@ -188,6 +196,9 @@ func (r *MemberReconciler) reconcilePod(ctx context.Context, s *memberScope, w W
 	}
 	claim, err := r.ensureWorkspaceClaim(ctx, m, w.Pod)
 	if err != nil {
+		return false, ctrl.Result{}, err
+	}
+	if err := r.ensureNetworkPolicy(ctx, m.Namespace); err != nil {
 		return false, ctrl.Result{}, err
 	}
 	pod, stale, err := r.currentPod(ctx, m)
@@ -563,5 +574,61 @@ func (r *MemberReconciler) deletePods(ctx context.Context, m *fleetv1alpha1.Memb
 			return err
 		}
 	}
+	return nil
+}
+
+// NetworkPolicyName is the policy fleetd keeps in each namespace with
+// member Pods.
+const NetworkPolicyName = "fleetd-member-pane-hosts"
+
+// desiredNetworkPolicy lets only fleetd's own pods reach member Pods' pane
+// hosts in namespace, on the pane host port; nothing else reaches a member
+// Pod at all. The agents' own traffic out is not limited here.
+func desiredNetworkPolicy(namespace string, set PodSettings) *networkingv1.NetworkPolicy {
+	port := intstr.FromInt32(int32(cmp.Or(set.Port, panehost.DefaultPort)))
+	tcp := corev1.ProtocolTCP
+	return &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: NetworkPolicyName, Namespace: namespace, Labels: map[string]string{"app.kubernetes.io/managed-by": "fleetd"}},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "fleetd-member"}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From: []networkingv1.NetworkPolicyPeer{{
+					NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": set.FleetdNamespace}},
+					PodSelector:       &metav1.LabelSelector{MatchLabels: set.FleetdPodLabels},
+				}},
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}},
+			}},
+		},
+	}
+}
+
+// ensureNetworkPolicy keeps the policy in namespace, once per run of the
+// controller: it is looked at again after a restart, or when it is deleted
+// (it is not watched; a pass after a restart puts it back).
+func (r *MemberReconciler) ensureNetworkPolicy(ctx context.Context, namespace string) error {
+	if r.Pods.FleetdNamespace == "" {
+		return nil
+	}
+	if _, done := r.policies.Load(namespace); done {
+		return nil
+	}
+	want := desiredNetworkPolicy(namespace, r.Pods)
+	var have networkingv1.NetworkPolicy
+	err := r.Reader.Get(ctx, client.ObjectKeyFromObject(want), &have)
+	switch {
+	case apierrors.IsNotFound(err):
+		if err := r.Client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating network policy %s/%s: %w", namespace, want.Name, err)
+		}
+	case err != nil:
+		return fmt.Errorf("getting network policy %s/%s: %w", namespace, want.Name, err)
+	case !equality.Semantic.DeepEqual(have.Spec, want.Spec):
+		have.Spec = want.Spec
+		if err := r.Client.Update(ctx, &have); err != nil {
+			return fmt.Errorf("updating network policy %s/%s: %w", namespace, want.Name, err)
+		}
+	}
+	r.policies.Store(namespace, true)
 	return nil
 }

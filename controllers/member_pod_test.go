@@ -13,10 +13,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -345,7 +347,10 @@ func TestPodMember(t *testing.T) {
 	runManager(t, env.Config, ns, func(ctx context.Context, mgr ctrl.Manager) error {
 		return SetupWithManager(ctx, mgr, Config{
 			PaneHosts: hosts, CA: ca, DefaultRuntime: fleetv1alpha1.RuntimePod,
-			Pods:   PodSettings{WorkerImage: "worker:test", ToolsImage: "fleetd:test", GatewayURL: "http://127.0.0.1:1", Port: port},
+			Pods: PodSettings{
+				WorkerImage: "worker:test", ToolsImage: "fleetd:test", GatewayURL: "http://127.0.0.1:1", Port: port,
+				FleetdNamespace: "fleetd-system", FleetdPodLabels: map[string]string{"app.kubernetes.io/name": "fleetd"},
+			},
 			MCPURL: "http://127.0.0.1:1/mcp", AgentDir: t.TempDir(), HookCommand: []string{"/bin/true"},
 		})
 	})
@@ -359,6 +364,10 @@ func TestPodMember(t *testing.T) {
 	}
 	key := client.ObjectKeyFromObject(m)
 	pod := memberPod(t, m, "")
+	var np networkingv1.NetworkPolicy
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: NetworkPolicyName}, &np); err != nil {
+		t.Errorf("no network policy guards the member pods' pane hosts: %v", err)
+	}
 	if m = memberNow(t, key); m.Status.TokenSecretName != "" || m.Status.TokenHash != "" {
 		t.Errorf("a pod member got a token Secret: %s", m.Status.TokenSecretName)
 	}
@@ -456,4 +465,30 @@ func TestPodMember(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestDesiredNetworkPolicy: only fleetd's own pods reach a member Pod, and
+// only on the pane host port.
+func TestDesiredNetworkPolicy(t *testing.T) {
+	set := PodSettings{Port: 7443, FleetdNamespace: "fleetd-system", FleetdPodLabels: map[string]string{"app.kubernetes.io/name": "fleetd"}}
+	np := desiredNetworkPolicy("team", set)
+	m := &fleetv1alpha1.Member{ObjectMeta: metav1.ObjectMeta{Name: "w1", Namespace: "team", UID: "uid-1"}}
+	pod := desiredPod(m, &fleetv1alpha1.MemberPod{}, PodSettings{WorkerImage: "w", ToolsImage: "t"}, "")
+	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if np.Namespace != "team" || !sel.Matches(labels.Set(pod.Labels)) {
+		t.Errorf("policy in %s selecting %v does not select a member Pod labelled %v", np.Namespace, sel, pod.Labels)
+	}
+	if len(np.Spec.PolicyTypes) != 1 || np.Spec.PolicyTypes[0] != "Ingress" || len(np.Spec.Ingress) != 1 {
+		t.Fatalf("policy %+v, want one ingress rule", np.Spec)
+	}
+	rule := np.Spec.Ingress[0]
+	if len(rule.From) != 1 || rule.From[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "fleetd-system" || rule.From[0].PodSelector.MatchLabels["app.kubernetes.io/name"] != "fleetd" {
+		t.Errorf("from %+v, want fleetd's pods in fleetd-system only", rule.From)
+	}
+	if len(rule.Ports) != 1 || rule.Ports[0].Port.IntValue() != 7443 {
+		t.Errorf("ports %+v, want the pane host's 7443 only", rule.Ports)
+	}
 }

@@ -70,6 +70,7 @@ type options struct {
 	podGatewayURL  string
 	paneHostCA     string
 	paneHostPort   int
+	fleetdNS       string
 }
 
 func (o *options) bind(fs *flag.FlagSet) {
@@ -108,6 +109,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.podGatewayURL, "pod-gateway-url", "", "The gateway's base URL as member Pods reach it (default: --gateway-url without its path).")
 	fs.StringVar(&o.paneHostCA, "pane-host-ca", "", "namespace/name of the Secret with the CA that mints member Pods' pane host credentials; made on first start. Empty runs no pod members.")
 	fs.IntVar(&o.paneHostPort, "pane-host-port", panehost.DefaultPort, "The TLS port of member Pods' pane hosts.")
+	fs.StringVar(&o.fleetdNS, "fleetd-namespace", os.Getenv("POD_NAMESPACE"), "The namespace fleetd's own pods (labelled app.kubernetes.io/name=fleetd) run in: a NetworkPolicy in each namespace with member Pods lets only them reach the pane hosts (empty makes none).")
 }
 
 // podGateway is the gateway's base URL as member Pods reach it.
@@ -247,11 +249,13 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 			CA:             ca,
 			DefaultRuntime: runtime,
 			Pods: controllers.PodSettings{
-				WorkerImage: o.workerImage,
-				ToolsImage:  o.toolsImage,
-				PullPolicy:  corev1.PullPolicy(o.podPullPolicy),
-				GatewayURL:  o.podGateway(),
-				Port:        o.paneHostPort,
+				WorkerImage:     o.workerImage,
+				ToolsImage:      o.toolsImage,
+				PullPolicy:      corev1.PullPolicy(o.podPullPolicy),
+				GatewayURL:      o.podGateway(),
+				Port:            o.paneHostPort,
+				FleetdNamespace: o.fleetdNS,
+				FleetdPodLabels: map[string]string{"app.kubernetes.io/name": "fleetd"},
 			},
 			MCPURL:            o.mcpURL(),
 			Policy:            policy,

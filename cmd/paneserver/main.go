@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -62,6 +63,15 @@ func run() error {
 	tokenFile := flag.String("token-file", "", "the pod's service-account token for the gateway, rotated by the kubelet")
 	memberUsers := flag.String("member-users", "auto", "run each workspace under a Unix user of its own and authorise socket calls by peer credentials: on, off, or auto (on with --agent-root where this process may switch users: root, or CAP_SETUID and CAP_SETGID)")
 	firstUID := flag.Uint("member-uid-base", paneserver.DefaultFirstUID, "the first user id given to workspaces")
+	var trusted []uint32
+	flag.Func("trusted-uid", "a user that may do everything on the socket, as this server's own (fleetd's, when it runs as another user); repeatable", func(v string) error {
+		uid, err := strconv.ParseUint(v, 10, 32)
+		if err != nil {
+			return fmt.Errorf("want a user id, got %q", v)
+		}
+		trusted = append(trusted, uint32(uid))
+		return nil
+	})
 	flag.Parse()
 	if opts.SocketPath == "" {
 		return fmt.Errorf("no socket: pass --socket or set %s", herdr.SocketPathEnv)
@@ -82,7 +92,7 @@ func run() error {
 	case users == "on" && *agentRoot == "":
 		return fmt.Errorf("--member-users=on needs --agent-root: each workspace's user gets its home there")
 	case users == "on" || users == "auto" && *agentRoot != "" && paneserver.CanSwitchUsers():
-		opts.Users = &paneserver.UserOptions{FirstUID: uint32(*firstUID), HomeRoot: filepath.Join(*agentRoot, ".users")}
+		opts.Users = &paneserver.UserOptions{FirstUID: uint32(*firstUID), HomeRoot: filepath.Join(*agentRoot, ".users"), Trusted: trusted}
 	case users == "auto" || users == "off":
 		log.Warn("Every workspace runs as this server's user: members on this pane server can read and act on each other's panes, processes and files (run it as root, or with CAP_SETUID and CAP_SETGID, to give each its own user; or run members in pods)")
 	default:

@@ -86,6 +86,7 @@ func callAs(t *testing.T, bin string, uid uint32, socket, method string, params 
 // its own, and a member's user may report, read, type and close only in
 // its own pane; fleetd's own identity may do everything.
 func TestMembersActOnlyOnTheirOwnPanes(t *testing.T) {
+	const trustedUID = 65532
 	if !paneserver.CanSwitchUsers() {
 		t.Skip("needs root, or CAP_SETUID and CAP_SETGID")
 	}
@@ -96,7 +97,7 @@ func TestMembersActOnlyOnTheirOwnPanes(t *testing.T) {
 	socket := filepath.Join(dir, "herdr.sock")
 	srv, err := paneserver.New(paneserver.Options{
 		SocketPath: socket, Shell: "/bin/sh", Cwd: dir,
-		Users: &paneserver.UserOptions{HomeRoot: filepath.Join(dir, "users")},
+		Users: &paneserver.UserOptions{HomeRoot: filepath.Join(dir, "users"), Trusted: []uint32{trustedUID}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -181,6 +182,10 @@ func TestMembersActOnlyOnTheirOwnPanes(t *testing.T) {
 	}
 	if _, err := fleetd.PaneRead(ctx, herdr.ReadParams{PaneID: paneB, Source: herdr.ReadSourceVisible}); err != nil {
 		t.Errorf("fleetd's own read of pane b: %v", err)
+	}
+	// fleetd running as a user of its own, named trusted, does everything.
+	if code := callAs(t, bin, trustedUID, socket, herdr.MethodSessionSnapshot, herdr.EmptyParams{}); code != "" {
+		t.Errorf("the trusted user's snapshot = %q, want it done", code)
 	}
 
 	// b's pane survived all of it.
