@@ -287,6 +287,8 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 		if gopts.Detectors, err = detect.Load(o.screenManifests); err != nil {
 			return err
 		}
+		// Images a member sends are read where its agent runs.
+		gopts.MemberFiles = controllers.NewMemberFiles(shared, hosts)
 		if hosts != nil {
 			gopts.PaneHosts = gateway.PaneHostsFunc(func(m *fleetv1alpha1.Member) (gateway.PaneReader, error) {
 				c, err := hosts.For(m)
