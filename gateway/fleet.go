@@ -103,7 +103,9 @@ func (g *Gateway) bridgeList(ctx context.Context, c *call, in ListInput) (*ListO
 		return nil, err
 	}
 	slices.SortFunc(members, func(a, b fleetv1alpha1.Member) int { return strings.Compare(a.Name, b.Name) })
-	out := &ListOutput{Members: []MemberSummary{}}
+	out := &ListOutput{}
+	var page []*fleetv1alpha1.Member
+	var sums []MemberSummary
 	for i := range members {
 		m := &members[i]
 		if !strings.HasPrefix(m.Name, in.NamePrefix) || (in.Team != "" && m.Spec.Team != in.Team) || (in.Profile != "" && m.Spec.Profile != in.Profile) ||
@@ -114,9 +116,9 @@ func (g *Gateway) bridgeList(ctx context.Context, c *call, in ListInput) (*ListO
 		if m.Name <= in.Continue {
 			continue
 		}
-		if len(out.Members) == limit {
+		if len(page) == limit {
 			if out.Continue == "" {
-				out.Continue = out.Members[limit-1].Name
+				out.Continue = page[limit-1].Name
 			}
 			continue
 		}
@@ -125,8 +127,9 @@ func (g *Gateway) bridgeList(ctx context.Context, c *call, in ListInput) (*ListO
 		if err != nil {
 			return nil, err
 		}
-		out.Members = append(out.Members, memberSummary(m, c.who, q))
+		page, sums = append(page, m), append(sums, memberSummary(m, c.who, q))
 	}
+	out.Groups = groupSummaries(page, sums)
 	return out, nil
 }
 

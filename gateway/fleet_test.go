@@ -37,11 +37,11 @@ func TestBridgeMembers(t *testing.T) {
 
 	testutil.Eventually(t, "", func() error {
 		list := wantOK(t, callTool[ListOutput](t, leadS, "bridge_list", nil))
-		want := []MemberSummary{
-			{Name: "lead", Status: "working", Team: "core", Profile: "sub", Self: true},
-			{Name: "worker", Status: "pending", Team: "core", Profile: "sub"},
-		}
-		return diffErr(want, list.Members)
+		want := []MemberGroup{{Team: "core", Profile: "sub", Members: []MemberSummary{
+			{Name: "lead", Status: "working", Self: true},
+			{Name: "worker", Status: "pending"},
+		}}}
+		return diffErr(want, list.Groups)
 	})
 	// Filters and pages.
 	for name, tc := range map[string]struct {
@@ -59,11 +59,7 @@ func TestBridgeMembers(t *testing.T) {
 		"after the last member": {args: map[string]any{"continue": "worker"}, wantTotal: 2},
 	} {
 		list := wantOK(t, callTool[ListOutput](t, primary, "bridge_list", tc.args))
-		var got []string
-		for _, m := range list.Members {
-			got = append(got, m.Name)
-		}
-		if !slices.Equal(got, tc.want) || list.Total != tc.wantTotal || list.Continue != tc.wantMore {
+		if got := listedNames(list); !slices.Equal(got, tc.want) || list.Total != tc.wantTotal || list.Continue != tc.wantMore {
 			t.Errorf("%s: members %v total %d continue %q; want %v %d %q", name, got, list.Total, list.Continue, tc.want, tc.wantTotal, tc.wantMore)
 		}
 	}
@@ -116,5 +112,58 @@ func TestBridgeMembers(t *testing.T) {
 	var m fleetv1alpha1.Member
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "worker"}, &m); err == nil {
 		t.Error("worker still exists after bridge_stop")
+	}
+}
+
+// listedNames are the names of the members on a bridge_list page.
+func listedNames(list ListOutput) []string {
+	var names []string
+	for _, g := range list.Groups {
+		for _, m := range g.Members {
+			names = append(names, m.Name)
+		}
+	}
+	return names
+}
+
+// TestListPage: a bridge_list page shows its members by team, then
+// profile, each group in name order, in the structured content and in the
+// text, which says each team and profile once.
+func TestListPage(t *testing.T) {
+	mk := func(name, team, profile string) *fleetv1alpha1.Member {
+		return testutil.MakeMember(name, "ns").Profile(profile).Team(team, fleetv1alpha1.RoleMember).Obj()
+	}
+	page := []*fleetv1alpha1.Member{mk("a", "web", "sonnet"), mk("b", "", "sonnet"), mk("c", "web", "opus"), mk("d", "web", "sonnet"), mk("e", "", "")}
+	sums := make([]MemberSummary, len(page))
+	for i, m := range page {
+		sums[i] = MemberSummary{Name: m.Name, Status: "idle", QueueDepth: int32(i)}
+	}
+	sums[3].Waiting, sums[4].Self = "Allow curl?\n1. Yes", true
+	out := &ListOutput{Groups: groupSummaries(page, sums), Total: 7, Continue: "e"}
+	want := []MemberGroup{
+		{Members: []MemberSummary{sums[4]}},
+		{Profile: "sonnet", Members: []MemberSummary{sums[1]}},
+		{Team: "web", Profile: "opus", Members: []MemberSummary{sums[2]}},
+		{Team: "web", Profile: "sonnet", Members: []MemberSummary{sums[0], sums[3]}},
+	}
+	if diff := cmp.Diff(want, out.Groups); diff != "" {
+		t.Errorf("groups (-want +got):\n%s", diff)
+	}
+	wantText := `5 of 7 members (name status queueDepth), by team and profile:
+team -, profile -:
+e idle 4 (you)
+team -, profile sonnet:
+b idle 1
+team web, profile opus:
+c idle 2
+team web, profile sonnet:
+a idle 0
+d idle 3
+  waiting on: Allow curl?
+  1. Yes
+more: call bridge_list with continue="e"
+`
+	if diff := cmp.Diff(wantText, out.text()); diff != "" {
+		t.Errorf("text (-want +got):\n%s", diff)
 	}
 }

@@ -120,12 +120,22 @@ type ListInput struct {
 	Continue   string `json:"continue,omitempty" jsonschema:"the continue value of the previous page, for the next one"`
 }
 
-// ListOutput is the result of bridge_list.
+// ListOutput is the result of bridge_list. A page holds the first members
+// by name after continue; it shows them by team and profile, which most
+// members share with others, so each is said once.
 type ListOutput struct {
 	failure
-	Members  []MemberSummary `json:"members" jsonschema:"the members, by name"`
-	Total    int             `json:"total" jsonschema:"how many members match the filters, on every page"`
-	Continue string          `json:"continue,omitempty" jsonschema:"more members match: pass this as continue for the next page"`
+	Groups   []MemberGroup `json:"groups" jsonschema:"the members on this page, by team and profile"`
+	Total    int           `json:"total" jsonschema:"how many members match the filters, on every page"`
+	Continue string        `json:"continue,omitempty" jsonschema:"more members match: pass this as continue for the next page"`
+}
+
+// MemberGroup is the members on a bridge_list page of one team and one
+// profile.
+type MemberGroup struct {
+	Team    string          `json:"team,omitempty" jsonschema:"their team; none when left out"`
+	Profile string          `json:"profile,omitempty" jsonschema:"their profile; none (an inline member) when left out"`
+	Members []MemberSummary `json:"members" jsonschema:"the members, by name"`
 }
 
 // StopInput is the input of bridge_stop.
@@ -362,14 +372,13 @@ type MemberView struct {
 }
 
 // MemberSummary is a member as bridge_list shows it: what a primary needs
-// to pick a worker, and nothing more.
+// to pick a worker, and nothing more. Its team and profile are its
+// group's.
 type MemberSummary struct {
 	Name       string `json:"name" jsonschema:"member name; use it as sessionId"`
 	Status     string `json:"status" jsonschema:"a ready member's agent status (idle, working, blocked, done, unknown), else its phase in lower case"`
 	Waiting    string `json:"waiting,omitempty" jsonschema:"for a blocked member: the dialog on its screen; someone must answer it in the pane"`
 	QueueDepth int32  `json:"queueDepth,omitempty" jsonschema:"messages waiting for it"`
-	Team       string `json:"team,omitempty" jsonschema:"its team"`
-	Profile    string `json:"profile,omitempty" jsonschema:"its profile"`
 	Self       bool   `json:"self,omitempty" jsonschema:"true for the calling member"`
 }
 

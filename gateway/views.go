@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -14,9 +15,9 @@ import (
 	"github.com/fleetd/fleetd/internal/textcut"
 )
 
-// memberSummary shows m compactly.
+// memberSummary shows m compactly; its team and profile go with its group.
 func memberSummary(m *fleetv1alpha1.Member, caller *identity.Principal, q queue) MemberSummary {
-	sum := MemberSummary{Name: m.Name, Status: summaryStatus(m), QueueDepth: q.depth, Team: m.Spec.Team, Profile: m.Spec.Profile, Self: isCaller(m, caller)}
+	sum := MemberSummary{Name: m.Name, Status: summaryStatus(m), QueueDepth: q.depth, Self: isCaller(m, caller)}
 	if m.Status.AgentStatus == fleetv1alpha1.AgentBlocked {
 		sum.Waiting = m.Status.AgentMessage
 	}
@@ -116,18 +117,48 @@ func excerpt(s string, n int) string {
 	return textcut.Head(s, n) + "…"
 }
 
-// text shows the page one member a line, the header naming the columns.
+// groupSummaries puts the members of a page in groups by team, then
+// profile; each group keeps its members in the page's order (by name).
+func groupSummaries(ms []*fleetv1alpha1.Member, sums []MemberSummary) []MemberGroup {
+	type key struct{ team, profile string }
+	at := map[key]int{}
+	groups := []MemberGroup{}
+	for i, m := range ms {
+		k := key{m.Spec.Team, m.Spec.Profile}
+		j, ok := at[k]
+		if !ok {
+			j = len(groups)
+			at[k] = j
+			groups = append(groups, MemberGroup{Team: k.team, Profile: k.profile})
+		}
+		groups[j].Members = append(groups[j].Members, sums[i])
+	}
+	slices.SortFunc(groups, func(a, b MemberGroup) int {
+		return cmp.Or(strings.Compare(a.Team, b.Team), strings.Compare(a.Profile, b.Profile))
+	})
+	return groups
+}
+
+// text shows the page a line per member under a line per team and
+// profile, the header naming the columns.
 func (o *ListOutput) text() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d of %d members (name status queueDepth team profile):\n", len(o.Members), o.Total)
-	for _, m := range o.Members {
-		fmt.Fprintf(&b, "%s %s %d %s %s", m.Name, m.Status, m.QueueDepth, orDash(m.Team), orDash(m.Profile))
-		if m.Self {
-			b.WriteString(" (you)")
-		}
-		b.WriteString("\n")
-		if m.Waiting != "" {
-			fmt.Fprintf(&b, "  waiting on: %s\n", strings.ReplaceAll(m.Waiting, "\n", "\n  "))
+	n := 0
+	for _, g := range o.Groups {
+		n += len(g.Members)
+	}
+	fmt.Fprintf(&b, "%d of %d members (name status queueDepth), by team and profile:\n", n, o.Total)
+	for _, g := range o.Groups {
+		fmt.Fprintf(&b, "team %s, profile %s:\n", orDash(g.Team), orDash(g.Profile))
+		for _, m := range g.Members {
+			fmt.Fprintf(&b, "%s %s %d", m.Name, m.Status, m.QueueDepth)
+			if m.Self {
+				b.WriteString(" (you)")
+			}
+			b.WriteString("\n")
+			if m.Waiting != "" {
+				fmt.Fprintf(&b, "  waiting on: %s\n", strings.ReplaceAll(m.Waiting, "\n", "\n  "))
+			}
 		}
 	}
 	if o.Continue != "" {

@@ -290,14 +290,15 @@ func TestListAndStatus(t *testing.T) {
 	s := session(t, w.token)
 
 	r := call(t, s, "bridge_list", map[string]any{"namePrefix": "e2e-ls-", "limit": 2})
-	if r.IsError || r.Fields["total"] != float64(3) || r.Str("continue") != "e2e-ls-b" || len(r.Fields["members"].([]any)) != 2 {
+	if r.IsError || r.Fields["total"] != float64(3) || r.Str("continue") != "e2e-ls-b" || !slices.Equal(memberNames(r), []string{"e2e-ls-a", "e2e-ls-b"}) {
 		t.Fatalf("first page: %v", r.Fields)
 	}
-	first := r.Fields["members"].([]any)[0].(map[string]any)
-	if first["name"] != "e2e-ls-a" || first["status"] != "idle" || first["team"] != "e2e-ls" || first["paneId"] != nil {
-		t.Errorf("a compact entry: %v", first)
+	group := r.Fields["groups"].([]any)[0].(map[string]any)
+	first := group["members"].([]any)[0].(map[string]any)
+	if group["team"] != "e2e-ls" || first["name"] != "e2e-ls-a" || first["status"] != "idle" || first["paneId"] != nil {
+		t.Errorf("a compact entry: %v in %v", first, group)
 	}
-	if !strings.Contains(r.Text, "e2e-ls-a idle 0 e2e-ls") || strings.Contains(r.Text, "{") {
+	if !strings.Contains(r.Text, "team e2e-ls, profile -:\ne2e-ls-a idle 0\n") || strings.Contains(r.Text, "{") {
 		t.Errorf("the text a model reads is not the compact lines: %q", r.Text)
 	}
 	r = call(t, s, "bridge_list", map[string]any{"namePrefix": "e2e-ls-", "limit": 2, "continue": "e2e-ls-b"})
@@ -333,12 +334,17 @@ func TestListAndStatus(t *testing.T) {
 	call(t, s, "bridge_send", map[string]any{"turnId": q["turnId"], "content": "left", "wait": false})
 }
 
+// memberNames are the names of the members on a bridge_list page, sorted.
 func memberNames(r mcpclient.Result) []string {
 	var names []string
-	list, _ := r.Fields["members"].([]any)
-	for _, m := range list {
-		names = append(names, fmt.Sprint(m.(map[string]any)["name"]))
+	groups, _ := r.Fields["groups"].([]any)
+	for _, g := range groups {
+		list, _ := g.(map[string]any)["members"].([]any)
+		for _, m := range list {
+			names = append(names, fmt.Sprint(m.(map[string]any)["name"]))
+		}
 	}
+	slices.Sort(names)
 	return names
 }
 
