@@ -21,8 +21,9 @@ import (
 
 // TestClaudeCodeTakesImages sends the real Claude Code a message with
 // images, from a primary (their bytes in the call) and from a member (a
-// file of its working directory): the model's request for that turn holds
-// each image, byte for byte. A plain command is refused images.
+// file of its working directory), and as the first message of a member
+// team_manage adds: the model's request for that turn holds each image,
+// byte for byte. A plain command is refused images.
 func TestClaudeCodeTakesImages(t *testing.T) { testImages(t, claudeCode, "cc-eyes") }
 
 // TestCodexTakesImages is the same with Codex.
@@ -86,6 +87,19 @@ func testImages(t *testing.T, a realAgent, name string) {
 	testutil.Eventually(t, "the model's turn with the member's file", func() (bool, string) {
 		return hasImage(model, "reply: seen the diagram", fromFile), fmt.Sprint(model.Turns())
 	})
+
+	// A member added to the team gets its first message with an image.
+	added := call(t, s, "team_manage", map[string]any{"action": "add", "team": team, "profile": name + "-e2e", "name": name + "-new",
+		"message": "reply: onboarded with the plan", "images": []map[string]any{{"data": base64.StdEncoding.EncodeToString(fromFile), "name": "plan.png"}}})
+	if added.IsError || added.Str("dispatchId") == "" {
+		t.Fatalf("team_manage add with a first message: %v", added.Fields)
+	}
+	t.Cleanup(func() { _, _ = w.kubectl("delete", "member", "-n", ns, name+"-new", "--wait=false") })
+	testutil.Eventually(t, "the new member's reply", func() (bool, string) {
+		p := call(t, s, "bridge_poll", nil)
+		return pollHas(p, added.Str("dispatchId"), "reply", "onboarded with the plan"), fmt.Sprint(p.Fields)
+	})
+	wantImage(t, model, "reply: onboarded with the plan", fromFile)
 
 	// A plain command takes no images: nothing is sent.
 	if r := call(t, s, "team_message", map[string]any{"team": team, "recipient": sender, "content": "reply: never",
