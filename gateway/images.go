@@ -71,10 +71,11 @@ func (g *Gateway) messageImages(ctx context.Context, c *call, paths []string, in
 	}
 	var out []messageImage
 	total := 0
+	tooLarge := toolerr.New(toolerr.ImageTooLarge, "the message's images come to more than %d bytes (1 MiB), all a message carries: send smaller or fewer images", fleetv1alpha1.MaxImageBytes)
 	add := func(name string, b []byte) error {
 		total += len(b)
 		if total > fleetv1alpha1.MaxImageBytes {
-			return toolerr.New(toolerr.ImageTooLarge, "the message's images come to more than %d bytes (1 MiB), all a message carries: send smaller or fewer images", fleetv1alpha1.MaxImageBytes)
+			return tooLarge
 		}
 		mt := http.DetectContentType(b)
 		if _, ok := imageTypes[mt]; !ok {
@@ -84,6 +85,9 @@ func (g *Gateway) messageImages(ctx context.Context, c *call, paths []string, in
 		return nil
 	}
 	for _, p := range paths {
+		if total >= fleetv1alpha1.MaxImageBytes {
+			return nil, tooLarge
+		}
 		b, err := g.opts.MemberFiles.ReadFile(ctx, c.who.Member, p, int64(fleetv1alpha1.MaxImageBytes-total))
 		if err != nil {
 			return nil, imagePathError(p, c.who.Member, err)

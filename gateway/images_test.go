@@ -70,7 +70,8 @@ func TestTeamMessageImages(t *testing.T) {
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for path, b := range map[string][]byte{filepath.Join(work, "shot.png"): shot, filepath.Join(dir, "outside.png"): shot, filepath.Join(work, "notes.txt"): []byte("plain words")} {
+	full := append(pngOf(t, 1, 1), make([]byte, fleetv1alpha1.MaxImageBytes)...)[:fleetv1alpha1.MaxImageBytes]
+	for path, b := range map[string][]byte{filepath.Join(work, "shot.png"): shot, filepath.Join(dir, "outside.png"): shot, filepath.Join(work, "notes.txt"): []byte("plain words"), filepath.Join(work, "full.png"): full} {
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -132,6 +133,7 @@ func TestTeamMessageImages(t *testing.T) {
 		"a file that is no image":              {as: "member", args: map[string]any{"recipient": "cc", "content": "x", "imagePaths": []string{"notes.txt"}}, want: toolerr.InvalidArgument},
 		"bytes that are no image":              {as: "primary", args: map[string]any{"team": "t", "recipient": "cc", "content": "x", "images": []map[string]any{{"data": base64.StdEncoding.EncodeToString([]byte("hello"))}}}, want: toolerr.InvalidArgument},
 		"bytes that are no base64":             {as: "primary", args: map[string]any{"team": "t", "recipient": "cc", "content": "x", "images": []map[string]any{{"data": "%%%"}}}, want: toolerr.InvalidArgument},
+		"files too large together":             {as: "member", args: map[string]any{"recipient": "cc", "content": "x", "imagePaths": []string{"full.png", "shot.png"}}, want: toolerr.ImageTooLarge},
 		"too large":                            {as: "primary", args: map[string]any{"team": "t", "recipient": "cc", "content": "x", "images": []map[string]any{{"data": base64.StdEncoding.EncodeToString(big)}}}, want: toolerr.ImageTooLarge},
 		"too many":                             {as: "primary", args: map[string]any{"team": "t", "recipient": "cc", "content": "x", "images": append(append(inline, inline...), inline[0])}, want: toolerr.InvalidArgument},
 	}
