@@ -63,6 +63,9 @@
 // `scripted-agent herdr METHOD PARAMS-JSON` makes one call to the pane
 // server as the agent's user instead, printing ok or herdr's error code:
 // tests play an agent turned against its neighbours with it.
+// `scripted-agent call TOOL ARGS-JSON` calls one gateway tool and prints its
+// result (token from FLEETD_TOKEN or the file FLEETD_TOKEN_FILE names): a
+// Pod plays a primary with it.
 //
 // Flags win over the environment. The received log gets one JSON object a
 // line per submitted prompt, {"seq":N,"time":"RFC 3339","text":"..."}, seq
@@ -143,8 +146,13 @@ Flags:
 `
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "herdr" {
-		os.Exit(herdrCall(os.Args[2:], os.Stdout))
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "herdr":
+			os.Exit(herdrCall(os.Args[2:], os.Stdout))
+		case "call":
+			os.Exit(callOneTool(os.Args[2:], os.Stdout))
+		}
 	}
 	os.Exit(runMain(os.Args[1:], os.Stdin, os.Stdout))
 }
