@@ -136,6 +136,10 @@ func TestForgedSendersAreRefused(t *testing.T) {
 	if _, err := kc.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "forger"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		_ = kc.CoreV1().ServiceAccounts(ns).Delete(ctx, "forger", metav1.DeleteOptions{})
+		_ = kc.RbacV1().RoleBindings(ns).Delete(ctx, "forger-delegates", metav1.DeleteOptions{})
+	})
 	if out, err := w.kubectl("apply", "-f", filepath.Join(testenv.RepoRoot(), "config", "rbac", "delegator_role.yaml")); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}

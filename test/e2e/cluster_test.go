@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os/exec"
-	"strconv"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -21,12 +23,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/herdr"
 	"github.com/fleetd/fleetd/internal/mcpclient"
 	"github.com/fleetd/fleetd/internal/scheme"
 )
 
 // Where config/default runs fleetd: one pod of the fleetd Deployment with a
-// fleetd and a herdr container.
+// fleetd and a herdr container (the shared pane server); members run in Pods
+// of their own.
 const (
 	fleetdNamespace = "fleetd-system"
 	fleetdContainer = "fleetd"
@@ -46,9 +50,6 @@ type cluster struct {
 	kubeconfig string
 	client     client.Client
 	gatewayURL string
-	// run names this run's files in the herdr container, so that runs
-	// against the same cluster do not read each other's.
-	run string
 }
 
 // startCluster checks that fleetd runs in the cluster in kubeconfig and
@@ -65,7 +66,7 @@ func startCluster(kubeconfig, gatewayURL string) (*world, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	cl := &cluster{kubeconfig: kubeconfig, client: c, gatewayURL: gatewayURL, run: strconv.FormatInt(time.Now().Unix(), 10)}
+	cl := &cluster{kubeconfig: kubeconfig, client: c, gatewayURL: gatewayURL}
 	w := &world{mode: cl, kubeconfig: kubeconfig, cfg: cfg, client: c, gatewayURL: gatewayURL}
 	ctx := context.Background()
 	if _, err := cl.pod(ctx); err != nil {
@@ -80,21 +81,25 @@ func startCluster(kubeconfig, gatewayURL string) (*world, func(), error) {
 	return w, func() {}, nil
 }
 
-// primaryToken makes the primary service account, lets it delegate in ns
-// through the fleetd-delegator ClusterRole, mints a token for audience
+// primaryToken makes the primary service account, lets it delegate and
+// manage members in ns through the fleetd-delegator and
+// fleetd-fleet-manager ClusterRoles (the local mode's primary is an
+// administrator), mints a token for audience
 // fleetd, and waits until the gateway lets it in.
 func (c *cluster) primaryToken(ctx context.Context, kc kubernetes.Interface) (string, error) {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: primaryServiceAccount, Namespace: ns}}
 	if _, err := kc.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", err
 	}
-	rb := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: primaryServiceAccount + "-delegates", Namespace: ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "fleetd-delegator"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: primaryServiceAccount, Namespace: ns}},
-	}
-	if _, err := kc.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return "", err
+	for binding, role := range map[string]string{"-delegates": "fleetd-delegator", "-manages": "fleetd-fleet-manager"} {
+		rb := &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: primaryServiceAccount + binding, Namespace: ns},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: primaryServiceAccount, Namespace: ns}},
+		}
+		if _, err := kc.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return "", err
+		}
 	}
 	tr, err := kc.CoreV1().ServiceAccounts(ns).CreateToken(ctx, primaryServiceAccount, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
 		Audiences:         []string{fleetv1alpha1.GatewayAudience},
@@ -211,17 +216,75 @@ func (c *cluster) restart(container, signal string) error {
 	}
 }
 
+// receivedLog is in the member's workspace: members run in Pods of their
+// own, config/default's default. The file's name says whose it is.
 func (c *cluster) receivedLog(member string) string {
-	return "/tmp/" + member + "-" + c.run + ".received"
+	return memberWorkspace + "/" + member + receivedSuffix
 }
 
-// readPaneFile reads the file in the herdr container, where the panes run.
+// Where a member Pod keeps the tests' received logs.
+const (
+	memberWorkspace = "/workspace"
+	receivedSuffix  = ".received"
+	// memberContainer runs the pane host and the agent in a member Pod.
+	memberContainer = "agent"
+)
+
+// readPaneFile reads a file in the member Pod whose received log it is.
 func (c *cluster) readPaneFile(path string) ([]byte, error) {
-	pod, err := c.pod(context.Background())
+	member := strings.TrimSuffix(filepath.Base(path), receivedSuffix)
+	return c.memberExec(member, `if [ -e "$1" ]; then cat "$1"; fi`, path)
+}
+
+// memberPod is the Pod a member runs in now.
+func (c *cluster) memberPod(member string) (string, error) {
+	var m fleetv1alpha1.Member
+	if err := c.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: member}, &m); err != nil {
+		return "", err
+	}
+	if m.Status.PodName == "" {
+		return "", fmt.Errorf("member %s has no pod (runtime %s, phase %s)", member, m.Status.Runtime, m.Status.Phase)
+	}
+	return m.Status.PodName, nil
+}
+
+// memberToken is a token as the kubelet projects it into a member's Pod:
+// for the Pod's service account, audience fleetd, bound to the Pod.
+func (c *cluster) memberToken(member string) (string, error) {
+	ctx := context.Background()
+	name, err := c.memberPod(member)
+	if err != nil {
+		return "", err
+	}
+	var pod corev1.Pod
+	if err := c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &pod); err != nil {
+		return "", err
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cmp.Or(pod.Spec.ServiceAccountName, "default")}}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		Audiences:         []string{fleetv1alpha1.GatewayAudience},
+		ExpirationSeconds: ptr.To[int64](3600),
+		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+	}}
+	if err := c.client.SubResource("token").Create(ctx, sa, tr); err != nil {
+		return "", fmt.Errorf("a token for pod %s: %w", pod.Name, err)
+	}
+	return tr.Status.Token, nil
+}
+
+// memberExec runs a shell script in a member's Pod, as its own user.
+func (c *cluster) memberExec(member, script string, args ...string) ([]byte, error) {
+	pod, err := c.memberPod(member)
 	if err != nil {
 		return nil, err
 	}
-	return c.exec(pod.Name, herdrContainer, `if [ -e "$1" ]; then cat "$1"; fi`, path)
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(kubectlBinary(), append([]string{"--kubeconfig=" + c.kubeconfig, "exec", "-n", ns, pod, "-c", memberContainer, "--", "sh", "-c", script, "sh"}, args...)...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("kubectl exec %s: %w: %s", pod, err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.Bytes(), nil
 }
 
 // killFleetd ends the fleetd container's process at once, with no graceful
@@ -239,17 +302,51 @@ func (c *cluster) killFleetd() error {
 	return waitServing(c.gatewayURL, 2*time.Minute, nil)
 }
 
-// restartPaneServer stops the herdr container's pane server with SIGTERM,
-// as the local mode does; it ends every pane and exits, and the kubelet
-// starts the container again. fleetd keeps running and heals the members.
+// restartPaneServer ends every member's pane host at once, as the local
+// mode's restart of its one pane server does: the member Pods are deleted,
+// and fleetd, which keeps running, replaces them and heals the members.
 func (c *cluster) restartPaneServer() error {
-	return c.restart(herdrContainer, "TERM")
+	ctx := context.Background()
+	var members fleetv1alpha1.MemberList
+	if err := c.client.List(ctx, &members, client.InNamespace(ns)); err != nil {
+		return err
+	}
+	for _, m := range members.Items {
+		if m.Status.PodName == "" {
+			continue
+		}
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: m.Status.PodName}}
+		if err := c.client.Delete(ctx, pod, client.GracePeriodSeconds(0)); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting member %s's pod: %w", m.Name, err)
+		}
+	}
+	return nil
 }
 
 func (c *cluster) agentDir() string { return "" }
 
-func (c *cluster) paneKeys(string, ...string) error {
-	return errors.New("the tests press no keys in a cluster's panes")
+// paneKeys presses keys in a member's pane, through its Pod's pane host,
+// as fleetd's own user there.
+func (c *cluster) paneKeys(paneID string, keys ...string) error {
+	var members fleetv1alpha1.MemberList
+	if err := c.client.List(context.Background(), &members, client.InNamespace(ns)); err != nil {
+		return err
+	}
+	for _, m := range members.Items {
+		if m.Status.PaneID != paneID {
+			continue
+		}
+		params, err := json.Marshal(herdr.PaneSendKeysParams{PaneID: paneID, Keys: keys})
+		if err != nil {
+			return err
+		}
+		out, err := c.memberExec(m.Name, `/fleetd-tools/scripted-agent herdr pane.send_keys "$1"`, string(params))
+		if err == nil && strings.TrimSpace(string(out)) != "ok" {
+			err = fmt.Errorf("pane.send_keys in member %s's pod: %s", m.Name, out)
+		}
+		return err
+	}
+	return fmt.Errorf("no member has pane %s", paneID)
 }
 
 func (c *cluster) realAgents() error {

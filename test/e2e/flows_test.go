@@ -76,13 +76,25 @@ func waitReady(t *testing.T, name string) *fleetv1alpha1.Member {
 	return m
 }
 
+// memberToken is the bearer token member name's agent calls the gateway
+// with, where it runs.
 func memberToken(t *testing.T, name string) string {
 	t.Helper()
+	token, err := w.memberToken(name)
+	if err != nil {
+		t.Fatalf("member %s's token: %v", name, err)
+	}
+	return token
+}
+
+// secretToken is the token fleetd wrote in a shared-runtime member's token
+// Secret.
+func secretToken(name string) (string, error) {
 	s := &corev1.Secret{}
 	if err := w.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name + "-fleetd-token"}, s); err != nil {
-		t.Fatal(err)
+		return "", err
 	}
-	return string(s.Data[fleetv1alpha1.TokenSecretKey])
+	return string(s.Data[fleetv1alpha1.TokenSecretKey]), nil
 }
 
 // received is the prompts the agent logged in log, in order.
@@ -323,9 +335,15 @@ func TestSubscriptionBoundary(t *testing.T) {
 func TestServiceAccountTokenBoundToAPod(t *testing.T) {
 	dumpOnFailure(t)
 	ctx := context.Background()
-	const podNS = "agents"
 	kc := kubernetes.NewForConfigOrDie(w.cfg)
-	_, _ = kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: podNS}}, metav1.CreateOptions{})
+	// A namespace of its own each run: a cluster keeps what runs before
+	// left, and this one must start with no RoleBinding.
+	agents, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "agents-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	podNS := agents.Name
+	t.Cleanup(func() { _ = kc.CoreV1().Namespaces().Delete(ctx, podNS, metav1.DeleteOptions{}) })
 	if _, err := kc.CoreV1().ServiceAccounts(podNS).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "primary"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +406,7 @@ func TestServiceAccountTokenBoundToAPod(t *testing.T) {
 		who, err = mcpclient.Call(ctx, s, "bridge_whoami", nil)
 		return err == nil && !who.IsError, fmt.Sprint(err, who.Fields)
 	})
-	if who.Str("kind") != "ServiceAccount" || who.Str("name") != "system:serviceaccount:agents:primary" || who.Str("namespace") != podNS {
+	if who.Str("kind") != "ServiceAccount" || who.Str("name") != "system:serviceaccount:"+podNS+":primary" || who.Str("namespace") != podNS {
 		t.Errorf("whoami: %v", who.Fields)
 	}
 }

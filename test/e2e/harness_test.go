@@ -67,6 +67,8 @@ type mode interface {
 	agentDir() string
 	// paneKeys presses keys in a pane, as a person at herdr would.
 	paneKeys(paneID string, keys ...string) error
+	// memberToken is the token a member's agent calls the gateway with.
+	memberToken(member string) (string, error)
 	// realAgents says why the real agent CLIs cannot run here, nil when
 	// they can: installed by make agents, and reachable by the panes.
 	realAgents() error

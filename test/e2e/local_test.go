@@ -252,6 +252,10 @@ func (l *local) receivedLog(member string) string {
 	return filepath.Join(l.dir, "received", member+".received")
 }
 
+// memberToken is the one in the member's token Secret: members share the
+// pane server.
+func (l *local) memberToken(member string) (string, error) { return secretToken(member) }
+
 func (l *local) readPaneFile(path string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
