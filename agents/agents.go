@@ -51,6 +51,10 @@ type Spec struct {
 	Args []string
 	// MCPURL is the gateway's MCP endpoint as the pane reaches it.
 	MCPURL string
+	// ForwardedMCP says MCPURL is the forwarder in the member's own Pod,
+	// which adds the Pod's credential to every request: the agent sends
+	// none, and has no EnvToken to send.
+	ForwardedMCP bool
 	// HookCommand runs `fleetd hook`; the agent kind is appended.
 	HookCommand []string
 }

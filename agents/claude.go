@@ -124,7 +124,7 @@ func claude(s Spec) (Config, error) {
 	args = append(args,
 		"--settings", claudeSettings(s.Dir),
 		"--permission-mode", mode,
-		"--mcp-config", claudeMCPConfig(s.MCPURL),
+		"--mcp-config", claudeMCPConfig(s.MCPURL, s.ForwardedMCP),
 	)
 	return Config{
 		Args:       append(args, s.Args...),
@@ -139,13 +139,13 @@ func claude(s Spec) (Config, error) {
 
 // claudeMCPConfig is Claude Code's --mcp-config: an http server whose
 // Authorization header Claude Code expands from the pane's environment, so
-// the token never shows on the command line.
-func claudeMCPConfig(mcpURL string) string {
-	cfg := map[string]any{"mcpServers": map[string]any{"fleetd": map[string]any{
-		"type":    "http",
-		"url":     mcpURL,
-		"headers": map[string]string{"Authorization": "Bearer ${" + EnvToken + "}"},
-	}}}
+// the token never shows on the command line; behind a forwarder, no header.
+func claudeMCPConfig(mcpURL string, forwarded bool) string {
+	server := map[string]any{"type": "http", "url": mcpURL}
+	if !forwarded {
+		server["headers"] = map[string]string{"Authorization": "Bearer ${" + EnvToken + "}"}
+	}
+	cfg := map[string]any{"mcpServers": map[string]any{"fleetd": server}}
 	b, _ := json.Marshal(cfg)
 	return string(b)
 }

@@ -78,6 +78,26 @@ func TestClaudeConfig(t *testing.T) {
 	}
 }
 
+// TestClaudeBehindTheForwarder: behind a member Pod's forwarder Claude
+// Code sends no Authorization header of its own.
+func TestClaudeBehindTheForwarder(t *testing.T) {
+	for _, forwarded := range []bool{false, true} {
+		var cfg struct {
+			MCPServers map[string]struct {
+				URL     string            `json:"url"`
+				Headers map[string]string `json:"headers"`
+			} `json:"mcpServers"`
+		}
+		if err := json.Unmarshal([]byte(claudeMCPConfig("http://127.0.0.1:7444/mcp", forwarded)), &cfg); err != nil {
+			t.Fatal(err)
+		}
+		s := cfg.MCPServers["fleetd"]
+		if _, has := s.Headers["Authorization"]; has == forwarded || s.URL != "http://127.0.0.1:7444/mcp" {
+			t.Errorf("forwarded=%v: server %+v", forwarded, s)
+		}
+	}
+}
+
 // TestClaudeStateKeepsTheAgentsOwnKeys: a restarted member keeps what
 // Claude Code wrote into its state file; fleetd only sets its own keys.
 func TestClaudeStateKeepsTheAgentsOwnKeys(t *testing.T) {

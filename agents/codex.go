@@ -62,6 +62,17 @@ const codexHookTimeout = 600
 // CodexHome is the member's CODEX_HOME within its agent dir.
 func CodexHome(dir string) string { return filepath.Join(dir, "codex") }
 
+// codexMCPServer is fleetd's gateway as Codex's MCP server. Codex refuses
+// to start a server whose bearer_token_env_var is unset or empty, so behind
+// a forwarder, which adds the credential itself, it names none.
+func codexMCPServer(s Spec) map[string]any {
+	server := map[string]any{"url": s.MCPURL, "default_tools_approval_mode": "approve"}
+	if !s.ForwardedMCP {
+		server["bearer_token_env_var"] = EnvToken
+	}
+	return server
+}
+
 // codex configures Codex: its own CODEX_HOME holding a config.toml that
 // starts it with no first-run screen and nothing to press (the working
 // directory trusted, no update check, no shared background server, fleetd's
@@ -89,11 +100,7 @@ func codex(s Spec) (Config, error) {
 		"tui":       map[string]any{"show_tooltips": false, "screen_reader_detection_done": true},
 		"analytics": map[string]any{"enabled": false},
 		"feedback":  map[string]any{"enabled": false},
-		"mcp_servers": map[string]any{"fleetd": map[string]any{
-			"url":                         s.MCPURL,
-			"bearer_token_env_var":        EnvToken,
-			"default_tools_approval_mode": "approve",
-		}},
+		"mcp_servers": map[string]any{"fleetd": codexMCPServer(s)},
 		"projects": map[string]any{s.WorkingDir: map[string]any{"trust_level": "trusted"}},
 	}
 	if s.Model != "" {

@@ -116,6 +116,17 @@ func TestCodexConfig(t *testing.T) {
 	}
 }
 
+// TestCodexBehindTheForwarder: behind a member Pod's forwarder Codex names
+// no token variable, which it would refuse to start the server without.
+func TestCodexBehindTheForwarder(t *testing.T) {
+	for _, forwarded := range []bool{false, true} {
+		server := codexMCPServer(Spec{MCPURL: "http://127.0.0.1:7444/mcp", ForwardedMCP: forwarded})
+		if _, names := server["bearer_token_env_var"]; names == forwarded || server["url"] != "http://127.0.0.1:7444/mcp" {
+			t.Errorf("forwarded=%v: server %v", forwarded, server)
+		}
+	}
+}
+
 func TestCodexSubscriptionUsesItsOwnLogin(t *testing.T) {
 	dir := t.TempDir()
 	cfg, err := Configure(Spec{Kind: fleetv1alpha1.AgentCodex, Dir: dir, WorkingDir: filepath.Join(dir, "work"), PermissionMode: CodexOnRequest})

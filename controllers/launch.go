@@ -150,6 +150,8 @@ func planLaunch(w Worker, env map[string]string, mcpURL, token, member string, h
 			Kind: w.Agent, Dir: home.Dir, WorkingDir: l.WorkingDir, Env: env,
 			Model: w.Model, Effort: w.Effort, PermissionMode: w.PermissionMode, AllowedTools: w.AllowedTools,
 			Args: w.Args, MCPURL: mcpURL, HookCommand: home.HookCommand,
+			// A pod member has no token: its MCP URL is its Pod's forwarder.
+			ForwardedMCP: token == "",
 		})
 		if err != nil {
 			return Launch{}, err
@@ -172,6 +174,7 @@ func planLaunch(w Worker, env map[string]string, mcpURL, token, member string, h
 		}
 	}
 	l.Env[agents.EnvMCPURL] = mcpURL
+	// Empty for a pod member, which holds no credential at all.
 	l.Env[agents.EnvToken] = token
 	l.Env[agents.EnvMember] = member
 	return l, nil

@@ -197,3 +197,27 @@ func TestPaneEnvironment(t *testing.T) {
 		t.Errorf("herdr's API key or endpoint reached a worker billed by subscription:\n%s", read.Text)
 	}
 }
+
+// TestPodMemberAgentSendsNoToken: a pod member has no token, and its
+// agents mount the gateway through the Pod's forwarder with no credential
+// of their own (Codex would not start a server whose token variable is
+// empty).
+func TestPodMemberAgentSendsNoToken(t *testing.T) {
+	home := agentHome{Dir: podAgentDir, HookCommand: podHookCommand}
+	for _, kind := range []fleetv1alpha1.AgentKind{fleetv1alpha1.AgentClaude, fleetv1alpha1.AgentCodex} {
+		l, err := planLaunch(Worker{Agent: kind}, nil, "http://127.0.0.1:7444/mcp", "", "w1", home)
+		if err != nil {
+			t.Fatal(err)
+		}
+		everything := strings.Join(l.AgentArgs, " ")
+		for _, f := range l.Files {
+			everything += string(f.Content)
+		}
+		if strings.Contains(everything, agents.EnvToken) {
+			t.Errorf("%s: the agent is told to send %s: %s", kind, agents.EnvToken, everything)
+		}
+		if v, ok := l.Env[agents.EnvToken]; !ok || v != "" {
+			t.Errorf("%s: %s = %q, %v; want it set empty over the pane host's environment", kind, agents.EnvToken, v, ok)
+		}
+	}
+}
