@@ -176,17 +176,18 @@ func WriteHookStatus(dir string, st HookStatus) error {
 	return writeFileAtomic(filepath.Join(dir, statusFile), raw)
 }
 
-// eventsFile keeps every hook event, one JSON line each, for a person
-// looking into what an agent's hooks said and when; eventsFileMax bounds it,
-// keeping the one before as eventsFile.1.
+// HookEventsFile, in an agent's directory, keeps every hook event, one
+// JSON line each, for a person looking into what an agent's hooks said and
+// when; eventsFileMax bounds it, keeping the one before as
+// HookEventsFile.1.
 const (
-	eventsFile    = "hook-events.jsonl"
-	eventsFileMax = 256 << 10
+	HookEventsFile = "hook-events.jsonl"
+	eventsFileMax  = 256 << 10
 )
 
 // AppendHookEvent adds st to the member's hook event log.
 func AppendHookEvent(dir string, st HookStatus) error {
-	path := filepath.Join(dir, eventsFile)
+	path := filepath.Join(dir, HookEventsFile)
 	if fi, err := os.Stat(path); err == nil && fi.Size() > eventsFileMax {
 		_ = os.Rename(path, path+".1")
 	}
@@ -207,13 +208,19 @@ func AppendHookEvent(dir string, st HookStatus) error {
 
 // ReadHookEvents returns the member's hook events, oldest first.
 func ReadHookEvents(dir string) ([]HookStatus, error) {
-	raw, err := os.ReadFile(filepath.Join(dir, eventsFile))
+	raw, err := os.ReadFile(filepath.Join(dir, HookEventsFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
+	return ParseHookEvents(raw), nil
+}
+
+// ParseHookEvents reads the lines of a HookEventsFile; lines that are not
+// an event (one cut off by a crash) are skipped.
+func ParseHookEvents(raw []byte) []HookStatus {
 	var out []HookStatus
 	for _, line := range bytes.Split(raw, []byte("\n")) {
 		var st HookStatus
@@ -221,5 +228,5 @@ func ReadHookEvents(dir string) ([]HookStatus, error) {
 			out = append(out, st)
 		}
 	}
-	return out, nil
+	return out
 }

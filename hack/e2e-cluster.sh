@@ -4,8 +4,11 @@
 # loaded into every node, fleetd is deployed with kubectl apply -k
 # test/e2e/config (config/default with the suite's short progress
 # interval), its gateway Service is forwarded to loopback, and the suite
-# runs with FLEETD_E2E_KUBECONFIG and FLEETD_E2E_GATEWAY_URL set. Members
-# run in Pods of their own across the nodes, config/default's default.
+# runs with FLEETD_E2E_KUBECONFIG, FLEETD_E2E_GATEWAY_URL and
+# FLEETD_E2E_CLUSTER_STATE set (the last lets it lose nodes, and serve the
+# stand-in model where pods reach it, for the real agent CLIs in the worker
+# image). Members run in Pods of their own across the nodes, config/default's
+# default.
 #
 # It needs root and a running local cluster (make cluster). On failure it
 # prints pods, events and logs; at exit it removes what it deployed and
@@ -117,5 +120,6 @@ read -r -a flags <<<"${GO_TEST_FLAGS:-}"
 	cd "$root"
 	FLEETD_E2E_KUBECONFIG=$kubeconfig \
 		FLEETD_E2E_GATEWAY_URL=http://127.0.0.1:$port/mcp \
+		FLEETD_E2E_CLUSTER_STATE=$state \
 		go test -count=1 -v -timeout 40m ${flags[@]+"${flags[@]}"} ./test/e2e/
 )

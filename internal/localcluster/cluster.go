@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -90,6 +91,18 @@ func (c *Cluster) Client() (kubernetes.Interface, error) {
 // root.
 func (c *Cluster) Dial(ctx context.Context, addr string) (net.Conn, error) {
 	return DialInNetns(ctx, c.NetnsPath(), addr)
+}
+
+// Listen listens on a free port of the namespace's own address (the
+// control plane's, which every pod reaches) for a server of the caller's
+// that pods call, such as a stand-in for an outside API. It returns the
+// listener and the URL host (IP:port) pods dial. The caller must be root.
+func (c *Cluster) Listen() (net.Listener, string, error) {
+	ln, err := ListenInNetns(c.NetnsPath(), netip.AddrPortFrom(controlPlaneIP, 0).String())
+	if err != nil {
+		return nil, "", err
+	}
+	return ln, ln.Addr().String(), nil
 }
 
 // Forward listens on a free port of 127.0.0.1 and relays each connection

@@ -14,41 +14,59 @@ import (
 
 // DialInNetns opens a TCP connection from inside the network namespace at
 // nsPath, to an address there (an IP and port: a name would be resolved
-// on another thread, outside the namespace). The socket is made on an OS
-// thread that joins the namespace for the call and then returns to the
-// process's own; the connection itself works from anywhere after.
+// on another thread, outside the namespace). The connection works from
+// anywhere after.
 func DialInNetns(ctx context.Context, nsPath, addr string) (net.Conn, error) {
-	type result struct {
-		conn net.Conn
-		err  error
-	}
-	ch := make(chan result, 1)
+	var c net.Conn
+	err := inNetns(nsPath, func() (err error) {
+		var d net.Dialer
+		// tcp4 to a literal address dials on this goroutine alone.
+		c, err = d.DialContext(ctx, "tcp4", addr)
+		return err
+	})
+	return c, err
+}
+
+// ListenInNetns listens on addr (an IP and port) inside the network
+// namespace at nsPath: a server of the test's own that pods call. The
+// listener works from anywhere after.
+func ListenInNetns(nsPath, addr string) (net.Listener, error) {
+	var ln net.Listener
+	err := inNetns(nsPath, func() (err error) {
+		ln, err = net.Listen("tcp4", addr)
+		return err
+	})
+	return ln, err
+}
+
+// inNetns runs fn on an OS thread that joins the network namespace at
+// nsPath for the call and then returns to the process's own: a socket fn
+// makes belongs to the namespace for good.
+func inNetns(nsPath string, fn func() error) error {
+	ch := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		home, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			runtime.UnlockOSThread()
-			ch <- result{err: err}
+			ch <- err
 			return
 		}
 		defer unix.Close(home)
 		fd, err := unix.Open(nsPath, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			runtime.UnlockOSThread()
-			ch <- result{err: fmt.Errorf("opening %s: %w", nsPath, err)}
+			ch <- fmt.Errorf("opening %s: %w", nsPath, err)
 			return
 		}
 		err = unix.Setns(fd, unix.CLONE_NEWNET)
 		unix.Close(fd)
 		if err != nil {
 			runtime.UnlockOSThread()
-			ch <- result{err: fmt.Errorf("joining %s: %w", nsPath, err)}
+			ch <- fmt.Errorf("joining %s: %w", nsPath, err)
 			return
 		}
-		var d net.Dialer
-		// tcp4 to a literal address dials on this goroutine alone.
-		c, err := d.DialContext(ctx, "tcp4", addr)
-		ch <- result{conn: c, err: err}
+		ch <- fn()
 		// Back home, the thread serves other goroutines again. Were it to
 		// end instead, a child it had started with a parent-death signal
 		// (os/exec binds that signal to the starting thread) would die.
@@ -58,8 +76,7 @@ func DialInNetns(ctx context.Context, nsPath, addr string) (net.Conn, error) {
 			runtime.UnlockOSThread()
 		}
 	}()
-	r := <-ch
-	return r.conn, r.err
+	return <-ch
 }
 
 // Relay forwards every connection accepted on ln to target inside the

@@ -2,16 +2,14 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -32,29 +30,33 @@ import (
 // image has none).
 func requireRealAgents(t *testing.T) {
 	t.Helper()
-	if w.agentDir() == "" {
-		t.Skip("the real agent CLIs run in the local mode only")
+	err := w.realAgents()
+	if errors.Is(err, errNoRealAgents) {
+		t.Skip(err)
 	}
-	if err := w.realAgents(); err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
 }
 
-// startModel serves the scripted model API on loopback for the agents.
+// errNoRealAgents says the real agent CLIs cannot run in this mode.
+var errNoRealAgents = errors.New("the real agent CLIs cannot run here")
+
+// startModel serves the scripted model API where the agents reach it.
 func startModel(t *testing.T) (*stubmodel.Server, string) {
 	t.Helper()
 	model, err := stubmodel.New(filepath.Join(t.TempDir(), "model-requests.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, host, err := w.modelListener()
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: model}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	return model, "http://" + ln.Addr().String()
+	return model, "http://" + host
 }
 
 // agentProfile applies a Profile that runs kind against the scripted model,
@@ -147,8 +149,7 @@ func watchStatuses(t *testing.T) *statusLog {
 // long the Member took to show it.
 func (l *statusLog) delays(t *testing.T, m *fleetv1alpha1.Member) []time.Duration {
 	t.Helper()
-	uid := string(m.UID)[:8]
-	events, err := agents.ReadHookEvents(filepath.Join(w.agentDir(), ns, m.Name+"-"+uid))
+	events, err := w.hookEvents(m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +373,7 @@ func testRealAgent(t *testing.T, a realAgent, name string) {
 			id := r.Str("dispatchId")
 			waitDelegationPhase(t, id, fleetv1alpha1.DelegationWorking)
 			now, _ := getMember(name)
-			if err := w.paneKeys(now.Status.PaneID, "esc"); err != nil {
+			if err := w.paneKeys(now, "esc"); err != nil {
 				t.Fatal(err)
 			}
 			waitDelegationPhase(t, id, fleetv1alpha1.DelegationTurnDone)
@@ -470,7 +471,7 @@ func testPermissionDialog(t *testing.T, a realAgent, name string) {
 	waitDelegationPhase(t, queuedID, fleetv1alpha1.DelegationQueued)
 	// The API keeps whole seconds.
 	dismissed := time.Now().Truncate(time.Second)
-	if err := w.paneKeys(m.Status.PaneID, "esc"); err != nil {
+	if err := w.paneKeys(m, "esc"); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, "the queued message replied", func() (bool, string) {
@@ -524,25 +525,9 @@ func waitDelegationPhase(t *testing.T, name string, phase fleetv1alpha1.Delegati
 // directory.
 func killAgent(t *testing.T, a realAgent, m *fleetv1alpha1.Member) {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
+	killed, err := w.killAgent(m, a.configEnv, a.comms)
 	if err != nil {
 		t.Fatal(err)
-	}
-	killed := 0
-	for _, e := range entries {
-		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		env := "\x00" + string(raw)
-		if err != nil || !strings.Contains(env, "\x00"+a.configEnv+"=") || !strings.Contains(env, "\x00FLEETD_MEMBER="+m.Name+"\x00") {
-			continue
-		}
-		comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		if !slices.Contains(a.comms, strings.TrimSpace(string(comm))) {
-			continue
-		}
-		var pid int
-		if _, err := fmt.Sscan(e.Name(), &pid); err == nil && syscall.Kill(pid, syscall.SIGKILL) == nil {
-			killed++
-		}
 	}
 	if killed == 0 {
 		t.Fatalf("no %s process of member %s to kill", a.kind, m.Name)

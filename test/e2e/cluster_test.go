@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -22,8 +23,10 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fleetd/fleetd/agents"
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/herdr"
+	"github.com/fleetd/fleetd/internal/localcluster"
 	"github.com/fleetd/fleetd/internal/mcpclient"
 	"github.com/fleetd/fleetd/internal/scheme"
 )
@@ -50,11 +53,14 @@ type cluster struct {
 	kubeconfig string
 	client     client.Client
 	gatewayURL string
+	// local is the local cluster this is (make cluster), nil for another.
+	local *localcluster.Cluster
 }
 
 // startCluster checks that fleetd runs in the cluster in kubeconfig and
 // serves at gatewayURL, and mints the primary's service-account token.
-func startCluster(kubeconfig, gatewayURL string) (*world, func(), error) {
+// state is the local cluster's state directory when it is one.
+func startCluster(kubeconfig, gatewayURL, state string) (*world, func(), error) {
 	if gatewayURL == "" {
 		return nil, nil, fmt.Errorf("%s is set but %s is not: port-forward the fleetd-gateway Service and set it to http://127.0.0.1:<port>/mcp", envKubeconfig, envGatewayURL)
 	}
@@ -67,6 +73,11 @@ func startCluster(kubeconfig, gatewayURL string) (*world, func(), error) {
 		return nil, nil, err
 	}
 	cl := &cluster{kubeconfig: kubeconfig, client: c, gatewayURL: gatewayURL}
+	if state != "" {
+		if cl.local, err = localcluster.Load(state); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", envClusterState, err)
+		}
+	}
 	w := &world{mode: cl, kubeconfig: kubeconfig, cfg: cfg, client: c, gatewayURL: gatewayURL}
 	ctx := context.Background()
 	if _, err := cl.pod(ctx); err != nil {
@@ -327,30 +338,72 @@ func (c *cluster) agentDir() string { return "" }
 
 // paneKeys presses keys in a member's pane, through its Pod's pane host,
 // as fleetd's own user there.
-func (c *cluster) paneKeys(paneID string, keys ...string) error {
-	var members fleetv1alpha1.MemberList
-	if err := c.client.List(context.Background(), &members, client.InNamespace(ns)); err != nil {
+func (c *cluster) paneKeys(m *fleetv1alpha1.Member, keys ...string) error {
+	params, err := json.Marshal(herdr.PaneSendKeysParams{PaneID: m.Status.PaneID, Keys: keys})
+	if err != nil {
 		return err
 	}
-	for _, m := range members.Items {
-		if m.Status.PaneID != paneID {
-			continue
-		}
-		params, err := json.Marshal(herdr.PaneSendKeysParams{PaneID: paneID, Keys: keys})
-		if err != nil {
-			return err
-		}
-		out, err := c.memberExec(m.Name, `/fleetd-tools/scripted-agent herdr pane.send_keys "$1"`, string(params))
-		if err == nil && strings.TrimSpace(string(out)) != "ok" {
-			err = fmt.Errorf("pane.send_keys in member %s's pod: %s", m.Name, out)
-		}
-		return err
+	out, err := c.memberExec(m.Name, `HERDR_SOCKET_PATH=`+memberSocket+` /fleetd-tools/scripted-agent herdr pane.send_keys "$1"`, string(params))
+	if err == nil && strings.TrimSpace(string(out)) != "ok" {
+		err = fmt.Errorf("pane.send_keys in member %s's pod: %s", m.Name, out)
 	}
-	return fmt.Errorf("no member has pane %s", paneID)
+	return err
 }
 
+// modelListener listens in the local cluster's network namespace, on an
+// address every pod reaches; another cluster's pods cannot reach the test.
+func (c *cluster) modelListener() (net.Listener, string, error) {
+	if c.local == nil {
+		return nil, "", fmt.Errorf("%w: without %s the pods cannot reach the stand-in model", errNoRealAgents, envClusterState)
+	}
+	return c.local.Listen()
+}
+
+// hookEvents reads the hooks' log in the member's Pod.
+func (c *cluster) hookEvents(m *fleetv1alpha1.Member) ([]agents.HookStatus, error) {
+	raw, err := c.memberExec(m.Name, `cat "$1" 2>/dev/null || true`, memberAgentDir+"/"+agents.HookEventsFile)
+	if err != nil {
+		return nil, err
+	}
+	return agents.ParseHookEvents(raw), nil
+}
+
+// Where a member Pod keeps its agent's files, and its pane host's socket.
+const (
+	memberAgentDir = "/workspace/.fleetd/agent"
+	memberSocket   = "/run/herdr/herdr.sock"
+)
+
+// killAgent kills the agent's processes in the member's Pod, found as on a
+// machine: by name, with the agent's config variable in their environment.
+func (c *cluster) killAgent(m *fleetv1alpha1.Member, configEnv string, comms []string) (int, error) {
+	out, err := c.memberExec(m.Name, `
+env=$1; shift
+n=0
+for p in /proc/[0-9]*; do
+	comm=$(cat "$p/comm" 2>/dev/null) || continue
+	for want in "$@"; do
+		if [ "$comm" = "$want" ] && tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -q "^$env="; then
+			kill -KILL "${p#/proc/}" && n=$((n+1))
+		fi
+	done
+done
+echo "$n"`, append([]string{configEnv}, comms...)...)
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	_, err = fmt.Sscan(string(out), &n)
+	return n, err
+}
+
+// realAgents: the worker image holds the pinned CLIs; what they need is the
+// stand-in model, which only a local cluster's pods reach.
 func (c *cluster) realAgents() error {
-	return errors.New("the cluster image carries no agent CLIs")
+	if c.local == nil {
+		return fmt.Errorf("%w: set %s to a local cluster's state", errNoRealAgents, envClusterState)
+	}
+	return nil
 }
 
 func (c *cluster) logs() string {

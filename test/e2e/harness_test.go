@@ -20,6 +20,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -32,6 +33,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fleetd/fleetd/agents"
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/internal/mcpclient"
 	"github.com/fleetd/fleetd/internal/testenv"
 )
@@ -43,6 +46,10 @@ const ns = "default"
 const (
 	envKubeconfig = "FLEETD_E2E_KUBECONFIG"
 	envGatewayURL = "FLEETD_E2E_GATEWAY_URL"
+	// envClusterState is the state directory of a local cluster (make
+	// cluster) the kubeconfig's cluster is: with it the suite also loses
+	// nodes, and serves the stand-in model where pods reach it.
+	envClusterState = "FLEETD_E2E_CLUSTER_STATE"
 )
 
 // mode is where fleetd and its pane server run, and the operations the
@@ -65,12 +72,21 @@ type mode interface {
 	// agentDir is where fleetd keeps each known agent's directory, as the
 	// tests read it; "" when they cannot.
 	agentDir() string
-	// paneKeys presses keys in a pane, as a person at herdr would.
-	paneKeys(paneID string, keys ...string) error
+	// paneKeys presses keys in a member's pane, as a person at herdr would.
+	paneKeys(m *fleetv1alpha1.Member, keys ...string) error
+	// modelListener listens where members' agents reach the test, for the
+	// stand-in model; it returns the URL host (IP:port) they dial.
+	modelListener() (net.Listener, string, error)
+	// hookEvents are the status events fleetd's hooks recorded for m's agent.
+	hookEvents(m *fleetv1alpha1.Member) ([]agents.HookStatus, error)
+	// killAgent ends m's agent processes (named one of comms, with
+	// configEnv in their environment) with SIGKILL, and says how many.
+	killAgent(m *fleetv1alpha1.Member, configEnv string, comms []string) (int, error)
 	// memberToken is the token a member's agent calls the gateway with.
 	memberToken(member string) (string, error)
 	// realAgents says why the real agent CLIs cannot run here, nil when
-	// they can: installed by make agents, and reachable by the panes.
+	// they can: installed by make agents, and reachable by the panes. An
+	// errNoRealAgents says the tests that need them skip here.
 	realAgents() error
 }
 
@@ -101,7 +117,7 @@ func run(m *testing.M) (int, error) {
 	var stop func()
 	var err error
 	if kubeconfig := os.Getenv(envKubeconfig); kubeconfig != "" {
-		w, stop, err = startCluster(kubeconfig, os.Getenv(envGatewayURL))
+		w, stop, err = startCluster(kubeconfig, os.Getenv(envGatewayURL), os.Getenv(envClusterState))
 	} else {
 		w, stop, err = startLocal()
 	}

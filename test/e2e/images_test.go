@@ -30,6 +30,9 @@ func TestClaudeCodeTakesImages(t *testing.T) { testImages(t, claudeCode, "cc-eye
 func TestCodexTakesImages(t *testing.T) { testImages(t, codexCLI, "cx-eyes") }
 
 func testImages(t *testing.T, a realAgent, name string) {
+	if _, ok := w.mode.(*local); !ok {
+		t.Skip("the sending member works in a directory of this machine: local mode only")
+	}
 	requireRealAgents(t)
 	dumpOnFailure(t)
 	model, url := startModel(t)

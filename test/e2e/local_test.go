@@ -7,12 +7,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fleetd/fleetd/agents"
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/herdr"
 	"github.com/fleetd/fleetd/internal/devenv"
 	"github.com/fleetd/fleetd/internal/scheme"
@@ -148,8 +152,46 @@ func (l *local) build() error {
 	return nil
 }
 
-func (l *local) paneKeys(paneID string, keys ...string) error {
-	return herdr.NewClient(l.socket).PaneSendKeys(context.Background(), paneID, keys...)
+func (l *local) paneKeys(m *fleetv1alpha1.Member, keys ...string) error {
+	return herdr.NewClient(l.socket).PaneSendKeys(context.Background(), m.Status.PaneID, keys...)
+}
+
+// modelListener listens on loopback: the panes run on this machine.
+func (l *local) modelListener() (net.Listener, string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	return ln, ln.Addr().String(), nil
+}
+
+func (l *local) hookEvents(m *fleetv1alpha1.Member) ([]agents.HookStatus, error) {
+	return agents.ReadHookEvents(filepath.Join(l.agentDir(), m.Namespace, m.Name+"-"+string(m.UID)[:8]))
+}
+
+// killAgent finds the member's agent among this machine's processes.
+func (l *local) killAgent(m *fleetv1alpha1.Member, configEnv string, comms []string) (int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	killed := 0
+	for _, e := range entries {
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		env := "\x00" + string(raw)
+		if err != nil || !strings.Contains(env, "\x00"+configEnv+"=") || !strings.Contains(env, "\x00FLEETD_MEMBER="+m.Name+"\x00") {
+			continue
+		}
+		comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if !slices.Contains(comms, strings.TrimSpace(string(comm))) {
+			continue
+		}
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err == nil && syscall.Kill(pid, syscall.SIGKILL) == nil {
+			killed++
+		}
+	}
+	return killed, nil
 }
 
 func (l *local) agentDir() string { return filepath.Join(l.dir, "agents") }

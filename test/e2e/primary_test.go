@@ -84,7 +84,7 @@ func testPrimaryStopHook(t *testing.T, a realAgent, worker string) {
 
 	// The worker takes the message and replies; nobody waits for it.
 	m, _ := getMember(worker)
-	if err := w.paneKeys(m.Status.PaneID, "y"); err != nil {
+	if err := w.paneKeys(m, "y"); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, "the reply waiting for the primary", func() (bool, string) {
