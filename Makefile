@@ -86,6 +86,10 @@ bench: controlplane chromium ## Run the benchmarks.
 test-cluster: cluster-bin ## Run the local cluster's tests (root): machine unchanged after up and down, reuse, killed bring-up, NotReady node, fleetd deployed.
 	FLEETD_CLUSTER_TESTS=1 go test -count=1 -v -timeout 60m ./test/cluster/...
 
+.PHONY: test-e2e-cluster
+test-e2e-cluster: controlplane agents cluster ## Run the end-to-end suite in cluster mode on the local cluster (root): images built and loaded, fleetd deployed, members in Pods over the nodes, the real CLIs among them.
+	hack/e2e-cluster.sh
+
 .PHONY: bench-cluster
 bench-cluster: cluster-bin ## Benchmark the local cluster (root): cold and warm bring-up, memory, image build time and size.
 	FLEETD_CLUSTER_TESTS=1 go test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 60m ./test/cluster/...

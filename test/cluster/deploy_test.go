@@ -28,14 +28,15 @@ func loadImages(tb testing.TB, names string) {
 }
 
 // TestDeployFleetd deploys fleetd as a user would, with kubectl apply -k
-// config/default and the image built here, and checks that its pod runs,
-// that a scripted Member becomes Ready and answers a Delegation (its pane
-// reaches the gateway by the Service's DNS name), and that a test in the
-// machine's namespace reaches the gateway Service through Forward.
+// config/default and the images built here, and checks that its pod runs,
+// that the sample scripted Member becomes Ready in a Pod of its own (from
+// the worker image, config/default's default) and answers a Delegation
+// (its Pod reaches the gateway by the Service's DNS name), and that a test
+// in the machine's namespace reaches the gateway Service through Forward.
 func TestDeployFleetd(t *testing.T) {
 	requireCluster(t)
 	cl := up(t)
-	loadImages(t, "fleetd")
+	loadImages(t, "fleetd,worker")
 	root := testenv.RepoRoot()
 	kubectl(t, cl, "apply", "-k", filepath.Join(root, "config", "default"))
 	t.Cleanup(func() {
@@ -64,6 +65,9 @@ func TestDeployFleetd(t *testing.T) {
 		t.Fatalf("member worker-1 not Ready: %v\n%s\n%s", err, out, diagnose(cl))
 	}
 	t.Logf("scripted member worker-1 Ready %.2fs after kubectl apply", time.Since(start).Seconds())
+	if where := kubectl(t, cl, "get", "member", "worker-1", "-o", "jsonpath={.status.runtime} {.status.podName} {.status.nodeName}"); !strings.HasPrefix(where, "Pod worker-1-") {
+		t.Errorf("worker-1 runs %q, want in a Pod of its own", where)
+	}
 
 	kubectl(t, cl, "apply", "-f", filepath.Join(root, "config", "samples", "fleet_v1alpha1_delegation.yaml"))
 	t.Cleanup(func() { _, _ = kubectlErr(cl, "delete", "delegation", "hello-worker-1", "--ignore-not-found") })
