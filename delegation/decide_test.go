@@ -321,6 +321,16 @@ func TestDecide(t *testing.T) {
 			}).obj()},
 			want: []Step{{Kind: StepCarryReply, Name: "a"}},
 		},
+		"a late reply after a turn seen to end is carried back": {
+			member: idleAfterWork(3),
+			ds: []fleetv1alpha1.Delegation{mk("a", 0).from(fleetv1alpha1.PrincipalMember, "lead").typed(0).then(func(d *fleetv1alpha1.Delegation) {
+				TurnDone(d, t0, "$ ")
+				if err := LateReply(d, t0, "the real answer"); err != nil {
+					panic(err)
+				}
+			}).obj()},
+			want: []Step{{Kind: StepCarryReply, Name: "a"}},
+		},
 		"a detached reply to a primary waits for bridge_poll": {
 			member: idleAfterWork(3),
 			ds:     []fleetv1alpha1.Delegation{mk("a", 0).detached().typed(0).then(replyAt(1, "done")).obj()},

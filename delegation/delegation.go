@@ -19,7 +19,7 @@
 // A queued Delegation has no phase yet, or Pending or Queued (the API
 // server's default for a new one). Settled phases are Replied, TurnDone,
 // TimedOut, Failed, WorkerGone and Cancelled; a reply may still come to a
-// TimedOut one (LateReply).
+// TimedOut or TurnDone one (LateReply).
 package delegation
 
 import (
@@ -66,10 +66,25 @@ func PickedUp(d *fleetv1alpha1.Delegation, workingSeq int64) bool {
 	return Typed(d) && workingSeq > d.Status.DeliveringSeq
 }
 
-// LateReplyAllowed reports whether a worker's reply would still be recorded
-// on d: it timed out after it was typed and has no reply yet.
+// LateReplyAllowed reports whether a worker's reply would still be
+// recorded on d: it was typed, settled without a reply because its
+// deadline passed or its turn was seen to end (TimedOut, TurnDone), and has
+// none yet. A turn seen to end may not have: herdr's status says so, and
+// with the real herdr any agent can report any pane's. The worker's real
+// reply then reaches the sender late, never lost.
 func LateReplyAllowed(d *fleetv1alpha1.Delegation) bool {
-	return d.Status.Phase == fleetv1alpha1.DelegationTimedOut && Typed(d) && d.Status.Reply == nil
+	return lateReplyPhase(d.Status.Phase) && Typed(d) && d.Status.Reply == nil
+}
+
+// lateReplyPhase says whether a reply may still come to a Delegation that
+// settled in phase p.
+func lateReplyPhase(p fleetv1alpha1.DelegationPhase) bool {
+	return p == fleetv1alpha1.DelegationTimedOut || p == fleetv1alpha1.DelegationTurnDone
+}
+
+// LateReplied reports whether d has a reply that came after it settled.
+func LateReplied(d *fleetv1alpha1.Delegation) bool {
+	return lateReplyPhase(d.Status.Phase) && d.Status.Reply != nil
 }
 
 // Deadline is when d times out: its timeoutSeconds (the default when unset)
@@ -88,8 +103,8 @@ func Waits(d *fleetv1alpha1.Delegation) bool { return d.Spec.Wait == nil || *d.S
 
 // Unclaimed reports whether a settled outcome is still owed to its sender,
 // who collects it with bridge_poll and bridge_ack: nobody held a call for it
-// (it was sent detached, the waiter left, or the reply came after the
-// timeout) and it was not acknowledged (by bridge_ack, a re-attached
+// (it was sent detached, the waiter left, or the reply came late, after the
+// timeout or the end of the turn) and it was not acknowledged (by bridge_ack, a re-attached
 // bridge_send, or the controller once the reply was typed into a member
 // sender's pane). A Delegation that carries a reply back (inReplyTo) is
 // plumbing and owed to nobody.
@@ -97,8 +112,7 @@ func Unclaimed(d *fleetv1alpha1.Delegation) bool {
 	if !Settled(d.Status.Phase) || d.Status.AcknowledgedAt != nil || d.Spec.InReplyTo != "" {
 		return false
 	}
-	late := d.Status.Phase == fleetv1alpha1.DelegationTimedOut && d.Status.Reply != nil
-	return !Waits(d) || d.Status.DetachedAt != nil || late
+	return !Waits(d) || d.Status.DetachedAt != nil || LateReplied(d)
 }
 
 // LastChange is the latest moment a settled d changed: when it settled,

@@ -41,6 +41,11 @@ func TestUnclaimed(t *testing.T) {
 			TimeOut(d, t0)
 			_ = LateReply(d, t0, "late")
 		}), want: true},
+		"turn done, waiter got": {d: mk("a", 0).typed(1).then(func(d *fleetv1alpha1.Delegation) { TurnDone(d, t0, "$ ") })},
+		"a late reply after the waiter got turn_done": {d: mk("a", 0).typed(1).then(func(d *fleetv1alpha1.Delegation) {
+			TurnDone(d, t0, "$ ")
+			_ = LateReply(d, t0, "late")
+		}), want: true},
 		"a reply on its way to the sender's pane": {d: replied().detached().then(func(d *fleetv1alpha1.Delegation) { ReplyCarried(d, "a-reply") }), want: true},
 		"a carrier of a reply": {d: mk("a", 0).detached().then(func(d *fleetv1alpha1.Delegation) {
 			d.Spec.InReplyTo = "b"

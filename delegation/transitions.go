@@ -84,7 +84,8 @@ func markPickedUp(d *fleetv1alpha1.Delegation, now time.Time) {
 }
 
 // TurnDone settles d because the member ended the turn in which it picked
-// d up without replying; tail is the terminal's last lines.
+// d up without replying; tail is the terminal's last lines. A reply that
+// comes later is still recorded (LateReply).
 func TurnDone(d *fleetv1alpha1.Delegation, now time.Time, tail string) {
 	markPickedUp(d, now)
 	d.Status.Tail = &tail
@@ -174,9 +175,10 @@ func Reply(d *fleetv1alpha1.Delegation, now time.Time, text string) error {
 	return nil
 }
 
-// LateReply records a reply to d that came after its deadline: the sender
-// gets it through bridge_poll (or typed into its pane), even if it had
-// acknowledged the timeout already.
+// LateReply records a reply to d that came after it settled without one
+// (its deadline passed, or its turn was seen to end): the sender gets it
+// through bridge_poll (or typed into its pane), even if it had
+// acknowledged the first outcome already.
 func LateReply(d *fleetv1alpha1.Delegation, now time.Time, text string) error {
 	if !LateReplyAllowed(d) {
 		return ErrNotInFlight
@@ -296,7 +298,7 @@ func NeedsCarrying(d *fleetv1alpha1.Delegation) bool {
 	if d.Status.Reply == nil || d.Status.ReplyDeliveredAs != "" || d.Status.AcknowledgedAt != nil || d.Spec.From.Kind != fleetv1alpha1.PrincipalMember {
 		return false
 	}
-	return !Waits(d) || d.Status.DetachedAt != nil || d.Status.Phase == fleetv1alpha1.DelegationTimedOut
+	return !Waits(d) || d.Status.DetachedAt != nil || LateReplied(d)
 }
 
 // QuestionCarried records the Delegation that carries d's open question

@@ -244,6 +244,22 @@ func TestTransitions(t *testing.T) {
 				}
 			},
 		},
+		"a late reply after a turn seen to end": {
+			from: typed().then(func(d *fleetv1alpha1.Delegation) {
+				TurnDone(d, at(3).Time, "$ ")
+				if _, err := Acknowledge(d, at(4).Time); err != nil {
+					panic(err)
+				}
+			}),
+			do:        func(d *fleetv1alpha1.Delegation) error { return LateReply(d, at(70).Time, "the real answer") },
+			wantPhase: fleetv1alpha1.DelegationTurnDone, wantOut: fleetv1alpha1.OutcomeTurnDone,
+			wantConds: condsOf("True:"+fleetv1alpha1.ReasonDelivered, "True:"+fleetv1alpha1.ReasonTurnDone, "True:"+fleetv1alpha1.ReasonTurnDone),
+			check: func(t *testing.T, d *fleetv1alpha1.Delegation) {
+				if ptr.Deref(d.Status.Reply, "") != "the real answer" || d.Status.AcknowledgedAt != nil || !Unclaimed(d) {
+					t.Errorf("a late reply is owed to its sender again: %+v", d.Status)
+				}
+			},
+		},
 		"a second late reply is refused": {
 			from: typed().then(func(d *fleetv1alpha1.Delegation) {
 				TimeOut(d, at(60).Time)
@@ -440,13 +456,14 @@ func TestNeedsCarrying(t *testing.T) {
 		d    *dlg
 		want bool
 	}{
-		"a detached reply to a member":        {d: lead().detached().then(replyAt(2, "done")), want: true},
-		"a reply the member waits for":        {d: lead().then(replyAt(2, "done"))},
-		"a reply after the member stopped":    {d: lead().then(func(d *fleetv1alpha1.Delegation) { Detach(d, t0) }).then(replyAt(2, "done")), want: true},
-		"carried already":                     {d: lead().detached().then(replyAt(2, "done")).then(func(d *fleetv1alpha1.Delegation) { ReplyCarried(d, "x") })},
-		"a detached reply to a primary":       {d: mk("a", 0).detached().typed(1).then(replyAt(2, "done"))},
-		"no reply":                            {d: lead().detached().then(func(d *fleetv1alpha1.Delegation) { TurnDone(d, t0, "") })},
-		"a late reply the member did not see": {d: lead().then(func(d *fleetv1alpha1.Delegation) { TimeOut(d, t0); _ = LateReply(d, t0, "late") }), want: true},
+		"a detached reply to a member":                {d: lead().detached().then(replyAt(2, "done")), want: true},
+		"a reply the member waits for":                {d: lead().then(replyAt(2, "done"))},
+		"a reply after the member stopped":            {d: lead().then(func(d *fleetv1alpha1.Delegation) { Detach(d, t0) }).then(replyAt(2, "done")), want: true},
+		"carried already":                             {d: lead().detached().then(replyAt(2, "done")).then(func(d *fleetv1alpha1.Delegation) { ReplyCarried(d, "x") })},
+		"a detached reply to a primary":               {d: mk("a", 0).detached().typed(1).then(replyAt(2, "done"))},
+		"no reply":                                    {d: lead().detached().then(func(d *fleetv1alpha1.Delegation) { TurnDone(d, t0, "") })},
+		"a late reply the member did not see":         {d: lead().then(func(d *fleetv1alpha1.Delegation) { TimeOut(d, t0); _ = LateReply(d, t0, "late") }), want: true},
+		"a late reply after its turn was seen to end": {d: lead().then(func(d *fleetv1alpha1.Delegation) { TurnDone(d, t0, ""); _ = LateReply(d, t0, "late") }), want: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -19,7 +19,7 @@ Errors (isError with {error:{code,message}}): worker_gone (member or pane went a
 While waiting, a progress notification is sent periodically (every 15 s by default) if the request carries a progress token.`
 
 	descReply = `Reply to the message you are working on; for fleet members only. This settles the delegation in flight to you and hands text to the sender's waiting bridge_send, so call it once, at the end, with the complete answer the sender needs. You never name the sender or the message: the gateway knows which delegation you are handling.
-A reply after the sender's deadline is still recorded and reaches the sender later (late:true).
+A reply after the sender's deadline, or after your turn was taken to have ended without one, is still recorded and reaches the sender later (late:true).
 Returns at once with {dispatchId, late}. Error not_found: nothing is in flight to you.`
 
 	descAsk = `Ask the sender of the message you are working on a clarifying question, and wait for the answer; for fleet members only. You stay in the same turn.

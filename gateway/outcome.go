@@ -45,17 +45,18 @@ func outcomeOf(d *fleetv1alpha1.Delegation, answered sets.Set[string]) (out *Sen
 		case fleetv1alpha1.OutcomeReply:
 			base.Outcome, base.Text = outcomeReply, deref(d.Status.Reply)
 			return &base, nil, true
-		case fleetv1alpha1.OutcomeTurnDone:
-			base.Outcome, base.Text = outcomeTurnDone, deref(d.Status.Tail)
-			return &base, nil, true
-		case fleetv1alpha1.OutcomeTimeout:
-			// A reply that came after the deadline is still the answer; a
-			// sender that re-attaches gets it.
+		case fleetv1alpha1.OutcomeTurnDone, fleetv1alpha1.OutcomeTimeout:
+			// A reply that came after the deadline, or after the turn was
+			// seen to end, is still the answer; a sender that re-attaches or
+			// polls gets it.
 			if d.Status.Reply != nil {
 				base.Outcome, base.Text = outcomeReply, *d.Status.Reply
 				return &base, nil, true
 			}
 			base.Outcome = outcomeTimeout
+			if delegation.Outcome(d) == fleetv1alpha1.OutcomeTurnDone {
+				base.Outcome, base.Text = outcomeTurnDone, deref(d.Status.Tail)
+			}
 			return &base, nil, true
 		case fleetv1alpha1.OutcomeDeliveryFailed:
 			return nil, toolerr.New(toolerr.DeliveryFailed, "%s", delegation.SettledMessage(d, "herdr refused to deliver the message to "+d.Spec.To)), true

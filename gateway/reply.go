@@ -26,7 +26,8 @@ const changeAttempts = 3
 var errNothingInFlight = errors.New("nothing in flight")
 
 // bridgeReply settles the caller's current Delegation with its reply, or
-// records a late reply on the one that timed out.
+// records a late reply on the last one typed to it, when that one settled
+// without one (timed out, or its turn seen to end).
 func (g *Gateway) bridgeReply(ctx context.Context, c *call, in ReplyInput) (*ReplyOutput, error) {
 	if err := requireMember(c); err != nil {
 		return nil, err
@@ -42,7 +43,7 @@ func (g *Gateway) bridgeReply(ctx context.Context, c *call, in ReplyInput) (*Rep
 		return delegation.Reply(d, now, in.Content)
 	})
 	if errors.Is(err, errNothingInFlight) {
-		return nil, toolerr.New(toolerr.NotFound, "no message is in flight to you, so there is nothing to reply to (a reply settles a message delivered to you that has not settled yet: ended turn, withdrawn or gone)")
+		return nil, toolerr.New(toolerr.NotFound, "no message is in flight to you, so there is nothing to reply to (a reply settles the last message delivered to you, or comes late to it after its deadline or the end of its turn; it has none, or it was replied to, withdrawn or gone)")
 	}
 	if err != nil {
 		return nil, err
@@ -114,8 +115,8 @@ func (g *Gateway) bridgeAsk(ctx context.Context, c *call, in AskInput) (*AskOutp
 
 // onCurrent applies change, a transition, to the caller's current
 // Delegation and writes it: the one in flight to the caller or, when
-// allowLate is set and none is, the one that timed out after delivery
-// without a reply (late). A transition that no longer applies (the
+// allowLate is set and none is, the last one typed to it, settled without
+// a reply (late). A transition that no longer applies (the
 // Delegation settled or moved on meanwhile) looks again, from the API
 // server; errNothingInFlight says there is nothing to apply it to. It
 // returns the Delegation as written, or as last seen with an error.
@@ -148,7 +149,7 @@ func (g *Gateway) onCurrent(ctx context.Context, p *identity.Principal, allowLat
 }
 
 // replyTarget finds the Delegation a reply settles: in flight to the caller,
-// else timed out after delivery without a reply (late). The cache answers
+// else the last one typed to it when that settled without a reply (late). The cache answers
 // first; when it shows nothing, or live is set, the API server decides,
 // since a worker may reply a moment after its delivery was written.
 func (g *Gateway) replyTarget(ctx context.Context, p *identity.Principal, live bool) (*fleetv1alpha1.Delegation, bool, error) {
@@ -215,10 +216,15 @@ func currentDelegation(ds []fleetv1alpha1.Delegation) *fleetv1alpha1.Delegation 
 	return latestTyped(ds, delegation.InFlight)
 }
 
-// lateReplyTarget is the Delegation a worker's reply settles when none is in
-// flight: the last one typed that timed out without a reply.
+// lateReplyTarget is the Delegation a worker's reply goes to when none is in
+// flight: the last one typed to it, when that one settled without a reply
+// (its deadline passed, or its turn was seen to end). Never an older one:
+// the worker was handling the last.
 func lateReplyTarget(ds []fleetv1alpha1.Delegation) *fleetv1alpha1.Delegation {
-	return latestTyped(ds, delegation.LateReplyAllowed)
+	if d := latestTyped(ds, delegation.Typed); d != nil && delegation.LateReplyAllowed(d) {
+		return d
+	}
+	return nil
 }
 
 // latestTyped is the one of ds that keep passes that was typed last, by

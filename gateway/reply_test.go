@@ -50,10 +50,15 @@ func TestLateReplyTarget(t *testing.T) {
 		ds   []fleetv1alpha1.Delegation
 		want string
 	}{
-		"never typed":      {ds: []fleetv1alpha1.Delegation{timedOut("a", nil, nil)}},
-		"already replied":  {ds: []fleetv1alpha1.Delegation{timedOut("a", mtime(0), ptr.To("x"))}},
-		"the latest one":   {ds: []fleetv1alpha1.Delegation{timedOut("a", mtime(0), nil), timedOut("b", mtime(time.Second), nil)}, want: "b"},
-		"not other phases": {ds: []fleetv1alpha1.Delegation{*withStatus("c", fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationTurnDone, DeliveringAt: mtime(0)})}},
+		"never typed":        {ds: []fleetv1alpha1.Delegation{timedOut("a", nil, nil)}},
+		"already replied":    {ds: []fleetv1alpha1.Delegation{timedOut("a", mtime(0), ptr.To("x"))}},
+		"the latest one":     {ds: []fleetv1alpha1.Delegation{timedOut("a", mtime(0), nil), timedOut("b", mtime(time.Second), nil)}, want: "b"},
+		"a turn seen to end": {ds: []fleetv1alpha1.Delegation{*withStatus("c", fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationTurnDone, DeliveringAt: mtime(0)})}, want: "c"},
+		"not an older one behind the last": {ds: []fleetv1alpha1.Delegation{
+			timedOut("a", mtime(0), nil),
+			*withStatus("b", fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationReplied, DeliveringAt: mtime(time.Second), Reply: ptr.To("done")}),
+		}},
+		"not other phases": {ds: []fleetv1alpha1.Delegation{*withStatus("d", fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationCancelled, DeliveringAt: mtime(0)})}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

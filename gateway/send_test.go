@@ -72,27 +72,45 @@ func TestSendReply(t *testing.T) {
 	}
 }
 
-// TestReplyAfterTheTurnEndedIsRefused: a reply to a message whose turn the
-// controller already settled as turn_done does not overwrite it; the
-// worker learns there is nothing to reply to, and the Delegation keeps its
-// turn_done.
-func TestReplyAfterTheTurnEndedIsRefused(t *testing.T) {
+// TestReplyAfterAFalseTurnDoneIsKept: an agent that reports idle falsely
+// (with the real herdr any agent can report any pane's status) makes a
+// message settle turn_done while its worker still works on it. The
+// worker's real bridge_reply is not lost: it is kept as a late reply, and
+// reaches the sender through bridge_poll and a re-attached bridge_send.
+func TestReplyAfterAFalseTurnDoneIsKept(t *testing.T) {
 	ns := env.Namespace(t)
 	h := startGateway(t, ns, Options{})
 	_, workerToken := addMember(t, member("w1", ns).Obj())
 	primary := h.connect(t, staticToken, nil)
 	worker := h.connect(t, workerToken, nil)
 
-	sent := async[SendOutput](t, context.Background(), primary, "bridge_send", map[string]any{"content": "quick one"})
+	sent := async[SendOutput](t, context.Background(), primary, "bridge_send", map[string]any{"content": "take your time"})
 	d := waitDelegation(t, ns, "w1", nil)
 	settle(t, ns, d.Name, typed, pickedUp, func(d *fleetv1alpha1.Delegation, now time.Time) { delegation.TurnDone(d, now, "$ ") })
 	if got := wantOK(t, receive(t, sent)); got.Outcome != "turn_done" {
-		t.Fatalf("bridge_send = %+v, want turn_done", got)
+		t.Fatalf("bridge_send = %+v, want the false turn_done", got)
 	}
-	wantCode(t, callTool[ReplyOutput](t, worker, "bridge_reply", map[string]any{"content": "too late"}), toolerr.NotFound)
-	if st := getDelegation(t, ns, d.Name).Status; st.Phase != fleetv1alpha1.DelegationTurnDone || st.Reply != nil {
-		t.Errorf("after a reply to an ended turn: phase %s reply %v, want TurnDone and no reply", st.Phase, st.Reply)
+	got := wantOK(t, callTool[ReplyOutput](t, worker, "bridge_reply", map[string]any{"content": "the real answer"}))
+	if got.DispatchID != d.Name || !got.Late {
+		t.Fatalf("bridge_reply = %+v, want a late reply to %s", got, d.Name)
 	}
+	if st := getDelegation(t, ns, d.Name).Status; st.Phase != fleetv1alpha1.DelegationTurnDone || ptr.Deref(st.Reply, "") != "the real answer" {
+		t.Errorf("after the late reply: phase %s reply %v, want TurnDone with the reply kept", st.Phase, st.Reply)
+	}
+	testutil.Eventually(t, "the late reply in bridge_poll", func() error {
+		poll := wantOK(t, callTool[PollOutput](t, primary, "bridge_poll", nil))
+		for _, o := range poll.Outcomes {
+			if o.DispatchID == d.Name && o.Outcome == "reply" && o.Text == "the real answer" {
+				return nil
+			}
+		}
+		return fmt.Errorf("bridge_poll shows %+v", poll.Outcomes)
+	})
+	if again := wantOK(t, callTool[SendOutput](t, primary, "bridge_send", map[string]any{"dispatchId": d.Name})); again.Outcome != "reply" || again.Text != "the real answer" {
+		t.Errorf("re-attached bridge_send = %+v, want the reply", again)
+	}
+	// One reply per message: a second one is refused.
+	wantCode(t, callTool[ReplyOutput](t, worker, "bridge_reply", map[string]any{"content": "again"}), toolerr.NotFound)
 }
 
 // TestSendQuestion: the worker's bridge_ask surfaces as a question outcome;

@@ -35,8 +35,8 @@ const (
 	stateQueued = "queued"
 	// stateActive: in flight to the member (a reply or question applies).
 	stateActive = "active"
-	// stateLate: timed out after delivery with no reply yet (a late reply
-	// applies).
+	// stateLate: settled after delivery with no reply yet, its deadline
+	// passed or its turn seen to end (a late reply applies).
 	stateLate = "late"
 	// statePending: not settled.
 	statePending = "pending"
