@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCallOneTool: `scripted-agent call` reads the token from the file a
@@ -22,7 +23,13 @@ func TestCallOneTool(t *testing.T) {
 	call := func(args ...string) (int, string) {
 		var out bytes.Buffer
 		code := callOneTool(args, &out)
-		return code, strings.TrimSpace(out.String())
+		result, took, _ := strings.Cut(strings.TrimSpace(out.String()), "\ntook ")
+		if code == 0 {
+			if _, err := time.ParseDuration(took); err != nil {
+				t.Errorf("%s: no time after the result: %q", args[0], out.String())
+			}
+		}
+		return code, result
 	}
 	if code, out := call(toolReply, `{"content":"done"}`); code != 0 || out != `{"delivered":true}` {
 		t.Errorf("reply: %d %q", code, out)

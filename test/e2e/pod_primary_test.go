@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -41,7 +44,7 @@ func TestPodPrimary(t *testing.T) {
 
 	// The gateway refuses a principal with no rights at all at the door,
 	// with 403, as it does every request of an unknown token with 401.
-	out := cl.runPrimaryPod(t, kc, account, send)
+	out, _ := cl.runPrimaryPod(t, kc, account, send)
 	if !strings.HasPrefix(out, "error: ") || !strings.Contains(out, "Forbidden") {
 		t.Errorf("a pod whose account may not delegate: %q, want it refused with 403 Forbidden", out)
 	}
@@ -56,9 +59,10 @@ func TestPodPrimary(t *testing.T) {
 	t.Cleanup(func() { _ = kc.RbacV1().RoleBindings(ns).Delete(ctx, account+"-delegates", metav1.DeleteOptions{}) })
 	// The gateway remembers a refusal for a few seconds.
 	var result map[string]any
+	var took string
 	deadline := time.Now().Add(time.Minute)
 	for {
-		out = cl.runPrimaryPod(t, kc, account, send)
+		out, took = cl.runPrimaryPod(t, kc, account, send)
 		if json.Unmarshal([]byte(out), &result) == nil || time.Now().After(deadline) {
 			break
 		}
@@ -67,6 +71,7 @@ func TestPodPrimary(t *testing.T) {
 	if result["outcome"] != "reply" || result["text"] != "hello, pod" {
 		t.Fatalf("the pod's bridge_send: %q, want the worker's reply", out)
 	}
+	t.Logf("bridge_send -> reply from a primary Pod to a member Pod: %s", took)
 	d, err := getDelegation(fmt.Sprint(result["dispatchId"]))
 	if err != nil {
 		t.Fatal(err)
@@ -77,8 +82,9 @@ func TestPodPrimary(t *testing.T) {
 }
 
 // runPrimaryPod runs `scripted-agent call bridge_send ARGS` in a Pod of
-// account, from fleetd's own image, and returns what it printed.
-func (c *cluster) runPrimaryPod(t *testing.T, kc kubernetes.Interface, account, args string) string {
+// account, from fleetd's own image, and returns the result it printed and
+// how long the call took.
+func (c *cluster) runPrimaryPod(t *testing.T, kc kubernetes.Interface, account, args string) (string, string) {
 	t.Helper()
 	ctx := context.Background()
 	fleetdPod, err := c.pod(ctx)
@@ -139,5 +145,30 @@ func (c *cluster) runPrimaryPod(t *testing.T, kc kubernetes.Interface, account, 
 		t.Fatal(err)
 	}
 	t.Logf("primary pod %s printed %s", pod.Name, logs)
-	return strings.TrimSpace(string(logs))
+	result, took, _ := strings.Cut(strings.TrimSpace(string(logs)), "\ntook ")
+	return result, took
+}
+
+// TestProcessPrimary is TestPodPrimary's flow with everything on this
+// machine, as with fleetd dev: the same call from a process with the
+// primary's token, for the time it takes.
+func TestProcessPrimary(t *testing.T) {
+	l, ok := w.mode.(*local)
+	if !ok {
+		t.Skip("a primary process beside fleetd runs in local mode")
+	}
+	dumpOnFailure(t)
+	member(t, "e2e-proc-primary-worker")
+	cmd := exec.Command(filepath.Join(l.bin, "scripted-agent"), "call", "bridge_send", `{"sessionId":"e2e-proc-primary-worker","content":"reply: hello, process"}`)
+	cmd.Env = append(os.Environ(), "FLEETD_MCP_URL="+w.gatewayURL, "FLEETD_TOKEN="+w.token)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	result, took, _ := strings.Cut(strings.TrimSpace(string(out)), "\ntook ")
+	var fields map[string]any
+	if err := json.Unmarshal([]byte(result), &fields); err != nil || fields["outcome"] != "reply" || fields["text"] != "hello, process" {
+		t.Fatalf("the process's bridge_send: %q (%v), want the worker's reply", out, err)
+	}
+	t.Logf("bridge_send -> reply from a primary process on this machine: %s", took)
 }
