@@ -83,8 +83,9 @@ bench: controlplane chromium ## Run the benchmarks.
 	go test -run '^$$' -bench . -benchmem $(PKGS)
 
 .PHONY: test-cluster
-test-cluster: cluster-bin ## Run the local cluster's tests (root): machine unchanged after up and down, reuse, killed bring-up, NotReady node, fleetd deployed.
+test-cluster: cluster-bin controlplane agents cluster ## Run the local cluster's tests (root; a test cluster of their own: machine unchanged after up and down, reuse, killed bring-up, NotReady node, fleetd deployed), then the end-to-end suite in cluster mode on make cluster's.
 	FLEETD_CLUSTER_TESTS=1 go test -count=1 -v -timeout 60m ./test/cluster/...
+	hack/e2e-cluster.sh
 
 .PHONY: test-e2e-cluster
 test-e2e-cluster: controlplane agents cluster ## Run the end-to-end suite in cluster mode on the local cluster (root): images built and loaded, fleetd deployed, members in Pods over the nodes, the real CLIs among them.
