@@ -38,6 +38,8 @@ die() {
 [[ -x $kubectl ]] || die "no kubectl in bin/controlplane: run make controlplane"
 
 k() { "$kubectl" --kubeconfig "$kubeconfig" "$@"; }
+# shellcheck source=hack/e2e-lib.sh
+source "$root/hack/e2e-lib.sh"
 
 # A port nothing listens on yet.
 if [[ -z $port ]]; then
@@ -52,22 +54,6 @@ fi
 work=$(mktemp -d)
 forward_pid=""
 
-diagnostics() {
-	log "Diagnostics"
-	k get nodes -o wide || true
-	k get pods -A -o wide || true
-	k get fleet -A -o wide || true
-	k get events -A --sort-by=.lastTimestamp | tail -n 80 || true
-	for container in fleetd herdr; do
-		log "Log of container $container"
-		k logs -n "$namespace" deployment/fleetd -c "$container" --tail=300 || true
-	done
-	if [[ -f $work/port-forward.log ]]; then
-		log "Port-forward log"
-		tail -n 30 "$work/port-forward.log" || true
-	fi
-}
-
 finish() {
 	local status=$?
 	if [[ -n $forward_pid ]]; then
@@ -75,7 +61,7 @@ finish() {
 		wait "$forward_pid" 2>/dev/null || true
 	fi
 	if ((status != 0)); then
-		diagnostics
+		e2e_diagnostics
 	fi
 	log "Removing what the suite deployed"
 	k delete members,delegations,profiles --all -n default --wait=false >/dev/null 2>&1 || true
@@ -90,36 +76,11 @@ if [[ ${SKIP_IMAGES:-} != 1 ]]; then
 	(cd "$root" && go run ./hack/images --only=fleetd,worker --load --state="$state")
 fi
 
-log "Deploying fleetd (test/e2e/config: config/default with the suite's intervals)"
-k apply -k "$root/test/e2e/config"
-k wait --for=condition=Established --timeout=60s \
-	crd/members.fleet.fleetd.dev crd/delegations.fleet.fleetd.dev crd/profiles.fleet.fleetd.dev
-k rollout status -n "$namespace" deployment/fleetd --timeout=300s
-
-# forward keeps the gateway Service forwarded to $port. kubectl
-# port-forward exits when a forwarded connection fails, as it does while the
-# suite restarts the fleetd container, so it is started again each time.
-forward() {
-	local pid=""
-	trap 'if [[ -n $pid ]]; then kill "$pid" 2>/dev/null; fi; exit 0' TERM
-	while :; do
-		k port-forward -n "$namespace" service/fleetd-gateway "$port:8080" --address 127.0.0.1 >>"$work/port-forward.log" 2>&1 &
-		pid=$!
-		wait "$pid" || true
-		sleep 1
-	done
-}
+e2e_deploy
 
 log "Forwarding the gateway to 127.0.0.1:$port"
-forward &
+e2e_forward &
 forward_pid=$!
 
 log "Running the end-to-end suite against the local cluster"
-read -r -a flags <<<"${GO_TEST_FLAGS:-}"
-(
-	cd "$root"
-	FLEETD_E2E_KUBECONFIG=$kubeconfig \
-		FLEETD_E2E_GATEWAY_URL=http://127.0.0.1:$port/mcp \
-		FLEETD_E2E_CLUSTER_STATE=$state \
-		go test -count=1 -v -timeout 40m ${flags[@]+"${flags[@]}"} ./test/e2e/
-)
+e2e_run "$kubeconfig" FLEETD_E2E_CLUSTER_STATE="$state"

@@ -7,8 +7,8 @@
 # machines without a Docker engine, such as the ones fleetd is developed on;
 # there, `make test-e2e` runs the same suite against local processes.
 #
-# Steps: create a kind cluster, build the image and load it into the
-# cluster, apply test/e2e/config (config/default with the short turn-settle
+# Steps: create a kind cluster, build the images (fleetd and the worker
+# image member Pods run) and load them into the cluster, apply test/e2e/config (config/default with the short turn-settle
 # and progress intervals the local run uses), wait for the fleetd
 # Deployment, port-forward the gateway Service, and run the suite with
 # FLEETD_E2E_KUBECONFIG and FLEETD_E2E_GATEWAY_URL set. The suite acts as a
@@ -27,8 +27,9 @@ set -o errexit -o nounset -o pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cluster=${KIND_CLUSTER_NAME:-fleetd-e2e}
 port=${GATEWAY_PORT:-18080}
-# The image config/manager names, and the namespace config/default uses.
+# The images config/manager names, and the namespace config/default uses.
 image=fleetd:dev
+worker=fleetd-worker:dev
 namespace=fleetd-system
 
 log() { printf '==> %s\n' "$*" >&2; }
@@ -50,25 +51,8 @@ kubeconfig=$work/kubeconfig
 forward_pid=""
 
 k() { kubectl --kubeconfig "$kubeconfig" "$@"; }
-
-diagnostics() {
-	log "Diagnostics"
-	k get nodes -o wide || true
-	k get pods -A -o wide || true
-	k get fleet -A -o wide || true
-	k get events -A --sort-by=.lastTimestamp || true
-	k describe pods -n "$namespace" || true
-	for container in fleetd herdr; do
-		log "Log of container $container"
-		k logs -n "$namespace" deployment/fleetd -c "$container" --tail=300 || true
-		log "Log of container $container before its last restart, if any"
-		k logs -n "$namespace" deployment/fleetd -c "$container" --previous --tail=100 2>/dev/null || true
-	done
-	if [[ -f $work/port-forward.log ]]; then
-		log "Port-forward log"
-		tail -n 50 "$work/port-forward.log" || true
-	fi
-}
+# shellcheck source=hack/e2e-lib.sh
+source "$root/hack/e2e-lib.sh"
 
 finish() {
 	local status=$?
@@ -77,7 +61,7 @@ finish() {
 		wait "$forward_pid" 2>/dev/null || true
 	fi
 	if ((status != 0)); then
-		diagnostics
+		e2e_diagnostics
 	fi
 	if [[ ${KEEP_CLUSTER:-} == 1 ]]; then
 		log "Keeping kind cluster $cluster. Reach it with: kind export kubeconfig --name $cluster"
@@ -91,20 +75,6 @@ finish() {
 }
 trap finish EXIT
 
-# forward keeps the gateway Service forwarded to $port. kubectl port-forward
-# exits when a forwarded connection fails, as it does while the suite
-# restarts the fleetd container, so it is started again each time.
-forward() {
-	local pid=""
-	trap 'if [[ -n $pid ]]; then kill "$pid" 2>/dev/null; fi; exit 0' TERM
-	while :; do
-		k port-forward -n "$namespace" service/fleetd-gateway "$port:8080" --address 127.0.0.1 >>"$work/port-forward.log" 2>&1 &
-		pid=$!
-		wait "$pid" || true
-		sleep 1
-	done
-}
-
 log "Creating kind cluster $cluster"
 create=(--name "$cluster" --kubeconfig "$kubeconfig" --wait 180s)
 if [[ -n ${KIND_NODE_IMAGE:-} ]]; then
@@ -112,26 +82,19 @@ if [[ -n ${KIND_NODE_IMAGE:-} ]]; then
 fi
 kind create cluster "${create[@]}"
 
-log "Building $image"
+log "Building $image and $worker"
 docker build --tag "$image" "$root"
-log "Loading $image into $cluster"
-kind load docker-image "$image" --name "$cluster"
+docker build --target worker --tag "$worker" "$root"
+for img in "$image" "$worker"; do
+	log "Loading $img into $cluster"
+	kind load docker-image "$img" --name "$cluster"
+done
 
-log "Deploying fleetd (test/e2e/config: config/default with the suite's intervals)"
-k apply -k "$root/test/e2e/config"
-k wait --for=condition=Established --timeout=60s \
-	crd/members.fleet.fleetd.dev crd/delegations.fleet.fleetd.dev crd/profiles.fleet.fleetd.dev
-k rollout status -n "$namespace" deployment/fleetd --timeout=300s
+e2e_deploy
 
 log "Forwarding the gateway to 127.0.0.1:$port"
-forward &
+e2e_forward &
 forward_pid=$!
 
 log "Running the end-to-end suite against $cluster"
-read -r -a flags <<<"${GO_TEST_FLAGS:-}"
-(
-	cd "$root"
-	FLEETD_E2E_KUBECONFIG=$kubeconfig \
-		FLEETD_E2E_GATEWAY_URL=http://127.0.0.1:$port/mcp \
-		go test -count=1 -v -timeout 30m ${flags[@]+"${flags[@]}"} ./test/e2e/
-)
+e2e_run "$kubeconfig"
