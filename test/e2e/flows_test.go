@@ -367,23 +367,11 @@ func TestServiceAccountTokenBoundToAPod(t *testing.T) {
 		return tr.Status.Token
 	}
 
-	status := func(token string) int {
-		req, _ := http.NewRequest(http.MethodPost, w.gatewayURL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
-	if got := status(mint("not-fleetd")); got != http.StatusUnauthorized {
+	if got := initializeStatus(t, mint("not-fleetd")); got != http.StatusUnauthorized {
 		t.Errorf("a token for another audience: status %d, want 401", got)
 	}
 	token := mint(fleetv1alpha1.GatewayAudience)
-	if got := status(token); got != http.StatusForbidden {
+	if got := initializeStatus(t, token); got != http.StatusForbidden {
 		t.Errorf("a primary without RBAC: status %d, want 403", got)
 	}
 	if out, err := w.kubectl("apply", "-f", filepath.Join(testenv.RepoRoot(), "config", "rbac", "delegator_role.yaml")); err != nil {

@@ -252,21 +252,6 @@ s.on("close", () => { console.log("refused: closed"); process.exit(0); });
 	t.Log("the local cluster's bridge CNI does not enforce NetworkPolicy: the refusals above are the pane hosts' mutual TLS")
 }
 
-// initializeStatus is the HTTP status of an MCP initialize with token.
-func initializeStatus(t *testing.T, token string) int {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, w.gatewayURL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	return resp.StatusCode
-}
-
 // busyWithQueue sends member a message that keeps it working, waits until
 // it is, and queues three more behind it. It returns the one in flight and
 // the queued ones, in order.
