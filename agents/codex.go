@@ -97,11 +97,11 @@ func codex(s Spec) (Config, error) {
 		"features": map[string]any{"plugins": false, "daemon_auto_start": false},
 		// Codex writes screen_reader_detection_done itself on first start;
 		// seeding it keeps that write from adding a second [tui] table.
-		"tui":       map[string]any{"show_tooltips": false, "screen_reader_detection_done": true},
-		"analytics": map[string]any{"enabled": false},
-		"feedback":  map[string]any{"enabled": false},
+		"tui":         map[string]any{"show_tooltips": false, "screen_reader_detection_done": true},
+		"analytics":   map[string]any{"enabled": false},
+		"feedback":    map[string]any{"enabled": false},
 		"mcp_servers": map[string]any{"fleetd": codexMCPServer(s)},
-		"projects": map[string]any{s.WorkingDir: map[string]any{"trust_level": "trusted"}},
+		"projects":    map[string]any{s.WorkingDir: map[string]any{"trust_level": "trusted"}},
 	}
 	if s.Model != "" {
 		cfg["model"] = s.Model
