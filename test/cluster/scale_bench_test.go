@@ -69,7 +69,10 @@ const receivedLog = "/workspace/received.log"
 //     against the one-member baseline after the same work;
 //   - fleetd's container: resident memory and open TCP connections by peer
 //     (API server, pane hosts, gateway clients) with 1 member and with
-//     150, and the most seen while the delegations ran;
+//     150, and the most seen while the delegations ran; and the TCP
+//     connections its Pod dials and accepts per member start and per
+//     Delegation (every call to a pane host is a TLS connection of its
+//     own);
 //   - 100 and then 1,000 detached Delegations ("reply: N") spread over the
 //     150: seconds from the first create to all Replied, throughput, the
 //     ratio of the two throughputs, and each Delegation's own latency;
@@ -170,9 +173,11 @@ func (r *scaleRun) round(b *testing.B, n int) {
 	r.deleteNamespace(b, baseNS)
 
 	members := memberNames(scaleMembers)
+	opened := r.fleetd(b).opens
 	started := r.startMembers(b, v, ns, members)
 	time.Sleep(scaleSettle)
 	fleetd := r.fleetd(b)
+	startOpens := fleetd.opens.minus(opened)
 	idle := r.podMemory(b, v, ns, members)
 
 	sampler := r.sampleFleetd(b)
@@ -205,6 +210,7 @@ func (r *scaleRun) round(b *testing.B, n int) {
 	report(started.podsReady.Seconds(), "s-pods-ready-150")
 	report(percentile(started.latencies, 0.50).Seconds(), "s-member-ready-p50")
 	report(percentile(started.latencies, 0.99).Seconds(), "s-member-ready-p99")
+	report(float64(startOpens.active)/scaleMembers, "dials/member-start")
 
 	report(mib(baseIdle.meanRSS()), "MiB-pod-rss-idle-1")
 	report(mib(idle.meanRSS()), "MiB-pod-rss-idle-150")
@@ -240,6 +246,8 @@ func (r *scaleRun) round(b *testing.B, n int) {
 		report(percentile(sent.latencies, 0.50).Seconds(), "s-delegation-p50-"+n)
 		report(percentile(sent.latencies, 0.99).Seconds(), "s-delegation-p99-"+n)
 		report(sent.requests.per(writesTo(writtenByDelegations...)), "writes/delegation-"+n)
+		report(float64(sent.opens.active)/float64(sent.n), "dials/delegation-"+n)
+		report(float64(sent.opens.passive)/float64(sent.n), "accepts/delegation-"+n)
 	}
 	report(large.throughput()/small.throughput(), "throughput-1000/100")
 	for _, res := range writtenByDelegations {
@@ -429,6 +437,8 @@ type sentDelegations struct {
 	latencies []time.Duration
 	// requests are the API server's, all callers, while they ran.
 	requests requestCounts
+	// opens are the TCP connections fleetd's Pod opened meanwhile.
+	opens tcpOpens
 	// prompts are the prompts sent to each member, by member name.
 	prompts map[string][]string
 	// problems are the Delegations that did not end Replied with their
@@ -470,6 +480,7 @@ func (r *scaleRun) sendDelegations(b *testing.B, v cache.Cache, ns string, membe
 		sent.prompts[to] = append(sent.prompts[to], prompt)
 		want[name] = strconv.Itoa(k)
 	}
+	opened := r.fleetd(b).opens
 	start := time.Now()
 	created := r.createAll(b, objs)
 	settledAt := map[string]time.Time{}
@@ -508,6 +519,7 @@ func (r *scaleRun) sendDelegations(b *testing.B, v cache.Cache, ns string, membe
 	}
 	sent.requests = r.quiesce(b).minus(before)
 	sent.requests.delegations = n
+	sent.opens = r.fleetd(b).opens.minus(opened)
 
 	var list fleetv1alpha1.DelegationList
 	if err := v.List(context.Background(), &list, client.InNamespace(ns)); err != nil {

@@ -130,6 +130,50 @@ func cgroupStat(dir, key string) int64 {
 type fleetdFigures struct {
 	rss   int64
 	conns peerCounts
+	// opens counts the TCP connections opened in fleetd's Pod so far.
+	opens tcpOpens
+}
+
+// tcpOpens are a network namespace's TCP connections opened so far: dialed
+// (active) and accepted (passive), from /proc/PID/net/snmp. In fleetd's
+// Pod, fleetd dials (the API server, and each call to a pane host, a TLS
+// connection of its own) and the gateway accepts (the members' forwarders,
+// primaries, the kubelet's probes); the shared pane server beside it does
+// neither.
+type tcpOpens struct{ active, passive int64 }
+
+func (o tcpOpens) minus(before tcpOpens) tcpOpens {
+	return tcpOpens{o.active - before.active, o.passive - before.passive}
+}
+
+func readTCPOpens(pid string) tcpOpens {
+	data, err := os.ReadFile(filepath.Join("/proc", pid, "net", "snmp"))
+	if err != nil {
+		return tcpOpens{}
+	}
+	var names []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "Tcp:" {
+			continue
+		}
+		if names == nil {
+			names = f
+			continue
+		}
+		var o tcpOpens
+		for i := 1; i < len(f) && i < len(names); i++ {
+			n, _ := strconv.ParseInt(f[i], 10, 64)
+			switch names[i] {
+			case "ActiveOpens":
+				o.active = n
+			case "PassiveOpens":
+				o.passive = n
+			}
+		}
+		return o
+	}
+	return tcpOpens{}
 }
 
 // fleetd reads fleetd's container's figures: its processes are those of
@@ -142,6 +186,7 @@ func (r *scaleRun) fleetd(b *testing.B) fleetdFigures {
 		f.rss += vmRSS(pid)
 	}
 	f.conns = tcpPeers(pids)
+	f.opens = readTCPOpens(pids[0])
 	return f
 }
 
