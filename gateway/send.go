@@ -128,7 +128,7 @@ func (g *Gateway) sendTarget(ctx context.Context, p *identity.Principal, session
 	for _, pr := range profiles {
 		names = append(names, pr.Name)
 	}
-	t, terr := resolveTarget(members, names, sessionID, p)
+	t, terr := resolveTarget(members, names, sessionID, p, g.describerFor(ctx, p))
 	if terr != nil {
 		return nil, terr
 	}
@@ -162,6 +162,23 @@ func (g *Gateway) sendTarget(ctx context.Context, p *identity.Principal, session
 		return nil, err
 	}
 	return m, nil
+}
+
+// describerFor lists members in p's error messages only when p may see
+// members (RBAC's get members for a service account): a caller allowed
+// only to send learns no names or statuses from a refusal. It asks once,
+// and only when an error would list members.
+func (g *Gateway) describerFor(ctx context.Context, p *identity.Principal) memberDescriber {
+	var asked, allowed bool
+	return func(ms []*fleetv1alpha1.Member) (string, bool) {
+		if !asked {
+			asked, allowed = true, g.allow(ctx, p, identity.GetMembers) == nil
+		}
+		if !allowed {
+			return "", false
+		}
+		return describeMembers(ms), true
+	}
 }
 
 // rejoin waits again on a message the caller sent, named by its dispatch

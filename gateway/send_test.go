@@ -11,6 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -506,4 +508,54 @@ func TestSendProgress(t *testing.T) {
 	if got := wantOK(t, <-sent); got.Outcome != "reply" || got.Text != "ok" || got.DispatchID != d.Name {
 		t.Fatalf("bridge_send = %+v, want the reply", got)
 	}
+}
+
+// TestRefusalsNameNoMembersToACallerWhoMayNotSee: a service account
+// allowed only to send (create delegations, not get members) learns no
+// member's name or status from bridge_send's refusals; granted get members,
+// the same refusals list them, so a model can pick one.
+func TestRefusalsNameNoMembersToACallerWhoMayNotSee(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startGateway(t, ns, Options{})
+	addMember(t, member("secret-w1", ns).Obj())
+	addMember(t, member("secret-w2", ns).Obj())
+	token := serviceAccountToken(t, ns, "sender", fleetv1alpha1.GatewayAudience)
+	allowDelegations(t, ns, "sender")
+	var cs *mcp.ClientSession
+	testutil.Eventually(t, "", func() error {
+		var err error
+		cs, err = h.tryConnect(token, nil)
+		return err
+	})
+	t.Cleanup(func() { cs.Close() })
+
+	refusals := map[string]map[string]any{
+		"no such member":   {"content": "hi", "sessionId": "nobody"},
+		"several to pick":  {"content": "hi"},
+		"not a member yet": {"content": "hi", "sessionId": "secret"},
+	}
+	for name, args := range refusals {
+		got := callTool[SendOutput](t, cs, "bridge_send", args)
+		if got.err == nil {
+			t.Fatalf("%s: sent %+v", name, got.out)
+		}
+		if strings.Contains(got.err.Message, "secret-w") || strings.Contains(got.err.Message, "idle") {
+			t.Errorf("%s: a caller without get members reads %q", name, got.err.Message)
+		}
+	}
+
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "see-members", Namespace: ns},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{fleetv1alpha1.GroupVersion.Group}, Resources: []string{"members"}, Verbs: []string{"get"}}},
+	}
+	create(t, role, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "see-members", Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "sender", Namespace: ns}},
+	})
+	// The refusal of get members is remembered a few seconds.
+	testutil.Eventually(t, "the members listed once get members is granted", func() error {
+		got := callTool[SendOutput](t, cs, "bridge_send", refusals["no such member"])
+		return errIf(got.err == nil || !strings.Contains(got.err.Message, "secret-w1"), "%v", got.err)
+	}, testutil.Within(time.Minute))
 }

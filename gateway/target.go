@@ -24,11 +24,14 @@ type target struct {
 // sessionID, the sole member other than the caller is the target; with
 // none, a member is to be spawned from the default Profile; with several,
 // the caller has to choose.
-func resolveTarget(members []fleetv1alpha1.Member, profiles []string, sessionID string, caller *identity.Principal) (target, *toolerr.Error) {
+//
+// describe lists members in an error message; it says nothing to a caller
+// who may not see members.
+func resolveTarget(members []fleetv1alpha1.Member, profiles []string, sessionID string, caller *identity.Principal, describe memberDescriber) (target, *toolerr.Error) {
 	if sessionID != "" {
-		m, err := findMember(members, sessionID)
+		m, err := findMemberFor(members, sessionID, describe)
 		if err != nil && err.Code == toolerr.NotFound && slices.Contains(profiles, sessionID) {
-			return profileTarget(members, sessionID, caller)
+			return profileTarget(members, sessionID, caller, describe)
 		}
 		if err != nil {
 			return target{}, err
@@ -48,14 +51,16 @@ func resolveTarget(members []fleetv1alpha1.Member, profiles []string, sessionID 
 	case 1:
 		return target{member: live[0].Name}, nil
 	}
-	return target{}, toolerr.New(toolerr.InvalidArgument,
-		"%d members could take this message: %s; pass sessionId with one of their names",
-		len(live), describeMembers(live))
+	if list, shown := describe(live); shown {
+		return target{}, toolerr.New(toolerr.InvalidArgument,
+			"%d members could take this message: %s; pass sessionId with one of their names", len(live), list)
+	}
+	return target{}, toolerr.New(toolerr.InvalidArgument, "several members could take this message; pass sessionId with the name of the one you mean")
 }
 
 // profileTarget is where a message to a Profile goes: its one live member,
 // or a new member of it.
-func profileTarget(members []fleetv1alpha1.Member, profile string, caller *identity.Principal) (target, *toolerr.Error) {
+func profileTarget(members []fleetv1alpha1.Member, profile string, caller *identity.Principal, describe memberDescriber) (target, *toolerr.Error) {
 	live := liveMembers(members, caller, func(m *fleetv1alpha1.Member) bool { return m.Spec.Profile == profile })
 	switch len(live) {
 	case 0:
@@ -63,8 +68,11 @@ func profileTarget(members []fleetv1alpha1.Member, profile string, caller *ident
 	case 1:
 		return target{member: live[0].Name}, nil
 	}
-	return target{}, toolerr.New(toolerr.InvalidArgument,
-		"profile %s has %d members: %s; pass sessionId with one of their names", profile, len(live), describeMembers(live))
+	if list, shown := describe(live); shown {
+		return target{}, toolerr.New(toolerr.InvalidArgument,
+			"profile %s has %d members: %s; pass sessionId with one of their names", profile, len(live), list)
+	}
+	return target{}, toolerr.New(toolerr.InvalidArgument, "profile %s has several members; pass sessionId with the name of the one you mean", profile)
 }
 
 // liveMembers are the members keep passes, other than the caller and those
@@ -81,9 +89,16 @@ func liveMembers(members []fleetv1alpha1.Member, caller *identity.Principal, kee
 	return live
 }
 
-// findMember finds the member a sessionId or paneId addresses. A name wins
-// over the other ids; an id that several members share is ambiguous.
+// findMember finds the member a sessionId or paneId addresses, for a caller
+// who may see members. A name wins over the other ids; an id that several
+// members share is ambiguous.
 func findMember(members []fleetv1alpha1.Member, id string) (*fleetv1alpha1.Member, *toolerr.Error) {
+	return findMemberFor(members, id, showMembers)
+}
+
+// findMemberFor is findMember, its errors listing members as describe
+// does: not at all, for a caller who may not see them.
+func findMemberFor(members []fleetv1alpha1.Member, id string, describe memberDescriber) (*fleetv1alpha1.Member, *toolerr.Error) {
 	var byID []*fleetv1alpha1.Member
 	for i := range members {
 		m := &members[i]
@@ -103,13 +118,26 @@ func findMember(members []fleetv1alpha1.Member, id string) (*fleetv1alpha1.Membe
 		for i := range members {
 			live = append(live, &members[i])
 		}
-		if len(live) == 0 {
+		switch list, shown := describe(live); {
+		case shown && len(live) == 0:
 			return nil, toolerr.New(toolerr.NotFound, "no member %q: this namespace has no members", id)
+		case shown:
+			return nil, toolerr.New(toolerr.NotFound, "no member with name, agent session id, terminal id or pane id %q; members: %s", id, list)
 		}
-		return nil, toolerr.New(toolerr.NotFound, "no member with name, agent session id, terminal id or pane id %q; members: %s", id, describeMembers(live))
+		return nil, toolerr.New(toolerr.NotFound, "no member with name, agent session id, terminal id or pane id %q that you may address", id)
 	}
-	return nil, toolerr.New(toolerr.InvalidArgument, "%q is ambiguous: it is an id of %s; address the member by name", id, describeMembers(byID))
+	if list, shown := describe(byID); shown {
+		return nil, toolerr.New(toolerr.InvalidArgument, "%q is ambiguous: it is an id of %s; address the member by name", id, list)
+	}
+	return nil, toolerr.New(toolerr.InvalidArgument, "%q is ambiguous: it is an id of several members; address the member by name", id)
 }
+
+// memberDescriber lists members for an error message; shown is false for a
+// caller who may not see them, and then the message names none.
+type memberDescriber func([]*fleetv1alpha1.Member) (list string, shown bool)
+
+// showMembers describes members to a caller who may see them.
+func showMembers(ms []*fleetv1alpha1.Member) (string, bool) { return describeMembers(ms), true }
 
 // isCaller reports whether m is the calling member itself.
 func isCaller(m *fleetv1alpha1.Member, caller *identity.Principal) bool {

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -57,12 +58,24 @@ func TestResolveTarget(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err := resolveTarget(tc.members, []string{"sonnet", "w1"}, tc.sessionID, tc.caller)
+			got, err := resolveTarget(tc.members, []string{"sonnet", "w1"}, tc.sessionID, tc.caller, showMembers)
 			if codeOf(err) != tc.wantCode {
 				t.Fatalf("error %v, want code %q", err, tc.wantCode)
 			}
 			if diff := cmp.Diff(tc.want, got, exportAll); diff != "" {
 				t.Errorf("target (-want +got):\n%s", diff)
+			}
+			// To a caller who may not see members, the same refusal names
+			// none of them.
+			hidden := func([]*fleetv1alpha1.Member) (string, bool) { return "", false }
+			_, err = resolveTarget(tc.members, []string{"sonnet", "w1"}, tc.sessionID, tc.caller, hidden)
+			if codeOf(err) != tc.wantCode {
+				t.Fatalf("to a caller who may not see members: error %v, want code %q", err, tc.wantCode)
+			}
+			for _, m := range tc.members {
+				if err != nil && m.Name != tc.sessionID && !isCaller(&m, tc.caller) && strings.Contains(err.Message, m.Name) {
+					t.Errorf("to a caller who may not see members, %q names member %s", err.Message, m.Name)
+				}
 			}
 		})
 	}

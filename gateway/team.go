@@ -122,7 +122,7 @@ func (g *Gateway) teamMessage(ctx context.Context, c *call, in TeamMessageInput)
 			return nil, toolerr.New(toolerr.NotFound, "team %s has no other members to broadcast to", team)
 		}
 	} else {
-		m, terr := findMember(ms, in.Recipient)
+		m, terr := findMemberFor(ms, in.Recipient, g.describerFor(ctx, c.who))
 		if terr != nil {
 			return nil, toolerr.New(terr.Code, "in team %s: %s", team, terr.Message)
 		}
