@@ -11,6 +11,7 @@ package cluster
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -25,11 +26,12 @@ import (
 	"github.com/fleetd/fleetd/internal/testenv"
 )
 
-// The test cluster's name and port, apart from make cluster's.
-const (
-	testName = "fleetd-clustertest"
-	testPort = 26543
-)
+// The test cluster's port, apart from make cluster's.
+const testPort = 26543
+
+// testName names the test cluster's network namespace and cgroups, apart
+// from make cluster's: CLUSTER_TEST_NAME, or fleetd-clustertest.
+var testName = cmp.Or(os.Getenv("CLUSTER_TEST_NAME"), "fleetd-clustertest")
 
 var (
 	// clusterBin is hack/cluster, built once.
