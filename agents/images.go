@@ -12,9 +12,11 @@ import (
 //   - Claude Code reads a file @-mentioned in the prompt when the prompt is
 //     submitted, and an image file becomes an image block of the turn's
 //     request. The mentions go on a line of their own before the message,
-//     so the one paste and Enter of herdr's agent.prompt deliver both; a
-//     mention at the end of the text would open the file picker, which
-//     takes the Enter.
+//     after a word, so the one paste and Enter of herdr's agent.prompt
+//     deliver both: a mention under the cursor at the end of the text
+//     would open the file picker, which takes the Enter, and a pasted line
+//     that is nothing but a path is looked at as an image to attach, which
+//     takes long enough on a busy machine for the Enter to come first.
 //   - Codex attaches an image when a paste is nothing but the image's path
 //     (it shows [Image #1]); a path inside other pasted text stays text.
 //     So each path is a paste of its own, and the message follows, its
@@ -46,7 +48,7 @@ func PromptWithImages(kind fleetv1alpha1.AgentKind, paths []string, content stri
 			mentions[i] = `@"` + p + `"`
 		}
 	}
-	return ImagePrompt{Prompt: strings.Join(mentions, " ") + "\n" + content}
+	return ImagePrompt{Prompt: "Images: " + strings.Join(mentions, " ") + "\n" + content}
 }
 
 // AttachmentsDir is where the images of message name are put in a member's

@@ -16,11 +16,11 @@ func TestPromptWithImages(t *testing.T) {
 	}{
 		"claude mentions each image on a line before the message": {
 			kind: fleetv1alpha1.AgentClaude, paths: []string{"/a/0.png", "/a/1.jpg"},
-			want: ImagePrompt{Prompt: "@/a/0.png @/a/1.jpg\nreply: seen"},
+			want: ImagePrompt{Prompt: "Images: @/a/0.png @/a/1.jpg\nreply: seen"},
 		},
 		"claude quotes a path with a space": {
 			kind: fleetv1alpha1.AgentClaude, paths: []string{"/state dir/0.png"},
-			want: ImagePrompt{Prompt: "@\"/state dir/0.png\"\nreply: seen"},
+			want: ImagePrompt{Prompt: "Images: @\"/state dir/0.png\"\nreply: seen"},
 		},
 		"codex pastes each path alone, then the message": {
 			kind: fleetv1alpha1.AgentCodex, paths: []string{"/a/0.png", "/a/1.gif"},

@@ -42,21 +42,29 @@ func testImages(t *testing.T, a realAgent, name string) {
 	t.Cleanup(func() { _, _ = w.kubectl("delete", "member", "-n", ns, name, "--wait=false") })
 	waitReady(t, name)
 
-	// A scripted member of the team, working in a directory of its own.
-	work, err := os.MkdirTemp("", "e2e-images-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(work) })
-	if err := os.Chmod(work, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	// A scripted member of the team; on this machine, working in a
+	// directory of its own with an image in it (a pod member's directory
+	// is in its Pod).
+	_, onThisMachine := w.mode.(*local)
 	fromFile := pngImage(t, 5, color.RGBA{G: 180, A: 255})
-	if err := os.WriteFile(filepath.Join(work, "diagram.png"), fromFile, 0o644); err != nil {
-		t.Fatal(err)
+	workingDir := ""
+	var work string
+	if onThisMachine {
+		var err error
+		if work, err = os.MkdirTemp("", "e2e-images-"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(work) })
+		if err := os.Chmod(work, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(work, "diagram.png"), fromFile, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		workingDir = ", workingDir: " + work
 	}
 	sender := name + "-pen"
-	apply(t, fmt.Sprintf("apiVersion: fleet.fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: %s, namespace: %s}\nspec: {command: [scripted-agent], workingDir: %s, team: %s}\n", sender, ns, work, team))
+	apply(t, fmt.Sprintf("apiVersion: fleet.fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: %s, namespace: %s}\nspec: {command: [scripted-agent, --received-log, %s], team: %s%s}\n", sender, ns, w.receivedLog(sender), team, workingDir))
 	t.Cleanup(func() { _, _ = w.kubectl("delete", "member", "-n", ns, sender, "--wait=false") })
 	waitReady(t, sender)
 
@@ -76,20 +84,24 @@ func testImages(t *testing.T, a realAgent, name string) {
 
 	// The scripted member sends a file of its working directory; a path
 	// outside it is refused.
-	ms := session(t, memberToken(t, sender))
-	testutil.Eventually(t, "the sender's working directory known", func() (bool, string) {
-		m, err := getMember(sender)
-		return err == nil && m.Status.WorkingDir == work, fmt.Sprint(m.Status.WorkingDir)
-	})
-	if r := call(t, ms, "team_message", map[string]any{"recipient": name, "content": "reply: no", "imagePaths": []string{"/etc/hostname"}}); r.ErrorCode() != "forbidden" {
-		t.Errorf("a path outside the working directory: %v", r.Fields)
+	if onThisMachine {
+		ms := session(t, memberToken(t, sender))
+		testutil.Eventually(t, "the sender's working directory known", func() (bool, string) {
+			m, err := getMember(sender)
+			return err == nil && m.Status.WorkingDir == work, fmt.Sprint(m.Status.WorkingDir)
+		})
+		if r := call(t, ms, "team_message", map[string]any{"recipient": name, "content": "reply: no", "imagePaths": []string{"/etc/hostname"}}); r.ErrorCode() != "forbidden" {
+			t.Errorf("a path outside the working directory: %v", r.Fields)
+		}
+		// The reply is typed into the sender's pane; a silent: in it ends
+		// the exchange there.
+		if r := call(t, ms, "team_message", map[string]any{"recipient": name, "content": "reply: silent: seen the diagram", "imagePaths": []string{"diagram.png"}}); r.IsError {
+			t.Fatalf("team_message with a member's file: %v", r.Fields)
+		}
+		testutil.Eventually(t, "the model's turn with the member's file", func() (bool, string) {
+			return hasImage(model, "reply: silent: seen the diagram", fromFile), fmt.Sprint(model.Turns())
+		})
 	}
-	if r := call(t, ms, "team_message", map[string]any{"recipient": name, "content": "reply: seen the diagram", "imagePaths": []string{"diagram.png"}}); r.IsError {
-		t.Fatalf("team_message with a member's file: %v", r.Fields)
-	}
-	testutil.Eventually(t, "the model's turn with the member's file", func() (bool, string) {
-		return hasImage(model, "reply: seen the diagram", fromFile), fmt.Sprint(model.Turns())
-	})
 
 	// A member added to the team gets its first message with an image.
 	added := call(t, s, "team_manage", map[string]any{"action": "add", "team": team, "profile": name + "-e2e", "name": name + "-new",
@@ -109,8 +121,10 @@ func testImages(t *testing.T, a realAgent, name string) {
 		"images": []map[string]any{{"data": base64.StdEncoding.EncodeToString(inCall)}}}); r.ErrorCode() != "unsupported_provider_images" {
 		t.Errorf("images to a plain command: %v", r.Fields)
 	}
-	if got := received(t, w.receivedLog(sender)); slices.ContainsFunc(got, func(p string) bool { return strings.Contains(p, "never") }) {
-		t.Errorf("the refused message was typed: %q", got)
+	// The next message it gets is the first it was sent.
+	wantOutcome(t, call(t, s, "bridge_send", map[string]any{"sessionId": sender, "content": "reply: words only"}), "reply")
+	if got := received(t, w.receivedLog(sender)); slices.ContainsFunc(got, func(p string) bool { return strings.Contains(p, "never") }) || !slices.Contains(got, "reply: words only") {
+		t.Errorf("the scripted member received %q, want the message without images and not the one with", got)
 	}
 }
 
