@@ -17,7 +17,9 @@ type Policy struct {
 	// and how long a settled message that was never seen picked up gates
 	// the next one.
 	ConfirmWindow time.Duration
-	// MaxHops bounds detached replies chained without a primary's message.
+	// MaxHops bounds a chain of messages without a primary's message: a
+	// member's message sent while it works on one, and a reply carried
+	// back to a member's pane, are each a hop further (spec.hops).
 	MaxHops int32
 	// Retention is how long a settled Delegation stays after its last change
 	// before it is deleted; 0 keeps every Delegation. Outcomes their sender
@@ -210,7 +212,7 @@ func Decide(m Member, ds []fleetv1alpha1.Delegation, now time.Time, policy Polic
 		case !Typed(d) && seen.MootCarriers.Has(d.Name):
 			step(StepCancel, d, fleetv1alpha1.ReasonCancelled, "the question it carries was answered or withdrawn before it could be typed")
 		case !Typed(d) && d.Spec.Hops > policy.MaxHops:
-			step(StepFail, d, fleetv1alpha1.ReasonLoopGuard, "refused: %d detached replies in a row without a primary's message (limit %d)", d.Spec.Hops, policy.MaxHops)
+			step(StepFail, d, fleetv1alpha1.ReasonLoopGuard, "refused: hop %d of a chain of messages without a primary's message (limit %d)", d.Spec.Hops, policy.MaxHops)
 		case Typed(d):
 			flying = d
 			picked := PickedUp(d, m.WorkingSeq)

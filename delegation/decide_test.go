@@ -251,7 +251,7 @@ func TestDecide(t *testing.T) {
 		"the loop guard refuses a long chain of detached replies": {
 			member: idle(1),
 			ds:     []fleetv1alpha1.Delegation{mk("a", 0).queued().then(func(d *fleetv1alpha1.Delegation) { d.Spec.Hops = 4 }).obj()},
-			want:   []Step{{Kind: StepFail, Name: "a", Reason: fleetv1alpha1.ReasonLoopGuard, Message: "refused: 4 detached replies in a row without a primary's message (limit 3)"}},
+			want:   []Step{{Kind: StepFail, Name: "a", Reason: fleetv1alpha1.ReasonLoopGuard, Message: "refused: hop 4 of a chain of messages without a primary's message (limit 3)"}},
 		},
 		"withdrawn before delivery": {
 			member: working(1),

@@ -62,6 +62,9 @@ func (g *Gateway) spawn(ctx context.Context, p *identity.Principal, r spawnReque
 	if terr := checkSpawnBoundary(p, from, to); terr != nil {
 		return nil, terr
 	}
+	if err := g.roomToSpawn(ctx, p); err != nil {
+		return nil, err
+	}
 	m := &fleetv1alpha1.Member{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:   p.Namespace,
@@ -76,7 +79,7 @@ func (g *Gateway) spawn(ctx context.Context, p *identity.Principal, r spawnReque
 	if m.Spec.Role == "" {
 		m.Spec.Role = fleetv1alpha1.RoleMember
 	}
-	if err := g.client.Create(ctx, m); err != nil {
+	if err := quotaRefusal(g.client.Create(ctx, m), "new member of profile "+to.Name); err != nil {
 		return nil, fmt.Errorf("creating a member from profile %s: %w", to.Name, err)
 	}
 	return m, nil

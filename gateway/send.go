@@ -64,7 +64,7 @@ func (g *Gateway) bridgeSend(ctx context.Context, c *call, in SendInput) (*SendO
 	if name != "" {
 		d.GenerateName, d.Name, d.Spec.IdempotencyKey = "", name, in.IdempotencyKey
 	}
-	if err := g.client.Create(ctx, d); err != nil {
+	if err := g.createDelegation(ctx, p, d); err != nil {
 		if apierrors.IsAlreadyExists(err) && name != "" {
 			// Another call with the same key won the race.
 			existing := &fleetv1alpha1.Delegation{}

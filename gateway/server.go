@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/delegation"
 	"github.com/fleetd/fleetd/gateway/identity"
 	"github.com/fleetd/fleetd/gateway/process"
 	"github.com/fleetd/fleetd/gateway/toolerr"
@@ -90,6 +91,20 @@ type Options struct {
 	// PaneHosts, when set, says where each member's terminal is: the
 	// shared pane server, or its Pod's pane host.
 	PaneHosts PaneHosts
+	// MaxHops bounds a chain of messages: a member's message sent while it
+	// works on one is a hop further than that one. Default
+	// delegation.DefaultPolicy.MaxHops; at most 1000.
+	MaxHops int32
+	// MaxQueue bounds the messages waiting for one member. Default
+	// DefaultMaxQueue; negative: no bound.
+	MaxQueue int
+	// MaxSpawns bounds the members one principal answers for: those it
+	// spawned, those they spawned, and a lead's team. Default
+	// DefaultMaxSpawns; negative: no bound.
+	MaxSpawns int
+	// MaxMembers bounds the members of a namespace the gateway spawns up
+	// to. Default DefaultMaxMembers; negative: no bound.
+	MaxMembers int
 	// Detectors are the screen rules by agent label, as the controllers
 	// run them (bridge_read source detection explains them); nil loads
 	// fleetd's built-in ones.
@@ -137,6 +152,18 @@ func (o Options) withDefaults() Options {
 	}
 	if o.BodyReadTimeout <= 0 {
 		o.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if o.MaxHops <= 0 {
+		o.MaxHops = delegation.DefaultPolicy.MaxHops
+	}
+	o.MaxHops = min(o.MaxHops, 1000)
+	for _, limit := range []struct {
+		v   *int
+		def int
+	}{{&o.MaxQueue, DefaultMaxQueue}, {&o.MaxSpawns, DefaultMaxSpawns}, {&o.MaxMembers, DefaultMaxMembers}} {
+		if *limit.v == 0 {
+			*limit.v = limit.def
+		}
 	}
 	return o
 }

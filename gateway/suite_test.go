@@ -325,6 +325,13 @@ func receive[T any](t testing.TB, ch <-chan toolCall[T]) toolCall[T] {
 func addMember(t testing.TB, m *fleetv1alpha1.Member) (*fleetv1alpha1.Member, string) {
 	t.Helper()
 	create(t, m)
+	return m, giveToken(t, m)
+}
+
+// giveToken records a token for an existing Member as its controller
+// would, and returns it.
+func giveToken(t testing.TB, m *fleetv1alpha1.Member) string {
+	t.Helper()
 	token := fmt.Sprintf("member-%s-%s-token", m.Name, m.UID)
 	create(t, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
@@ -334,7 +341,7 @@ func addMember(t testing.TB, m *fleetv1alpha1.Member) (*fleetv1alpha1.Member, st
 		Data: map[string][]byte{fleetv1alpha1.TokenSecretKey: []byte(token)},
 	})
 	setMemberStatus(t, m, func(st *fleetv1alpha1.MemberStatus) { st.TokenHash = fleetv1alpha1.TokenHash(token) })
-	return m, token
+	return token
 }
 
 // setMemberStatus writes a Member's status as its controller would.

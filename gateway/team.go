@@ -142,7 +142,7 @@ func (g *Gateway) teamMessage(ctx context.Context, c *call, in TeamMessageInput)
 	for _, m := range to {
 		d := g.newDelegation(c.who, m, in.Content, false, fleetv1alpha1.DefaultTimeoutSeconds)
 		d.Spec.Images = images
-		if err := g.client.Create(ctx, d); err != nil {
+		if err := g.createDelegation(ctx, c.who, d); err != nil {
 			return nil, fmt.Errorf("messaging %s (after %d of %d were sent): %w", m.Name, len(out.DispatchIDs), len(to), err)
 		}
 		sent = append(sent, d)
@@ -289,7 +289,7 @@ func (g *Gateway) teamAdd(ctx context.Context, c *call, in TeamManageInput, team
 			return nil, fmt.Errorf("member %s was added, but not its first message: %w", m.Name, err)
 		}
 	}
-	if err := g.client.Create(ctx, d); err != nil {
+	if err := g.createDelegation(ctx, c.who, d); err != nil {
 		return nil, fmt.Errorf("member %s was added, but not its first message: %w", m.Name, err)
 	}
 	g.ownImages(ctx, secret, []*fleetv1alpha1.Delegation{d})

@@ -108,7 +108,7 @@ const (
 	// ReasonDeliveryUnconfirmed: a controller restart interrupted the delivery
 	// and no pickup proves it was typed; it is not typed again.
 	ReasonDeliveryUnconfirmed = "DeliveryUnconfirmed"
-	// ReasonLoopGuard: too many detached replies chained without a primary's message.
+	// ReasonLoopGuard: a chain of messages (spec.hops) longer than allowed.
 	ReasonLoopGuard = "LoopGuard"
 	// ReasonReplied, ReasonTurnDone, ReasonTimedOut, ReasonWorkerGone and
 	// ReasonCancelled name how a Delegation settled.
@@ -152,6 +152,9 @@ const (
 	AnnotationCancel = "fleet.fleetd.dev/cancel"
 	// AnnotationSpawnedBy records who spawned a Member through the gateway.
 	AnnotationSpawnedBy = "fleet.fleetd.dev/spawned-by"
+	// AnnotationSentWhile names, on a Delegation a member sent, the one it
+	// was working on then: the link its hop count (spec.hops) follows.
+	AnnotationSentWhile = "fleet.fleetd.dev/sent-while"
 	// MemberFinalizer lets the controller close a Member's pane before it goes.
 	MemberFinalizer = "fleet.fleetd.dev/pane"
 	// TokenSecretKey is the key of the member token in its Secret.

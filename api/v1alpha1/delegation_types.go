@@ -154,8 +154,11 @@ type DelegationSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	InReplyTo string `json:"inReplyTo,omitempty"`
 
-	// hops counts detached replies chained without a primary's message in
-	// between; the loop guard refuses a chain that grows too long.
+	// hops counts the messages chained before this one without a primary's
+	// message in between: a message a member sends while it works on one,
+	// and a reply carried back to a member's pane, are each one hop further
+	// than the message they follow. The loop guard refuses a chain that
+	// grows too long.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
@@ -48,6 +49,18 @@ const (
 	// ImageTooLarge: an image, or a message's images together, are larger
 	// than a message may carry.
 	ImageTooLarge Code = "image_too_large"
+	// QueueFull: the member's queue holds as many messages as it may;
+	// nothing was sent.
+	QueueFull Code = "queue_full"
+	// HopLimit: the message would make a chain of messages (a member's
+	// message sent while it works on one) longer than allowed.
+	HopLimit Code = "hop_limit"
+	// SpawnLimit: the caller, or its namespace, has as many members as
+	// the gateway starts.
+	SpawnLimit Code = "spawn_limit"
+	// QuotaExceeded: the API server refused the object for a
+	// ResourceQuota of the namespace.
+	QuotaExceeded Code = "quota_exceeded"
 	// Internal: the gateway failed; retrying may help.
 	Internal Code = "internal"
 )
@@ -56,7 +69,8 @@ const (
 var Known = []Code{
 	WorkerGone, DeliveryFailed, Cancelled, SubscriptionBoundary,
 	FeatureDisabled, Unauthorized, Forbidden, NotTeamMember, NotFound,
-	InvalidArgument, Conflict, UnsupportedProviderImages, ImageTooLarge, Internal,
+	InvalidArgument, Conflict, UnsupportedProviderImages, ImageTooLarge,
+	QueueFull, HopLimit, SpawnLimit, QuotaExceeded, Internal,
 }
 
 // Error is the structured error of a tool result ({error:{code,message}})
@@ -90,8 +104,17 @@ func From(err error) *Error {
 		return &Error{Code: Conflict, Message: err.Error()}
 	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
 		return &Error{Code: InvalidArgument, Message: err.Error()}
+	case IsQuotaExceeded(err):
+		return &Error{Code: QuotaExceeded, Message: err.Error()}
 	}
 	return &Error{Code: Internal, Message: err.Error()}
+}
+
+// IsQuotaExceeded reports whether the API server refused an object for a
+// ResourceQuota: Forbidden, saying "exceeded quota" (it has no reason of
+// its own).
+func IsQuotaExceeded(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota")
 }
 
 // HTTPStatus is the REST status for a code.
@@ -99,13 +122,15 @@ func (c Code) HTTPStatus() int {
 	switch c {
 	case Unauthorized:
 		return http.StatusUnauthorized
-	case Forbidden, SubscriptionBoundary, FeatureDisabled, NotTeamMember:
+	case Forbidden, SubscriptionBoundary, FeatureDisabled, NotTeamMember, QuotaExceeded:
 		return http.StatusForbidden
+	case QueueFull, SpawnLimit:
+		return http.StatusTooManyRequests
 	case NotFound:
 		return http.StatusNotFound
 	case InvalidArgument:
 		return http.StatusBadRequest
-	case Conflict:
+	case Conflict, HopLimit:
 		return http.StatusConflict
 	case UnsupportedProviderImages:
 		return http.StatusUnprocessableEntity

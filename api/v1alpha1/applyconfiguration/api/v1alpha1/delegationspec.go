@@ -43,8 +43,11 @@ type DelegationSpecApplyConfiguration struct {
 	// inReplyTo names the Delegation whose reply this one carries back to its
 	// sender's pane (the detached path).
 	InReplyTo *string `json:"inReplyTo,omitempty"`
-	// hops counts detached replies chained without a primary's message in
-	// between; the loop guard refuses a chain that grows too long.
+	// hops counts the messages chained before this one without a primary's
+	// message in between: a message a member sends while it works on one,
+	// and a reply carried back to a member's pane, are each one hop further
+	// than the message they follow. The loop guard refuses a chain that
+	// grows too long.
 	Hops *int32 `json:"hops,omitempty"`
 	// images are pictures sent with the message, for a member whose agent
 	// takes images (Claude Code, Codex).

@@ -1,0 +1,225 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/gateway/identity"
+	"github.com/fleetd/fleetd/gateway/toolerr"
+)
+
+// The limits no caller talks the gateway past: how long a chain of
+// messages may grow (Options.MaxHops), how many messages may wait for one
+// member (MaxQueue), and how many members one principal may have spawned
+// and one namespace may hold (MaxSpawns, MaxMembers). Messages are counted
+// on the gateway's cache and spawns on the API server, and neither is
+// counted under a lock, so calls at the same moment may pass one by a few;
+// a ResourceQuota on count/delegations.fleet.fleetd.dev and
+// count/members.fleet.fleetd.dev is the API server's exact bound beneath
+// them, and its refusal is quota_exceeded.
+
+// Defaults of the limits.
+const (
+	DefaultMaxQueue   = 100
+	DefaultMaxSpawns  = 16
+	DefaultMaxMembers = 256
+)
+
+// createDelegation creates d, a message from p, within the limits: it is
+// one hop further than the message p (a member) works on, if any, and its
+// receiver's queue has room for it. An error from the API server comes
+// back as it is, a quota's refusal as quota_exceeded.
+func (g *Gateway) createDelegation(ctx context.Context, p *identity.Principal, d *fleetv1alpha1.Delegation) error {
+	if err := g.chain(ctx, p, d); err != nil {
+		return err
+	}
+	if err := g.roomInQueue(ctx, d); err != nil {
+		return err
+	}
+	return quotaRefusal(g.client.Create(ctx, d), "message to "+d.Spec.To)
+}
+
+// chain makes d, sent by a member, one hop further than the message the
+// member works on (spec.hops, and the sent-while annotation that links
+// them), and refuses it once the chain would be longer than MaxHops,
+// naming the chain. Two members that forward every message to each other
+// end there, and so does a member that sends while it answers a message
+// that came the same way.
+func (g *Gateway) chain(ctx context.Context, p *identity.Principal, d *fleetv1alpha1.Delegation) error {
+	if p.Kind != fleetv1alpha1.PrincipalMember {
+		return nil
+	}
+	active, err := g.delegationsTo(ctx, p.Namespace, p.Name, stateActive)
+	if err != nil {
+		return err
+	}
+	parent := currentDelegation(active)
+	if parent == nil {
+		return nil
+	}
+	d.Spec.Hops = parent.Spec.Hops + 1
+	if d.Annotations == nil {
+		d.Annotations = map[string]string{}
+	}
+	d.Annotations[fleetv1alpha1.AnnotationSentWhile] = parent.Name
+	if d.Spec.Hops <= g.opts.MaxHops {
+		return nil
+	}
+	return toolerr.New(toolerr.HopLimit,
+		"this message would be hop %d of one chain of messages, and at most %d are allowed: %s -> %s. A member's message sent while it works on one is a hop further than that one; answer the message you work on with bridge_reply instead of passing it on",
+		d.Spec.Hops, g.opts.MaxHops, g.describeChain(ctx, parent), d.Spec.To)
+}
+
+// chainShown bounds the links describeChain names at either end.
+const chainShown = 4
+
+// describeChain is the chain of messages that led to d, oldest first, as
+// "sender -> receiver (message)" links: followed back through the
+// messages each was sent while working on, and the replies carried back.
+func (g *Gateway) describeChain(ctx context.Context, d *fleetv1alpha1.Delegation) string {
+	var links []string
+	seen := sets.New[string]()
+	for d != nil && !seen.Has(d.Name) && len(seen) <= int(g.opts.MaxHops)+1 {
+		seen.Insert(d.Name)
+		links = append(links, fmt.Sprintf("%s -> %s (%s)", d.Spec.From.Name, d.Spec.To, d.Name))
+		up := d.Annotations[fleetv1alpha1.AnnotationSentWhile]
+		if up == "" {
+			up = d.Spec.InReplyTo
+		}
+		if up == "" {
+			break
+		}
+		var err error
+		if d, err = g.getDelegation(ctx, types.NamespacedName{Namespace: d.Namespace, Name: up}); err != nil {
+			break
+		}
+	}
+	slices.Reverse(links)
+	if len(links) > 2*chainShown {
+		links = append(append(links[:chainShown:chainShown], fmt.Sprintf("... %d more", len(links)-2*chainShown)), links[len(links)-chainShown:]...)
+	}
+	return strings.Join(links, ", ")
+}
+
+// roomInQueue refuses d once its receiver has MaxQueue messages waiting:
+// one sender's flood of messages to a member would otherwise slow every
+// member's round trips, and fill the API server.
+func (g *Gateway) roomInQueue(ctx context.Context, d *fleetv1alpha1.Delegation) error {
+	if g.opts.MaxQueue <= 0 {
+		return nil
+	}
+	queued, err := g.delegationsTo(ctx, d.Namespace, d.Spec.To, stateQueued)
+	if err != nil {
+		return err
+	}
+	if len(queued) < g.opts.MaxQueue {
+		return nil
+	}
+	return toolerr.New(toolerr.QueueFull,
+		"member %s already has %d messages waiting, the most its queue holds; nothing was sent. Send again once some were delivered (bridge_status shows its queue depth), or to another member",
+		d.Spec.To, len(queued))
+}
+
+// roomToSpawn refuses a spawn by p once p, or any principal that spawned
+// p, has MaxSpawns members: the members it spawned, those they spawned in
+// turn, and a lead's team. Every member spawned counts against its
+// spawner's spawner too, so a member cannot pass its spawner's bound by
+// spawning members that spawn. The namespace holds MaxMembers at most.
+func (g *Gateway) roomToSpawn(ctx context.Context, p *identity.Principal) error {
+	if g.opts.MaxSpawns <= 0 && g.opts.MaxMembers <= 0 {
+		return nil
+	}
+	// Read on the API server: spawns are rare, and a caller's spawn right
+	// after its last would not be in the cache yet.
+	var list fleetv1alpha1.MemberList
+	if err := g.live.List(ctx, &list, client.InNamespace(p.Namespace)); err != nil {
+		return fmt.Errorf("listing members in %s: %w", p.Namespace, err)
+	}
+	members := slices.DeleteFunc(list.Items, func(m fleetv1alpha1.Member) bool { return m.DeletionTimestamp != nil })
+	if g.opts.MaxMembers > 0 && len(members) >= g.opts.MaxMembers {
+		return toolerr.New(toolerr.SpawnLimit,
+			"namespace %s has %d members, the most the gateway starts members up to; stop some (bridge_stop) before you spawn more", p.Namespace, len(members))
+	}
+	if g.opts.MaxSpawns <= 0 {
+		return nil
+	}
+	spawned := map[string][]*fleetv1alpha1.Member{}
+	byName := map[string]*fleetv1alpha1.Member{}
+	for i := range members {
+		m := &members[i]
+		byName[m.Name] = m
+		if by := m.Annotations[fleetv1alpha1.AnnotationSpawnedBy]; by != "" {
+			spawned[by] = append(spawned[by], m)
+		}
+	}
+	// The members key answers for: spawned by it or by its members, and
+	// its team when it (lead) leads one.
+	answersFor := func(key string, lead *fleetv1alpha1.Member) sets.Set[string] {
+		own := sets.New[string]()
+		next := []string{key}
+		for len(next) > 0 {
+			k := next[0]
+			next = next[1:]
+			for _, m := range spawned[k] {
+				if !own.Has(m.Name) {
+					own.Insert(m.Name)
+					next = append(next, identity.Key(fleetv1alpha1.Principal{Kind: fleetv1alpha1.PrincipalMember, Name: m.Name}))
+				}
+			}
+		}
+		if lead != nil && lead.Spec.Role == fleetv1alpha1.RoleLead && lead.Spec.Team != "" {
+			for _, m := range members {
+				if m.Spec.Team == lead.Spec.Team && m.Name != lead.Name {
+					own.Insert(m.Name)
+				}
+			}
+		}
+		return own
+	}
+	// p, then whoever spawned p, and so on up.
+	memberKey := func(name string) string {
+		return identity.Key(fleetv1alpha1.Principal{Kind: fleetv1alpha1.PrincipalMember, Name: name})
+	}
+	key := p.Key()
+	var self *fleetv1alpha1.Member
+	if p.Kind == fleetv1alpha1.PrincipalMember {
+		self = byName[p.Name]
+	}
+	for visited := sets.New[string](); key != "" && !visited.Has(key); {
+		visited.Insert(key)
+		if n := answersFor(key, self).Len(); n >= g.opts.MaxSpawns {
+			who := "you have"
+			if key != p.Key() {
+				who = key + ", which spawned you or a member that spawned you, has"
+			}
+			return toolerr.New(toolerr.SpawnLimit,
+				"%s %d members (spawned by it, by those it spawned, or in the team it leads), the most one principal may; stop some (bridge_stop) before you spawn more", who, n)
+		}
+		key = ""
+		if self != nil {
+			key = self.Annotations[fleetv1alpha1.AnnotationSpawnedBy]
+		}
+		self = nil
+		if name, ok := strings.CutPrefix(key, memberKey("")); ok {
+			self = byName[name]
+		}
+	}
+	return nil
+}
+
+// quotaRefusal is err, or, when a ResourceQuota refused what, a
+// quota_exceeded error that says so.
+func quotaRefusal(err error, what string) error {
+	if !toolerr.IsQuotaExceeded(err) {
+		return err
+	}
+	return toolerr.New(toolerr.QuotaExceeded,
+		"the API server refused the %s: a ResourceQuota of the namespace is used up (%v); ask its administrator, or wait for settled ones to go", what, err)
+}
