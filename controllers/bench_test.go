@@ -178,6 +178,13 @@ func BenchmarkDelegationDelivery(b *testing.B) {
 // Delegation (the sender's create comes on top: it is not the
 // controllers'). One iteration takes about a minute; run it with -benchtime=1x
 // (and a -timeout above the default 10m when other benchmarks run with it).
+//
+// The floor, measured in the same run on the same agents once fleetd's
+// controllers are stopped, is what the pane server alone takes for the same
+// work, driven as herdr's own client drives it: each member's 20 prompts in
+// order, each an agent.prompt that waits until the agent is idle again,
+// the members at once. Both end on the same event, the last agent idle
+// after its last message; fleetd/floor is the ratio.
 func BenchmarkThousandDelegations(b *testing.B) {
 	if testing.Short() {
 		b.Skip("starts 50 agents and sends 1,000 delegations")
@@ -185,9 +192,9 @@ func BenchmarkThousandDelegations(b *testing.B) {
 	const members, perMember = 50, 20
 	const delegations = members * perMember
 	var (
-		total  time.Duration
-		writes writeTally
-		rounds int
+		total, floor time.Duration
+		writes       writeTally
+		rounds       int
 	)
 	for b.Loop() {
 		b.StopTimer()
@@ -237,11 +244,26 @@ func BenchmarkThousandDelegations(b *testing.B) {
 		writes.add(counter.snapshot().minus(before))
 		settled.stop()
 		checkThousand(b, ns, logs, want)
+
+		f.run.stop()
+		panes, prompts := make([]string, members), make([][]string, members)
+		for i := range members {
+			panes[i] = waitReady(b, ns, fmt.Sprintf("m%02d", i)).Status.PaneID
+			for j := range perMember {
+				content := fmt.Sprintf("silent: m%02d floor %02d", i, j)
+				prompts[i] = append(prompts[i], content)
+				want[i] = append(want[i], content)
+			}
+		}
+		floor += promptFloor(b, h.client(), panes, prompts)
+		checkReceived(b, logs, want)
 		f.close(b)
 		b.StartTimer()
 	}
 	n := float64(rounds * delegations)
 	b.ReportMetric(total.Seconds()/float64(rounds), "s/total")
+	b.ReportMetric(floor.Seconds()/float64(rounds), "floor-s/total")
+	b.ReportMetric(float64(total)/float64(floor), "fleetd/floor")
 	b.ReportMetric(n/total.Seconds(), "delegations/s")
 	b.ReportMetric(float64(writes.total())/n, "writes/delegation")
 	b.ReportMetric(float64(writes.matching("delegations"))/n, "delegation-writes/delegation")
@@ -266,9 +288,78 @@ func checkThousand(b *testing.B, ns string, logs []string, want [][]string) {
 	if phases[fleetv1alpha1.DelegationTurnDone] != len(list.Items) {
 		b.Fatalf("phases of %d delegations: %v, want all %s", len(list.Items), phases, fleetv1alpha1.DelegationTurnDone)
 	}
+	checkReceived(b, logs, want)
+}
+
+// checkReceived fails the benchmark unless every agent received its own
+// messages, each once, in order.
+func checkReceived(b *testing.B, logs []string, want [][]string) {
+	b.Helper()
 	for i, log := range logs {
 		if got := received(b, log); !slices.Equal(got, want[i]) {
 			b.Fatalf("member %d received (in order):\n%s\nwant:\n%s", i, strings.Join(got, "\n"), strings.Join(want[i], "\n"))
+		}
+	}
+}
+
+// promptFloor drives the agents of panes through the pane server alone, as
+// herdr's own client would: each pane's prompts in order, each typed and
+// submitted in one pane.send_input (these agents are plain commands, which
+// herdr's agent.prompt does not take), then waited on until herdr reports
+// the agent working and then idle (or done) again, the panes at once. It
+// returns the time until the last agent was idle after its last prompt.
+func promptFloor(b *testing.B, hc *herdr.Client, panes []string, prompts [][]string) time.Duration {
+	b.Helper()
+	statuses := make([]<-chan observedStatus, len(panes))
+	for i, pane := range panes {
+		statuses[i] = subscribeAgentStatus(b, hc, pane)
+	}
+	errs := make(chan error, len(panes))
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i, pane := range panes {
+		wg.Go(func() {
+			for _, text := range prompts[i] {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				err := hc.PaneSendInput(ctx, herdr.PaneSendInputParams{PaneID: pane, Text: text, Keys: []string{"enter"}})
+				cancel()
+				if err == nil {
+					err = awaitTurn(statuses[i], time.Minute)
+				}
+				if err != nil {
+					errs <- fmt.Errorf("prompting pane %s with %q: %w", pane, text, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+	return elapsed
+}
+
+// awaitTurn returns once seen shows a turn: working, then idle or done.
+func awaitTurn(seen <-chan observedStatus, timeout time.Duration) error {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	working := false
+	for {
+		select {
+		case o := <-seen:
+			switch o.status {
+			case string(herdr.AgentStatusWorking):
+				working = true
+			case string(herdr.AgentStatusIdle), string(herdr.AgentStatusDone):
+				if working {
+					return nil
+				}
+			}
+		case <-timer.C:
+			return fmt.Errorf("no turn within %s (working seen: %v)", timeout, working)
 		}
 	}
 }
