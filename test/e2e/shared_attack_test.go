@@ -87,7 +87,7 @@ func pidsOf(t *testing.T, member string) []int {
 func TestMembersOnOneServerCannotActAsEachOther(t *testing.T) {
 	l, ok := w.mode.(*local)
 	if !ok {
-		t.Skip("members share a pane server only in local mode; cluster mode runs each in a pod (TestPodMembersCannotReachEachOther)")
+		t.Skip("members share a pane server only in local mode; cluster mode runs each in a pod (TestMemberPodsAreIsolated)")
 	}
 	if !paneserver.CanSwitchUsers() {
 		t.Skip("needs root: only then does the pane server give each member a user of its own")
