@@ -126,25 +126,31 @@ type Decision struct {
 	RequeueAfter time.Duration
 }
 
-// SortQueue orders Delegations by creation: timestamp, then the gateway's
-// nanosecond sequence, then name.
+// SortQueue orders Delegations as their member's queue takes them
+// (QueuedBefore).
 func SortQueue(ds []fleetv1alpha1.Delegation) {
-	sort.SliceStable(ds, func(i, j int) bool {
-		a, b := &ds[i], &ds[j]
-		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	sort.SliceStable(ds, func(i, j int) bool { return QueuedBefore(&ds[i], &ds[j]) })
+}
+
+// QueuedBefore says whether a comes before b in their member's queue: by
+// creation timestamp, then the gateway's nanosecond sequence, then name.
+// Messages are typed in this order, so of two typed within the same second
+// (the timestamps a Delegation's status keeps have whole seconds) the later
+// in the queue was typed later.
+func QueuedBefore(a, b *fleetv1alpha1.Delegation) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	sa, sb := a.Annotations[fleetv1alpha1.AnnotationSequence], b.Annotations[fleetv1alpha1.AnnotationSequence]
+	if sa != sb {
+		ta, ea := time.Parse(time.RFC3339Nano, sa)
+		tb, eb := time.Parse(time.RFC3339Nano, sb)
+		if ea == nil && eb == nil {
+			return ta.Before(tb)
 		}
-		sa, sb := a.Annotations[fleetv1alpha1.AnnotationSequence], b.Annotations[fleetv1alpha1.AnnotationSequence]
-		if sa != sb {
-			ta, ea := time.Parse(time.RFC3339Nano, sa)
-			tb, eb := time.Parse(time.RFC3339Nano, sb)
-			if ea == nil && eb == nil {
-				return ta.Before(tb)
-			}
-			return sa < sb
-		}
-		return a.Name < b.Name
-	})
+		return sa < sb
+	}
+	return a.Name < b.Name
 }
 
 // Seen is what the controller gathered for Decide beside the Delegations.

@@ -244,8 +244,6 @@ func typedAfter(a, b *fleetv1alpha1.Delegation) bool {
 	if c := a.Status.DeliveringAt.Compare(b.Status.DeliveringAt.Time); c != 0 {
 		return c > 0
 	}
-	if c := a.CreationTimestamp.Time.Compare(b.CreationTimestamp.Time); c != 0 {
-		return c > 0
-	}
-	return a.Name > b.Name
+	// Typed within the same second: the queue's order is the typing's.
+	return delegation.QueuedBefore(b, a)
 }

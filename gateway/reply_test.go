@@ -42,6 +42,17 @@ func TestCurrentDelegation(t *testing.T) {
 	}
 }
 
+// sentAt gives d the creation second of every Delegation here and the
+// gateway's sequence seq, as two messages sent within one second have.
+func sentAt(d *fleetv1alpha1.Delegation, seq string) *fleetv1alpha1.Delegation {
+	d.CreationTimestamp = metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	if d.Annotations == nil {
+		d.Annotations = map[string]string{}
+	}
+	d.Annotations[fleetv1alpha1.AnnotationSequence] = seq
+	return d
+}
+
 func TestLateReplyTarget(t *testing.T) {
 	timedOut := func(name string, typed *metav1.Time, reply *string) fleetv1alpha1.Delegation {
 		return *withStatus(name, fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationTimedOut, DeliveringAt: typed, Reply: reply})
@@ -59,6 +70,13 @@ func TestLateReplyTarget(t *testing.T) {
 			*withStatus("b", fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationReplied, DeliveringAt: mtime(time.Second), Reply: ptr.To("done")}),
 		}},
 		"not other phases": {ds: []fleetv1alpha1.Delegation{*withStatus("d", fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationCancelled, DeliveringAt: mtime(0)})}},
+		// A turn ended and the next message was typed within the same
+		// second, which is all a status timestamp holds: the next one in
+		// the queue was typed last, whatever the names say.
+		"typed within one second: the later in the queue": {ds: []fleetv1alpha1.Delegation{
+			*sentAt(withStatus("w1-hhhhh", fleetv1alpha1.DelegationStatus{Phase: fleetv1alpha1.DelegationTurnDone, DeliveringAt: mtime(0)}), "2026-01-01T00:00:00.1Z"),
+			*sentAt(ptr.To(timedOut("w1-ddddd", mtime(0), nil)), "2026-01-01T00:00:00.2Z"),
+		}, want: "w1-ddddd"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
