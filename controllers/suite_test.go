@@ -47,9 +47,10 @@ func TestMain(m *testing.M) {
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building the scripted agent:", err)
+		os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	testenv.Main(m, &env)
+	testenv.Main(m, &env, func() { os.RemoveAll(dir) })
 }
 
 // herdrServer is a herdr-compatible server on a short socket path.

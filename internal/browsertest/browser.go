@@ -74,6 +74,9 @@ func Start(t testing.TB) *Browser {
 		chromedp.NoSandbox,
 		chromedp.DisableGPU,
 		chromedp.UserDataDir(profile),
+		// Chromium's own temporary files go with the profile, not into
+		// the machine's /tmp, where nothing would remove them.
+		chromedp.Env("TMPDIR="+profile),
 		chromedp.Flag("disable-quic", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),

@@ -125,14 +125,18 @@ func (e *Env) Require(t testing.TB) {
 }
 
 // Main runs a package's tests, giving them an API server that starts when
-// the first test asks for it, and stops it after. Use it as
+// the first test asks for it, and stops it after; then it runs cleanup,
+// since nothing deferred in TestMain outlives the exit. Use it as
 // `func TestMain(m *testing.M) { testenv.Main(m, &env) }`.
-func Main(m *testing.M, into **Env) {
+func Main(m *testing.M, into **Env, cleanup ...func()) {
 	e := &Env{}
 	*into = e
 	code := m.Run()
 	if err := e.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stopping the API server:", err)
+	}
+	for _, f := range cleanup {
+		f()
 	}
 	os.Exit(code)
 }
