@@ -521,13 +521,7 @@ func TestRefusalsNameNoMembersToACallerWhoMayNotSee(t *testing.T) {
 	addMember(t, member("secret-w2", ns).Obj())
 	token := serviceAccountToken(t, ns, "sender", fleetv1alpha1.GatewayAudience)
 	allowDelegations(t, ns, "sender")
-	var cs *mcp.ClientSession
-	testutil.Eventually(t, "", func() error {
-		var err error
-		cs, err = h.tryConnect(token, nil)
-		return err
-	})
-	t.Cleanup(func() { cs.Close() })
+	cs := h.connect(t, token, nil)
 
 	refusals := map[string]map[string]any{
 		"no such member":   {"content": "hi", "sessionId": "nobody"},

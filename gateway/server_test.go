@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -208,13 +207,7 @@ func TestGatewayNeverOutdoesItsCallersRBAC(t *testing.T) {
 	addMember(t, member("w1", ns).Team("core", fleetv1alpha1.RoleMember).Obj())
 	token := serviceAccountToken(t, ns, "narrow", fleetv1alpha1.GatewayAudience)
 	allowDelegations(t, ns, "narrow")
-	var cs *mcp.ClientSession
-	testutil.Eventually(t, "", func() error {
-		var err error
-		cs, err = h.tryConnect(token, nil)
-		return err
-	})
-	t.Cleanup(func() { cs.Close() })
+	cs := h.connect(t, token, nil)
 	testutil.Eventually(t, "", func() error {
 		return errIf(callTool[ListOutput](t, cs, "bridge_whoami", nil).err != nil, "not allowed in yet")
 	})
