@@ -1,12 +1,9 @@
 package controllers
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -41,22 +38,9 @@ func agentWithLog(t *testing.T, ns, name string) string {
 // received lists the prompts an agent received, in order.
 func received(t testing.TB, log string) []string {
 	t.Helper()
-	f, err := os.Open(log)
-	if os.IsNotExist(err) {
-		return nil
-	}
+	out, err := testutil.ReadReceived(log)
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var entry struct{ Text string }
-		if err := json.Unmarshal(sc.Bytes(), &entry); err != nil {
-			t.Fatalf("received log: %v", err)
-		}
-		out = append(out, entry.Text)
 	}
 	return out
 }

@@ -1,14 +1,10 @@
 package cluster
 
 import (
-	"bufio"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -570,7 +566,7 @@ func (r *scaleRun) checkReceived(b *testing.B, v cache.Cache, ns string, members
 			b.Fatalf("member %s: %v", name, err)
 		}
 		log := filepath.Join(node.Dir, "kubelet", "pods", m.Status.PodUID, "volumes", "kubernetes.io~empty-dir", "workspace", filepath.Base(receivedLog))
-		got, err := readReceived(log)
+		got, err := testutil.ReadReceived(log)
 		if err != nil {
 			b.Fatalf("member %s: %v", name, err)
 		}
@@ -601,29 +597,6 @@ func (r *scaleRun) member(b *testing.B, v cache.Cache, ns, name string) *fleetv1
 		b.Fatalf("member %s has no pod: %s", name, memberWhy(m))
 	}
 	return m
-}
-
-// readReceived reads a scripted agent's received log: one JSON object a
-// line with the prompt's text. No file is no prompt.
-func readReceived(path string) ([]string, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var entry struct{ Text string }
-		if err := json.Unmarshal(sc.Bytes(), &entry); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		out = append(out, entry.Text)
-	}
-	return out, sc.Err()
 }
 
 // deleteNamespace deletes ns and waits until it is gone: fleetd closes

@@ -1,10 +1,7 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -104,14 +101,9 @@ func received(t *testing.T, log string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		var e struct{ Text string }
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, e.Text)
+	out, err := testutil.ParseReceived(b)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
