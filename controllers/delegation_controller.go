@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -69,19 +68,6 @@ type DelegationReconciler struct {
 	mu        sync.Mutex
 	typed     map[types.NamespacedName]sets.Set[string]
 	blockedAt map[types.NamespacedName]int64
-	// worked is the seq each followed member's agent was last seen
-	// working at.
-	worked map[types.NamespacedName]workedAt
-	// plainCommand is the terminal of each member whose plain command
-	// herdr does not prompt (it is no agent of herdr's).
-	plainCommand map[types.NamespacedName]string
-
-	// turns follows the agents of members with messages in their queues,
-	// straight from herdr: a PaneWatch of the injector's own, whose events
-	// request a look at the queue.
-	turns *PaneWatch
-	// own is what the injector wrote that its cache may not show yet.
-	own ownWrites
 
 	// shared is what the shared pane server does beyond herdr: whether it
 	// keeps members' files, where a message's images go.
@@ -95,159 +81,64 @@ type DelegationReconciler struct {
 // errConflict asks for a fresh look after someone else wrote a Delegation.
 var errConflict = errors.New("delegation changed underneath; looking again")
 
-// maxPasses bounds how often one reconcile decides again on what it just
-// wrote: once a message settled, the next in the queue is due at once.
-const maxPasses = 4
-
 // Reconcile decides and carries out what is due for one member's queue.
 func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var member *fleetv1alpha1.Member
+	member := &fleetv1alpha1.Member{}
 	view := delegation.Member{Gone: true}
 	command := false
 	// panes is where the member's pane lives; nil when it has none to
 	// reach (gone, or its Pod not running), and then nothing is typed.
 	var panes Panes
-	m := &fleetv1alpha1.Member{}
-	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
+	if err := r.Client.Get(ctx, req.NamespacedName, member); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, err
 		}
 	} else {
-		member = m
+		view = memberViewOf(member)
 		command = member.Status.AgentKind == ""
 		panes, _ = r.hosts().For(member)
 	}
+	view.BlockedAtSeq = r.blockedAtSeq(req.NamespacedName)
 	var list fleetv1alpha1.DelegationList
 	if err := r.Client.List(ctx, &list, client.InNamespace(req.Namespace), client.MatchingFields{IndexDelegationTo: req.Name}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing delegations to %s: %w", req.Name, err)
-	}
-	now := r.Clock.Now()
-	r.own.overlay(list.Items, now)
-	if member != nil {
-		view = r.observe(ctx, req.NamespacedName, member, panes, r.follow(req.NamespacedName, member, panes, list.Items), now)
-	} else {
-		r.unfollow(req.NamespacedName)
-		r.mu.Lock()
-		delete(r.plainCommand, req.NamespacedName)
-		r.mu.Unlock()
 	}
 	byName := make(map[string]*fleetv1alpha1.Delegation, len(list.Items))
 	for i := range list.Items {
 		byName[list.Items[i].Name] = &list.Items[i]
 	}
+	gone, err := r.goneSenders(ctx, req.Namespace, list.Items)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	typed := r.typedIn(req.NamespacedName, byName)
 
-	var dec delegation.Decision
-	for pass := 0; pass < maxPasses; pass++ {
-		view.BlockedAtSeq = r.blockedAtSeq(req.NamespacedName)
-		gone, err := r.goneSenders(ctx, req.Namespace, list.Items)
-		if err != nil {
+	now := r.Clock.Now()
+	moot, err := r.mootCarriers(ctx, req.Namespace, list.Items)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	dec := delegation.Decide(view, list.Items, now, r.Policy, delegation.Seen{Typed: typed, GoneSenders: gone, MootCarriers: moot})
+	for _, step := range dec.Steps {
+		if err := r.apply(ctx, req.NamespacedName, panes, step, byName[step.Name], view, command, now); err != nil {
+			if errors.Is(err, errConflict) || apierrors.IsConflict(err) {
+				return ctrl.Result{RequeueAfter: 10 * time.Millisecond}, nil
+			}
 			return ctrl.Result{}, err
 		}
-		typed := r.typedIn(req.NamespacedName, byName)
-		moot, err := r.mootCarriers(ctx, req.Namespace, list.Items)
-		if err != nil {
+	}
+	for _, carrier := range list.Items {
+		if carrier.Spec.InReplyTo == "" || !(typed.Has(carrier.Name) || carrier.Status.DeliveredAt != nil) {
+			continue
+		}
+		if err := r.acknowledgeOriginal(ctx, &carrier, now); err != nil {
+			if errors.Is(err, errConflict) {
+				return ctrl.Result{RequeueAfter: 10 * time.Millisecond}, nil
+			}
 			return ctrl.Result{}, err
 		}
-		dec = delegation.Decide(view, list.Items, now, r.Policy, delegation.Seen{Typed: typed, GoneSenders: gone, MootCarriers: moot})
-		freed, delivered := false, false
-		for _, step := range dec.Steps {
-			if err := r.apply(ctx, req.NamespacedName, panes, step, byName[step.Name], view, command, now); err != nil {
-				if errors.Is(err, errConflict) || apierrors.IsConflict(err) {
-					return ctrl.Result{RequeueAfter: 10 * time.Millisecond}, nil
-				}
-				return ctrl.Result{}, err
-			}
-			freed = freed || step.Kind.Settles()
-			delivered = delivered || step.Kind == delegation.StepDeliver
-		}
-		for _, carrier := range list.Items {
-			if carrier.Spec.InReplyTo == "" || !(typed.Has(carrier.Name) || carrier.Status.DeliveredAt != nil) {
-				continue
-			}
-			if err := r.acknowledgeOriginal(ctx, &carrier, now); err != nil {
-				if errors.Is(err, errConflict) {
-					return ctrl.Result{RequeueAfter: 10 * time.Millisecond}, nil
-				}
-				return ctrl.Result{}, err
-			}
-		}
-		if !freed || delivered {
-			break
-		}
-		// A message settled: decide again on the Delegations as written,
-		// so the next one is typed now rather than once the cache shows
-		// the settle.
-		now = r.Clock.Now()
 	}
 	return ctrl.Result{RequeueAfter: dec.RequeueAfter}, nil
-}
-
-// follow follows the agent of member's pane straight from herdr while its
-// queue holds a message that has not settled, and says whether it does.
-func (r *DelegationReconciler) follow(key types.NamespacedName, member *fleetv1alpha1.Member, panes Panes, ds []fleetv1alpha1.Delegation) bool {
-	if r.turns == nil {
-		return false
-	}
-	if panes == nil || member.Status.PaneID == "" || !member.DeletionTimestamp.IsZero() ||
-		!slices.ContainsFunc(ds, func(d fleetv1alpha1.Delegation) bool { return !delegation.Settled(d.Status.Phase) }) {
-		r.unfollow(key)
-		return false
-	}
-	r.turns.Track(key, member.Status.PaneID, panes)
-	return true
-}
-
-// unfollow stops following key's agent.
-func (r *DelegationReconciler) unfollow(key types.NamespacedName) {
-	if r.turns != nil {
-		r.turns.Forget(key)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.worked, key)
-}
-
-// observe is the member as Decide sees it. For a member whose agent it
-// follows it reads the agent's state from herdr now, by the Member
-// controller's own rule (observeAgent), so that a turn that ended is
-// settled, and the next message typed, at once rather than once the
-// Member's status shows it; the seq the agent was last seen working at is
-// remembered for the next look. Where herdr shows another terminal than
-// the Member does, or an older state, the Member's status stands: the
-// Member controller sorts the pane out first.
-func (r *DelegationReconciler) observe(ctx context.Context, key types.NamespacedName, m *fleetv1alpha1.Member, panes Panes, followed bool, now time.Time) delegation.Member {
-	view := memberViewOf(m)
-	if !followed {
-		return view
-	}
-	hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
-	info, err := panes.AgentGet(hctx, m.Status.PaneID)
-	cancel()
-	if err != nil || info == nil || int64(info.StateChangeSeq) < m.Status.StateChangeSeq ||
-		info.TerminalID != "" && m.Status.TerminalID != "" && info.TerminalID != m.Status.TerminalID {
-		return view
-	}
-	saw := r.turns.TakeSawWorking(key)
-	fresh := *m
-	fresh.Status = *m.Status.DeepCopy()
-	r.mu.Lock()
-	if w, ok := r.worked[key]; ok && w.terminalID == m.Status.TerminalID {
-		fresh.Status.WorkingSeq = max(fresh.Status.WorkingSeq, w.seq)
-	}
-	observeAgent(&fresh.Status, info, saw, metav1.NewTime(now))
-	if r.worked == nil {
-		r.worked = map[types.NamespacedName]workedAt{}
-	}
-	r.worked[key] = workedAt{terminalID: m.Status.TerminalID, seq: fresh.Status.WorkingSeq}
-	r.mu.Unlock()
-	return memberViewOf(&fresh)
-}
-
-// workedAt is the seq at which this process last saw a member's agent
-// working, in one terminal.
-type workedAt struct {
-	terminalID string
-	seq        int64
 }
 
 // hosts is where each member's panes live.
@@ -454,7 +345,7 @@ func (r *DelegationReconciler) deliver(ctx context.Context, member types.Namespa
 	if images != nil {
 		err = typeWithImages(hctx, panes, m.PaneID, *images)
 	} else {
-		err = r.typeMessage(hctx, member, panes, m, command, d.Spec.Content)
+		err = typeMessage(hctx, panes, m.PaneID, command, d.Spec.Content)
 	}
 	var refusal *herdr.Error
 	switch {
@@ -482,13 +373,19 @@ func (r *DelegationReconciler) deliver(ctx context.Context, member types.Namespa
 }
 
 // turnDone settles a message whose member ended the turn without
-// replying. The write is made on the version decided on: a worker's reply
-// is written before its turn can end, and a reply written before the
-// settle (whether or not the cache showed it yet) makes it fail with a
-// conflict, after which the Delegation is read again and the reply wins;
-// a reply written after it is kept as a late one. Exactly one of the two
-// settles the message.
-func (r *DelegationReconciler) turnDone(ctx context.Context, panes Panes, d *fleetv1alpha1.Delegation, now time.Time) error {
+// replying. It looks at the Delegation on the API server first, not the
+// cache: a worker's reply is written before its turn can end, so the live
+// object shows it if it came, and the write is made on that object's
+// version, so a reply written after the look makes it fail. Exactly one of
+// the two settles the message.
+func (r *DelegationReconciler) turnDone(ctx context.Context, panes Panes, cached *fleetv1alpha1.Delegation, now time.Time) error {
+	d := &fleetv1alpha1.Delegation{}
+	if err := r.Reader.Get(ctx, client.ObjectKeyFromObject(cached), d); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !delegation.InFlight(d) {
+		return nil
+	}
 	tail, err := readTail(ctx, panes, d.Status.PaneID)
 	if err != nil {
 		return err
@@ -521,44 +418,11 @@ func (r *DelegationReconciler) interrupt(ctx context.Context, panes Panes, paneI
 // one, which is what keeps an Enter right behind it from being read as part
 // of the text.
 func typeMessage(ctx context.Context, panes Panes, paneID string, command bool, text string) error {
-	_, err := typeMessageAs(ctx, panes, paneID, command, false, text)
-	return err
-}
-
-// typeMessageAs is typeMessage, and says whether the text went as input;
-// inputOnly skips agent.prompt for a plain command herdr refused before.
-func typeMessageAs(ctx context.Context, panes Panes, paneID string, command, inputOnly bool, text string) (asInput bool, err error) {
-	if !command || !inputOnly {
-		_, err = panes.AgentPrompt(ctx, herdr.AgentPromptParams{Target: paneID, Text: text})
-		if !command || !(errors.Is(err, herdr.ErrAgentNotReady) || errors.Is(err, herdr.ErrAgentNotFound)) {
-			return false, err
-		}
+	_, err := panes.AgentPrompt(ctx, herdr.AgentPromptParams{Target: paneID, Text: text})
+	if !command || !(errors.Is(err, herdr.ErrAgentNotReady) || errors.Is(err, herdr.ErrAgentNotFound)) {
+		return err
 	}
-	return true, panes.PaneSendInput(ctx, herdr.PaneSendInputParams{PaneID: paneID, Text: text, Keys: []string{"enter"}})
-}
-
-// typeMessage types a message into member's pane as typeMessage does. A
-// terminal whose plain command herdr refused to prompt is typed into with
-// pane.send_input from then on, without asking again.
-func (r *DelegationReconciler) typeMessage(ctx context.Context, member types.NamespacedName, panes Panes, m delegation.Member, command bool, text string) error {
-	asInput, err := typeMessageAs(ctx, panes, m.PaneID, command, r.inputOnly(member, m.TerminalID), text)
-	if asInput && err == nil && m.TerminalID != "" {
-		r.mu.Lock()
-		if r.plainCommand == nil {
-			r.plainCommand = map[types.NamespacedName]string{}
-		}
-		r.plainCommand[member] = m.TerminalID
-		r.mu.Unlock()
-	}
-	return err
-}
-
-// inputOnly says whether herdr refused to prompt member's plain command in
-// terminal.
-func (r *DelegationReconciler) inputOnly(member types.NamespacedName, terminal string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return terminal != "" && r.plainCommand[member] == terminal
+	return panes.PaneSendInput(ctx, herdr.PaneSendInputParams{PaneID: paneID, Text: text, Keys: []string{"enter"}})
 }
 
 // acknowledgeOriginal records on the Delegation a carrier answers that its
@@ -574,9 +438,6 @@ func (r *DelegationReconciler) acknowledgeOriginal(ctx context.Context, carrier 
 	if err != nil {
 		return fmt.Errorf("getting delegation %s, answered by %s: %w", carrier.Spec.InReplyTo, carrier.Name, err)
 	}
-	originals := []fleetv1alpha1.Delegation{*original}
-	r.own.overlay(originals, now)
-	original = &originals[0]
 	if original.Status.ReplyDeliveredAs != carrier.Name {
 		// It carried a question, not the outcome.
 		return nil
@@ -594,7 +455,6 @@ func (r *DelegationReconciler) expire(ctx context.Context, d *fleetv1alpha1.Dele
 	err := r.Client.Delete(ctx, d, client.Preconditions{UID: &d.UID, ResourceVersion: &d.ResourceVersion})
 	switch {
 	case err == nil, apierrors.IsNotFound(err):
-		r.own.forget(client.ObjectKeyFromObject(d))
 		return nil
 	case apierrors.IsConflict(err):
 		return errConflict
@@ -674,25 +534,14 @@ func (r *DelegationReconciler) carry(ctx context.Context, d *fleetv1alpha1.Deleg
 }
 
 // write updates the status with optimistic concurrency: the gateway writes
-// replies and questions to the same objects, and neither may lose the
-// other's. What it wrote is remembered until the cache shows it; on a
-// conflict the Delegation is read from the API server, so the next look
-// decides on what is there rather than on the cache's older version.
+// replies and questions to the same objects, and neither may lose the other's.
 func (r *DelegationReconciler) write(ctx context.Context, d *fleetv1alpha1.Delegation) error {
-	before := d.ResourceVersion
 	if err := r.Client.Status().Update(ctx, d); err != nil {
-		if !apierrors.IsConflict(err) {
-			return fmt.Errorf("writing the status of delegation %s: %w", d.Name, err)
+		if apierrors.IsConflict(err) {
+			return errConflict
 		}
-		key := client.ObjectKeyFromObject(d)
-		r.own.forget(key)
-		live := &fleetv1alpha1.Delegation{}
-		if err := r.Reader.Get(ctx, key, live); err == nil {
-			r.own.wrote(before, live, r.Clock.Now())
-		}
-		return errConflict
+		return fmt.Errorf("writing the status of delegation %s: %w", d.Name, err)
 	}
-	r.own.wrote(before, d, r.Clock.Now())
 	return nil
 }
 
@@ -740,18 +589,11 @@ func (r *DelegationReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 		UpdateFunc:  func(event.UpdateEvent) bool { return false },
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
-	// The agents of members with messages queued, followed straight from
-	// herdr: each status change asks for a look at the member's queue.
-	r.turns = NewPaneWatch(r.Panes)
-	if err := mgr.Add(r.turns); err != nil {
-		return fmt.Errorf("adding the injector's pane watch: %w", err)
-	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("delegation").
 		Watches(&fleetv1alpha1.Delegation{}, toMember).
 		Watches(&fleetv1alpha1.Member{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(memberStateChanged)).
 		Watches(&fleetv1alpha1.Member{}, owedTo, builder.WithPredicates(onlyDeletes)).
-		WatchesRawSource(r.turns.Source()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)
 }

@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -88,7 +87,7 @@ func TestBurstIsDeliveredInOrderOncePerTurn(t *testing.T) {
 	for i := range n {
 		d := waitPhase(t, ns, fmt.Sprintf("d%02d", i), fleetv1alpha1.DelegationTurnDone)
 		if d.Status.Outcome != fleetv1alpha1.OutcomeTurnDone || d.Status.Tail == nil || !strings.Contains(*d.Status.Tail, fmt.Sprintf("message %02d", i)) {
-			t.Errorf("d%02d: outcome=%s tail=%q, want turn_done with its own text", i, d.Status.Outcome, ptr.Deref(d.Status.Tail, "<none>"))
+			t.Errorf("d%02d: outcome=%s tail=%v, want turn_done with its own text", i, d.Status.Outcome, d.Status.Tail)
 		}
 		if d.Status.QueuedAt == nil || d.Status.DeliveredAt == nil || d.Status.PickedUpAt == nil || d.Status.SettledAt == nil {
 			t.Errorf("d%02d: a step has no timestamp: %+v", i, d.Status)
@@ -201,10 +200,8 @@ func TestDialogTheStatusMissedPostponesTheDelivery(t *testing.T) {
 	run := startControllers(t, ns, h.socket)
 	log := agentWithLog(t, ns, "w1")
 	// The Member's status says idle while a dialog is really on screen: the
-	// race between a look at the agent and a delivery, made deterministic
-	// by stopping the Member controller before the dialog opens, and by an
-	// injector whose own look at the agent fails, so it goes by the
-	// Member's status.
+	// race between a status sample and a delivery, made deterministic by
+	// stopping the Member controller before the dialog opens.
 	run.stop()
 	m, _ := getMember(t, ns, "w1")
 	hc := h.client()
@@ -218,7 +215,7 @@ func TestDialogTheStatusMissedPostponesTheDelivery(t *testing.T) {
 		}
 		return a.AgentStatus == herdr.AgentStatusBlocked, string(a.AgentStatus)
 	})
-	injector := startManagerOn(t, env.Config, ns, unobservedPanes{hc}, false)
+	injector := startInjectorOnly(t, ns, h.socket)
 	create(t, sequenced(testutil.MakeDelegation("postponed", ns, "w1", "silent: postponed").Obj(), 1))
 	testutil.Eventually(t, "herdr's refusal recorded", func() (bool, string) {
 		d, err := getDelegation(ns, "postponed")
@@ -240,14 +237,6 @@ func TestDialogTheStatusMissedPostponesTheDelivery(t *testing.T) {
 	if got := received(t, log); len(got) != 2 || got[1] != "silent: postponed" {
 		t.Errorf("received %q, want the dialog prompt and the postponed one", got)
 	}
-}
-
-// unobservedPanes is herdr failing every look at an agent (agent.get);
-// everything else reaches it.
-type unobservedPanes struct{ Panes }
-
-func (unobservedPanes) AgentGet(context.Context, string) (*herdr.AgentInfo, error) {
-	return nil, &herdr.Error{Code: herdr.CodeTimeout, Message: "no answer"}
 }
 
 // TestRefusedDeliveryFailsAndTheQueueMovesOn: herdr refuses a message for
@@ -395,8 +384,7 @@ func TestRetentionDeletesSettledDelegations(t *testing.T) {
 
 	// The settled ones are kept for the retention; the orphaned outcome
 	// will never be collected, so it goes a retention after it settled too.
-	// The pass that settles them decides again on what it wrote.
-	pass(retention)
+	pass(0)
 	left(all...)
 	pass(retention)
 
@@ -568,11 +556,26 @@ func TestDetachedReplyIsTypedIntoAMemberSendersPane(t *testing.T) {
 	})
 }
 
+// hookedReader is a Reader that runs after once, right after its first Get.
+type hookedReader struct {
+	client.Reader
+	after func()
+}
+
+func (r *hookedReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	err := r.Reader.Get(ctx, key, obj, opts...)
+	if r.after != nil {
+		r.after()
+		r.after = nil
+	}
+	return err
+}
+
 // TestTurnDoneAndReplyRace: a worker's reply and the end of its turn race to
-// settle one message. The controller settles turn_done with a write on the
-// version it decided on; the gateway records a reply only on a message
-// still in flight. Whichever order they come in, exactly one settles it and
-// the other learns so.
+// settle one message. The controller settles turn_done on a live look and
+// writes on that look's version; the gateway records a reply only on a
+// message still in flight. Whichever order they come in, exactly one
+// settles it and the other learns so.
 func TestTurnDoneAndReplyRace(t *testing.T) {
 	ns := env.Namespace(t)
 	h := startHerdr(t)
@@ -599,41 +602,44 @@ func TestTurnDoneAndReplyRace(t *testing.T) {
 		}
 		return d
 	}
-	injector := func() *DelegationReconciler {
-		return &DelegationReconciler{Client: env.Client, Reader: env.Client, Panes: h.client(), Clock: clock.RealClock{}, Policy: delegation.DefaultPolicy}
+	injector := func(reader client.Reader) *DelegationReconciler {
+		return &DelegationReconciler{Client: env.Client, Reader: reader, Panes: h.client(), Clock: clock.RealClock{}, Policy: delegation.DefaultPolicy}
 	}
 
 	t.Run("the reply comes first", func(t *testing.T) {
-		// The controller decides on a version from before the reply: its
-		// cache had not shown the reply yet.
 		cached := inFlight("reply-first")
 		if err := reply(cached); err != nil {
 			t.Fatal(err)
 		}
-		r := injector()
-		if err := r.turnDone(ctx, h.client(), cached, time.Now()); !errors.Is(err, errConflict) {
-			t.Fatalf("turnDone after the reply = %v, want a conflict (it looks again)", err)
+		if err := injector(env.Client).turnDone(ctx, h.client(), cached, time.Now()); err != nil {
+			t.Fatalf("turnDone after the reply: %v, want nothing done", err)
 		}
 		if d, _ := getDelegation(ns, "reply-first"); d.Status.Phase != fleetv1alpha1.DelegationReplied {
 			t.Errorf("phase %s, want Replied", d.Status.Phase)
 		}
-		// The next look decides on the version with the reply, though
-		// its cache still shows the old one: nothing is left to settle.
-		ds := []fleetv1alpha1.Delegation{*cached}
-		r.own.overlay(ds, time.Now())
-		if ds[0].Status.Phase != fleetv1alpha1.DelegationReplied {
-			t.Errorf("the next look sees phase %s, want Replied", ds[0].Status.Phase)
+	})
+	t.Run("the reply lands between the controller's look and its write", func(t *testing.T) {
+		cached := inFlight("reply-between")
+		var replyErr error
+		r := injector(&hookedReader{Reader: env.Client, after: func() { replyErr = reply(cached) }})
+		if err := r.turnDone(ctx, h.client(), cached, time.Now()); !errors.Is(err, errConflict) {
+			t.Errorf("turnDone = %v, want a conflict (it looks again)", err)
+		}
+		if replyErr != nil {
+			t.Fatalf("the reply: %v", replyErr)
+		}
+		if d, _ := getDelegation(ns, "reply-between"); d.Status.Phase != fleetv1alpha1.DelegationReplied {
+			t.Errorf("phase %s, want Replied", d.Status.Phase)
 		}
 	})
 	t.Run("the turn ends first", func(t *testing.T) {
 		cached := inFlight("turn-first")
-		gatewaySaw := cached.DeepCopy()
-		if err := injector().turnDone(ctx, h.client(), cached, time.Now()); err != nil {
+		if err := injector(env.Client).turnDone(ctx, h.client(), cached, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		// The gateway's write on the version it read conflicts; on the
 		// fresh one, the reply does not apply.
-		if err := reply(gatewaySaw); !apierrors.IsConflict(err) {
+		if err := reply(cached); !apierrors.IsConflict(err) {
 			t.Errorf("a reply on the old version: %v, want a conflict", err)
 		}
 		fresh, _ := getDelegation(ns, "turn-first")
@@ -647,10 +653,8 @@ func TestTurnDoneAndReplyRace(t *testing.T) {
 }
 
 // TestTheInjectorNeverWritesAMember: Member.status has one writer, the
-// Member controller. The injector only reads Members: delivering a message,
-// and settling it once the agent's turn ends (which the injector sees in
-// herdr itself, with the Member controller stopped), leaves the Member's
-// resourceVersion as it was.
+// Member controller. The injector only reads Members: delivering a message
+// leaves the Member's resourceVersion as it was.
 func TestTheInjectorNeverWritesAMember(t *testing.T) {
 	ns := env.Namespace(t)
 	h := startHerdr(t)
@@ -667,7 +671,7 @@ func TestTheInjectorNeverWritesAMember(t *testing.T) {
 		got := received(t, log)
 		return len(got) == 1, fmt.Sprintf("received %q", got)
 	})
-	waitPhase(t, ns, "d", fleetv1alpha1.DelegationTurnDone)
+	waitPhase(t, ns, "d", fleetv1alpha1.DelegationDelivered)
 	after, err := getMember(t, ns, "w1")
 	if err != nil {
 		t.Fatal(err)

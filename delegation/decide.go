@@ -25,14 +25,10 @@ type Policy struct {
 	// before it is deleted; 0 keeps every Delegation. Outcomes their sender
 	// has not collected stay until acknowledged.
 	Retention time.Duration
-	// PickupDelay is how long after its typing a message seen picked up is
-	// recorded Working: a turn that ends sooner is settled with one write,
-	// its pickup recorded with it.
-	PickupDelay time.Duration
 }
 
 // DefaultPolicy is the policy fleetd runs with.
-var DefaultPolicy = Policy{ConfirmWindow: 10 * time.Second, MaxHops: 20, Retention: 24 * time.Hour, PickupDelay: time.Second}
+var DefaultPolicy = Policy{ConfirmWindow: 10 * time.Second, MaxHops: 20, Retention: 24 * time.Hour}
 
 // Member is what Decide knows of the member a queue belongs to.
 type Member struct {
@@ -100,16 +96,6 @@ const (
 	// StepExpire deletes a settled Delegation past its retention.
 	StepExpire StepKind = "Expire"
 )
-
-// Settles says whether a step ends its Delegation's time in its member's
-// queue, so that the next message may be due.
-func (k StepKind) Settles() bool {
-	switch k {
-	case StepTurnDone, StepTimeOut, StepWorkerGone, StepFail, StepCancel, StepInterrupt:
-		return true
-	}
-	return false
-}
 
 // Step is one decision about one Delegation.
 type Step struct {
@@ -259,11 +245,7 @@ func Decide(m Member, ds []fleetv1alpha1.Delegation, now time.Time, policy Polic
 				step(StepTurnDone, d, fleetv1alpha1.ReasonTurnDone, "")
 				flying = nil
 			case picked && d.Status.Phase == fleetv1alpha1.DelegationDelivered:
-				if at := d.Status.DeliveringAt.Add(policy.PickupDelay); now.Before(at) {
-					later(at)
-				} else {
-					step(StepPickup, d, "", "")
-				}
+				step(StepPickup, d, "", "")
 			case QuestionNeedsCarrying(d):
 				step(StepCarryQuestion, d, "", "")
 			}

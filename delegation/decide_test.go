@@ -476,33 +476,3 @@ func TestDecideRetention(t *testing.T) {
 		})
 	}
 }
-
-// TestDecidePickupDelay: a pickup is written only once the turn has lasted
-// the pickup delay since the typing; a turn that ends sooner settles with
-// its pickup in the one write.
-func TestDecidePickupDelay(t *testing.T) {
-	delayed := policy
-	delayed.PickupDelay = time.Second
-	typedAt := mk("a", 0).typed(1).obj() // typed at t0
-	cases := map[string]struct {
-		member      Member
-		now         time.Duration
-		want        []Step
-		wantRequeue time.Duration
-	}{
-		"working, within the delay: look again when it is over": {member: working(3), now: 500 * time.Millisecond, wantRequeue: 500 * time.Millisecond},
-		"working, after the delay: the pickup is written":       {member: working(3), now: 2 * time.Second, want: []Step{{Kind: StepPickup, Name: "a"}}, wantRequeue: 58 * time.Second},
-		"idle again within the delay: turn done at once":        {member: idleAfterWork(3), now: 500 * time.Millisecond, want: []Step{{Kind: StepTurnDone, Name: "a", Reason: fleetv1alpha1.ReasonTurnDone}}},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			dec := Decide(tc.member, []fleetv1alpha1.Delegation{typedAt}, t0.Add(tc.now), delayed, Seen{Typed: sets.New("a")})
-			if diff := cmp.Diff(tc.want, dec.Steps); diff != "" {
-				t.Errorf("steps (-want +got):\n%s", diff)
-			}
-			if dec.RequeueAfter != tc.wantRequeue {
-				t.Errorf("requeue after %s, want %s", dec.RequeueAfter, tc.wantRequeue)
-			}
-		})
-	}
-}
