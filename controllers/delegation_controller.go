@@ -45,8 +45,8 @@ const tailLines = 40
 // step out through the delegation package's transitions with one write.
 type DelegationReconciler struct {
 	Client client.Client
-	// Reader reads from the API server: a turn that ended is settled only
-	// on a live look, so a reply written a moment before always wins.
+	// Reader reads from the API server: the Secrets a message's images
+	// come from, which the cache does not hold.
 	Reader client.Reader
 	// Panes is the shared pane server; Hosts, when set, says which pane
 	// host each member's panes live on (Panes, or its Pod's).
@@ -72,6 +72,9 @@ type DelegationReconciler struct {
 	// shared is what the shared pane server does beyond herdr: whether it
 	// keeps members' files, where a message's images go.
 	shared sharedHost
+
+	// own is what this injector wrote that its cache may not show yet.
+	own ownWrites
 }
 
 // +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=delegations,verbs=get;list;watch;create;delete
@@ -103,6 +106,7 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err := r.Client.List(ctx, &list, client.InNamespace(req.Namespace), client.MatchingFields{IndexDelegationTo: req.Name}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing delegations to %s: %w", req.Name, err)
 	}
+	r.own.overlayQueue(req.NamespacedName, list.Items)
 	byName := make(map[string]*fleetv1alpha1.Delegation, len(list.Items))
 	for i := range list.Items {
 		byName[list.Items[i].Name] = &list.Items[i]
@@ -119,13 +123,11 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{}, err
 	}
 	dec := delegation.Decide(view, list.Items, now, r.Policy, delegation.Seen{Typed: typed, GoneSenders: gone, MootCarriers: moot})
-	for _, step := range dec.Steps {
-		if err := r.apply(ctx, req.NamespacedName, panes, step, byName[step.Name], view, command, now); err != nil {
-			if errors.Is(err, errConflict) || apierrors.IsConflict(err) {
-				return ctrl.Result{RequeueAfter: 10 * time.Millisecond}, nil
-			}
-			return ctrl.Result{}, err
+	if err := r.applyAll(ctx, req.NamespacedName, panes, dec.Steps, byName, view, command, now); err != nil {
+		if errors.Is(err, errConflict) || apierrors.IsConflict(err) {
+			return ctrl.Result{RequeueAfter: 10 * time.Millisecond}, nil
 		}
+		return ctrl.Result{}, err
 	}
 	for _, carrier := range list.Items {
 		if carrier.Spec.InReplyTo == "" || !(typed.Has(carrier.Name) || carrier.Status.DeliveredAt != nil) {
@@ -264,6 +266,60 @@ func (r *DelegationReconciler) blockQueue(member types.NamespacedName, seq int64
 	r.blockedAt[member] = seq
 }
 
+// applyAll carries out steps in order. A turn that ended is settled while
+// the next message is typed: the two writes are to different Delegations
+// and neither needs the other, and the settle's tail is read before
+// anything is typed. The first error is returned once every step is done.
+func (r *DelegationReconciler) applyAll(ctx context.Context, member types.NamespacedName, panes Panes, steps []delegation.Step, byName map[string]*fleetv1alpha1.Delegation, m delegation.Member, command bool, now time.Time) error {
+	var (
+		settling sync.WaitGroup
+		mu       sync.Mutex
+		errs     []error
+	)
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		errs = append(errs, err)
+	}
+	for _, step := range steps {
+		d := byName[step.Name]
+		if step.Kind != delegation.StepTurnDone {
+			if err := r.apply(ctx, member, panes, step, d, m, command, now); err != nil {
+				fail(err)
+				break
+			}
+			continue
+		}
+		write, err := r.endTurn(ctx, member, panes, d, now)
+		if err != nil {
+			fail(err)
+			break
+		}
+		settling.Go(func() {
+			if err := write(); err != nil {
+				fail(err)
+			}
+		})
+	}
+	settling.Wait()
+	return errors.Join(errs...)
+}
+
+// endTurn settles d, whose member ended the turn without replying,
+// TurnDone with the terminal's tail, read now, and returns the write that
+// records it (see write: a reply it did not see makes it fail).
+func (r *DelegationReconciler) endTurn(ctx context.Context, member types.NamespacedName, panes Panes, d *fleetv1alpha1.Delegation, now time.Time) (func() error, error) {
+	if panes == nil {
+		return nil, fmt.Errorf("%s of delegation %s: %w: member %s's pane host is not known", delegation.StepTurnDone, d.Name, panehost.ErrNoPaneHost, member.Name)
+	}
+	tail, err := readTail(ctx, panes, d.Status.PaneID)
+	if err != nil {
+		return nil, err
+	}
+	delegation.TurnDone(d, now, tail)
+	return func() error { return r.write(ctx, d) }, nil
+}
+
 // apply carries out one step with one write.
 func (r *DelegationReconciler) apply(ctx context.Context, member types.NamespacedName, panes Panes, step delegation.Step, d *fleetv1alpha1.Delegation, m delegation.Member, command bool, now time.Time) error {
 	switch step.Kind {
@@ -278,8 +334,6 @@ func (r *DelegationReconciler) apply(ctx context.Context, member types.Namespace
 	case delegation.StepPickup:
 		delegation.Pickup(d, now)
 		return r.write(ctx, d)
-	case delegation.StepTurnDone:
-		return r.turnDone(ctx, panes, d, now)
 	case delegation.StepTimeOut:
 		delegation.TimeOut(d, now)
 	case delegation.StepWorkerGone:
@@ -372,28 +426,6 @@ func (r *DelegationReconciler) deliver(ctx context.Context, member types.Namespa
 	}
 }
 
-// turnDone settles a message whose member ended the turn without
-// replying. It looks at the Delegation on the API server first, not the
-// cache: a worker's reply is written before its turn can end, so the live
-// object shows it if it came, and the write is made on that object's
-// version, so a reply written after the look makes it fail. Exactly one of
-// the two settles the message.
-func (r *DelegationReconciler) turnDone(ctx context.Context, panes Panes, cached *fleetv1alpha1.Delegation, now time.Time) error {
-	d := &fleetv1alpha1.Delegation{}
-	if err := r.Reader.Get(ctx, client.ObjectKeyFromObject(cached), d); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if !delegation.InFlight(d) {
-		return nil
-	}
-	tail, err := readTail(ctx, panes, d.Status.PaneID)
-	if err != nil {
-		return err
-	}
-	delegation.TurnDone(d, now, tail)
-	return r.write(ctx, d)
-}
-
 // interrupt ends the member's turn the way a person would: Escape for an
 // agent CLI, Ctrl-C for a plain command. It returns the key.
 func (r *DelegationReconciler) interrupt(ctx context.Context, panes Panes, paneID string, command bool) (string, error) {
@@ -438,6 +470,7 @@ func (r *DelegationReconciler) acknowledgeOriginal(ctx context.Context, carrier 
 	if err != nil {
 		return fmt.Errorf("getting delegation %s, answered by %s: %w", carrier.Spec.InReplyTo, carrier.Name, err)
 	}
+	original = r.own.current(original).(*fleetv1alpha1.Delegation)
 	if original.Status.ReplyDeliveredAs != carrier.Name {
 		// It carried a question, not the outcome.
 		return nil
@@ -455,6 +488,7 @@ func (r *DelegationReconciler) expire(ctx context.Context, d *fleetv1alpha1.Dele
 	err := r.Client.Delete(ctx, d, client.Preconditions{UID: &d.UID, ResourceVersion: &d.ResourceVersion})
 	switch {
 	case err == nil, apierrors.IsNotFound(err):
+		r.own.forget(client.ObjectKeyFromObject(d))
 		return nil
 	case apierrors.IsConflict(err):
 		return errConflict
@@ -533,15 +567,24 @@ func (r *DelegationReconciler) carry(ctx context.Context, d *fleetv1alpha1.Deleg
 	return nil
 }
 
-// write updates the status with optimistic concurrency: the gateway writes
-// replies and questions to the same objects, and neither may lose the other's.
+// write updates the status with optimistic concurrency, on the version it
+// was decided on: the gateway writes replies and questions to the same
+// objects, and neither may lose the other's. A turn that ended is settled
+// this way too: a worker's reply is written before its turn can end, so a
+// reply the decision did not see makes the settle fail, and the next look
+// sees the reply; a reply written after the settle is kept as a late one.
+// Exactly one of the two settles the message. What was written is
+// remembered until the cache shows it, so the next look decides on it.
 func (r *DelegationReconciler) write(ctx context.Context, d *fleetv1alpha1.Delegation) error {
+	replaced := d.ResourceVersion
 	if err := r.Client.Status().Update(ctx, d); err != nil {
+		r.own.forget(client.ObjectKeyFromObject(d))
 		if apierrors.IsConflict(err) {
 			return errConflict
 		}
 		return fmt.Errorf("writing the status of delegation %s: %w", d.Name, err)
 	}
+	r.own.wrote(replaced, d)
 	return nil
 }
 

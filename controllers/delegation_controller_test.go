@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -556,26 +557,11 @@ func TestDetachedReplyIsTypedIntoAMemberSendersPane(t *testing.T) {
 	})
 }
 
-// hookedReader is a Reader that runs after once, right after its first Get.
-type hookedReader struct {
-	client.Reader
-	after func()
-}
-
-func (r *hookedReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	err := r.Reader.Get(ctx, key, obj, opts...)
-	if r.after != nil {
-		r.after()
-		r.after = nil
-	}
-	return err
-}
-
 // TestTurnDoneAndReplyRace: a worker's reply and the end of its turn race to
-// settle one message. The controller settles turn_done on a live look and
-// writes on that look's version; the gateway records a reply only on a
-// message still in flight. Whichever order they come in, exactly one
-// settles it and the other learns so.
+// settle one message. The controller settles turn_done with a write on the
+// version it decided on; the gateway records a reply only on a message
+// still in flight. Whichever order they come in, exactly one settles it
+// and the other learns so.
 func TestTurnDoneAndReplyRace(t *testing.T) {
 	ns := env.Namespace(t)
 	h := startHerdr(t)
@@ -602,44 +588,35 @@ func TestTurnDoneAndReplyRace(t *testing.T) {
 		}
 		return d
 	}
-	injector := func(reader client.Reader) *DelegationReconciler {
-		return &DelegationReconciler{Client: env.Client, Reader: reader, Panes: h.client(), Clock: clock.RealClock{}, Policy: delegation.DefaultPolicy}
-	}
-
-	t.Run("the reply comes first", func(t *testing.T) {
-		cached := inFlight("reply-first")
-		if err := reply(cached); err != nil {
+	endTurn := func(decidedOn *fleetv1alpha1.Delegation) error {
+		r := &DelegationReconciler{Client: env.Client, Panes: h.client(), Clock: clock.RealClock{}, Policy: delegation.DefaultPolicy}
+		write, err := r.endTurn(ctx, types.NamespacedName{Namespace: ns, Name: "w1"}, h.client(), decidedOn.DeepCopy(), time.Now())
+		if err != nil {
 			t.Fatal(err)
 		}
-		if err := injector(env.Client).turnDone(ctx, h.client(), cached, time.Now()); err != nil {
-			t.Fatalf("turnDone after the reply: %v, want nothing done", err)
+		return write()
+	}
+
+	t.Run("the reply comes before the settle, unseen by the decision", func(t *testing.T) {
+		decidedOn := inFlight("reply-first")
+		if err := reply(decidedOn); err != nil {
+			t.Fatal(err)
+		}
+		if err := endTurn(decidedOn); !errors.Is(err, errConflict) {
+			t.Errorf("settling after the reply: %v, want a conflict (it looks again)", err)
 		}
 		if d, _ := getDelegation(ns, "reply-first"); d.Status.Phase != fleetv1alpha1.DelegationReplied {
 			t.Errorf("phase %s, want Replied", d.Status.Phase)
 		}
 	})
-	t.Run("the reply lands between the controller's look and its write", func(t *testing.T) {
-		cached := inFlight("reply-between")
-		var replyErr error
-		r := injector(&hookedReader{Reader: env.Client, after: func() { replyErr = reply(cached) }})
-		if err := r.turnDone(ctx, h.client(), cached, time.Now()); !errors.Is(err, errConflict) {
-			t.Errorf("turnDone = %v, want a conflict (it looks again)", err)
-		}
-		if replyErr != nil {
-			t.Fatalf("the reply: %v", replyErr)
-		}
-		if d, _ := getDelegation(ns, "reply-between"); d.Status.Phase != fleetv1alpha1.DelegationReplied {
-			t.Errorf("phase %s, want Replied", d.Status.Phase)
-		}
-	})
 	t.Run("the turn ends first", func(t *testing.T) {
-		cached := inFlight("turn-first")
-		if err := injector(env.Client).turnDone(ctx, h.client(), cached, time.Now()); err != nil {
+		decidedOn := inFlight("turn-first")
+		if err := endTurn(decidedOn); err != nil {
 			t.Fatal(err)
 		}
 		// The gateway's write on the version it read conflicts; on the
 		// fresh one, the reply does not apply.
-		if err := reply(cached); !apierrors.IsConflict(err) {
+		if err := reply(decidedOn); !apierrors.IsConflict(err) {
 			t.Errorf("a reply on the old version: %v, want a conflict", err)
 		}
 		fresh, _ := getDelegation(ns, "turn-first")
