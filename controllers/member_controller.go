@@ -82,8 +82,14 @@ type MemberReconciler struct {
 	AgentDir string
 	// HookCommand runs `fleetd hook` where the panes run.
 	HookCommand []string
-	// MaxConcurrentReconciles bounds parallel reconciles (default 4).
+	// MaxConcurrentReconciles bounds parallel reconciles (default 16).
 	MaxConcurrentReconciles int
+
+	// turns is when each Member's agent was first seen working in its
+	// current turn (holdWorking).
+	turns sync.Map // types.NamespacedName -> turnStart
+	// own is what this controller wrote that its cache may not show yet.
+	own ownWrites
 }
 
 // +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=members,verbs=get;list;watch;update;patch
@@ -145,17 +151,24 @@ func (r *MemberReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.PaneWatch.Forget(req.NamespacedName)
+			r.turns.Delete(req.NamespacedName)
+			r.own.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	// Its status as this controller last wrote it, when the cache does not
+	// show that yet: a pass decides on it, and writes on its version.
+	m = r.own.current(m).(*fleetv1alpha1.Member)
 	if !m.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, m)
 	}
 	if controllerutil.AddFinalizer(m, fleetv1alpha1.MemberFinalizer) {
 		// Go on with the updated object: the update event is filtered out.
+		before := m.ResourceVersion
 		if err := r.Client.Update(ctx, m); err != nil {
 			return ctrl.Result{}, err
 		}
+		r.own.wrote(before, m)
 	}
 
 	original := m.DeepCopy()
@@ -343,8 +356,10 @@ func (r *MemberReconciler) writeStatus(ctx context.Context, original *fleetv1alp
 		// a pass that read a stale cache fail and look again, rather than
 		// write what it saw over a newer status.
 		if err := r.Client.Status().Patch(ctx, m, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{})); err != nil {
+			r.own.forget(client.ObjectKeyFromObject(m))
 			return fmt.Errorf("writing member status: %w", err)
 		}
+		r.own.wrote(original.ResourceVersion, m)
 	}
 	for _, e := range s.events {
 		r.Recorder.Eventf(m, nil, e.kind, e.reason, "Reconcile", "%s", e.note)
@@ -363,7 +378,7 @@ func socketOf(p Panes) string {
 // SetupWithManager registers the reconciler and its event sources.
 func (r *MemberReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.MaxConcurrentReconciles == 0 {
-		r.MaxConcurrentReconciles = 4
+		r.MaxConcurrentReconciles = 16
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &fleetv1alpha1.Member{}, IndexMemberNode, func(o client.Object) []string {
 		if n := o.(*fleetv1alpha1.Member).Status.NodeName; n != "" {

@@ -73,7 +73,17 @@ func (r *MemberReconciler) reconcilePane(ctx, hctx context.Context, s *memberSco
 	s.facts.observed = &obs
 	r.PaneWatch.Track(key, m.Status.PaneID, s.panes)
 	r.Screens.Watch(key, m.Status.PaneID, m.Status.AgentKind, s.panes)
-	observeAgent(&m.Status, obs.Agent, s.sawWorking, s.now)
+	hold := r.holdWorking(key, &m.Status, obs.Agent, s.now.Time)
+	if hold > 0 {
+		// The turn is not shown yet; what was seen of it is kept for the
+		// look that shows it.
+		if s.sawWorking {
+			r.PaneWatch.GiveBackSawWorking(key)
+			s.sawWorking = false
+		}
+	} else {
+		observeAgent(&m.Status, obs.Agent, s.sawWorking, s.now)
+	}
 	r.observeHooks(ctx, s)
 	switch judgeAgent(obs.Agent, m.Status.AgentStatus) {
 	case agentBlockedAtStart:
@@ -88,7 +98,24 @@ func (r *MemberReconciler) reconcilePane(ctx, hctx context.Context, s *memberSco
 			return ctrl.Result{RequeueAfter: agentStartTimeout - s.now.Sub(startedAt) + time.Second}, nil
 		}
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: hold}, nil
+}
+
+// holdWorking is holdWorking for the Member key, whose agent a shows: it
+// remembers when this process first saw the agent working in its current
+// turn, and forgets it once the agent stops.
+func (r *MemberReconciler) holdWorking(key types.NamespacedName, st *fleetv1alpha1.MemberStatus, a *herdr.AgentInfo, now time.Time) time.Duration {
+	if a == nil || agentStatus(a.AgentStatus) != fleetv1alpha1.AgentWorking {
+		r.turns.Delete(key)
+		return 0
+	}
+	turn := turnStart{terminalID: a.TerminalID, seq: a.StateChangeSeq, at: now}
+	if seen, ok := r.turns.Load(key); ok && seen.(turnStart).terminalID == turn.terminalID && seen.(turnStart).seq == turn.seq {
+		turn = seen.(turnStart)
+	} else {
+		r.turns.Store(key, turn)
+	}
+	return holdWorking(st, a, turn.at, now)
 }
 
 // paneStartedAt is when the Member's pane became ready, as PaneReady's

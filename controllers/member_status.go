@@ -130,6 +130,36 @@ func agentIsReady(a *herdr.AgentInfo) bool {
 	return a.InteractiveReady || agentStatus(a.AgentStatus) != fleetv1alpha1.AgentUnknown
 }
 
+// workingMirrorDelay is how long an agent works before its Member's status
+// says so. A turn that ends sooner is written once, when it ends: its
+// workingSeq records the turn all the same, which is what the injector's
+// pickup and turn-end rules read, and a message is not typed meanwhile,
+// since the one before it was not seen picked up. It spares a busy fleet
+// two status writes per short turn; blocked is mirrored at once, since a
+// dialog must stop the queue.
+const workingMirrorDelay = 500 * time.Millisecond
+
+// turnStart is when this process first saw an agent working in one turn:
+// its terminal, and the seq it went working at.
+type turnStart struct {
+	terminalID string
+	seq        uint64
+	at         time.Time
+}
+
+// holdWorking says how much longer st is to stay as it is rather than show
+// a, an agent seen working in the turn that began at start; zero mirrors a
+// now. Only a turn's start is held back: working seen while st shows the
+// agent waiting for input, in the same terminal.
+func holdWorking(st *fleetv1alpha1.MemberStatus, a *herdr.AgentInfo, start, now time.Time) time.Duration {
+	if a == nil || agentStatus(a.AgentStatus) != fleetv1alpha1.AgentWorking ||
+		st.AgentStatus != fleetv1alpha1.AgentIdle && st.AgentStatus != fleetv1alpha1.AgentDone ||
+		a.TerminalID != "" && st.TerminalID != "" && a.TerminalID != st.TerminalID {
+		return 0
+	}
+	return max(0, start.Add(workingMirrorDelay).Sub(now))
+}
+
 // observeAgent copies an agent's live state into status. sawWorking says
 // whether herdr reported the agent working or blocked since the last look:
 // a turn that began and ended between two looks (or before herdr's event

@@ -382,3 +382,36 @@ func TestSetConditions(t *testing.T) {
 		})
 	}
 }
+
+func TestHoldWorking(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	agent := func(status herdr.AgentStatus, terminal string) *herdr.AgentInfo {
+		return &herdr.AgentInfo{AgentStatus: status, TerminalID: terminal}
+	}
+	shows := func(status fleetv1alpha1.AgentStatus) *fleetv1alpha1.MemberStatus {
+		return &fleetv1alpha1.MemberStatus{AgentStatus: status, TerminalID: "t1"}
+	}
+	cases := map[string]struct {
+		st   *fleetv1alpha1.MemberStatus
+		a    *herdr.AgentInfo
+		now  time.Time
+		want time.Duration
+	}{
+		"a turn just begun is held":          {shows(fleetv1alpha1.AgentIdle), agent(herdr.AgentStatusWorking, "t1"), start, workingMirrorDelay},
+		"held for what is left of the delay": {shows(fleetv1alpha1.AgentDone), agent(herdr.AgentStatusWorking, "t1"), start.Add(200 * time.Millisecond), workingMirrorDelay - 200*time.Millisecond},
+		"a turn that lasted is shown":        {shows(fleetv1alpha1.AgentIdle), agent(herdr.AgentStatusWorking, "t1"), start.Add(workingMirrorDelay), 0},
+		"blocked is shown at once":           {shows(fleetv1alpha1.AgentIdle), agent(herdr.AgentStatusBlocked, "t1"), start, 0},
+		"idle is shown at once":              {shows(fleetv1alpha1.AgentWorking), agent(herdr.AgentStatusIdle, "t1"), start, 0},
+		"working after blocked is shown":     {shows(fleetv1alpha1.AgentBlocked), agent(herdr.AgentStatusWorking, "t1"), start, 0},
+		"a starting agent's status is shown": {shows(fleetv1alpha1.AgentUnknown), agent(herdr.AgentStatusWorking, "t1"), start, 0},
+		"another terminal is shown at once":  {shows(fleetv1alpha1.AgentIdle), agent(herdr.AgentStatusWorking, "t2"), start, 0},
+		"no agent is shown at once":          {shows(fleetv1alpha1.AgentIdle), nil, start, 0},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := holdWorking(tc.st, tc.a, start, tc.now); got != tc.want {
+				t.Errorf("holdWorking = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -35,7 +35,7 @@ type Config struct {
 	// Policy tunes the injector (delegation.DefaultPolicy if zero).
 	Policy delegation.Policy
 	// MemberConcurrency and QueueConcurrency bound parallel reconciles of
-	// Members and of member queues (defaults 4 and 16).
+	// Members and of member queues (default 16 each).
 	MemberConcurrency, QueueConcurrency int
 	// Clock is the real clock unless set.
 	Clock clock.PassiveClock

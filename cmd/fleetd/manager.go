@@ -102,7 +102,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&o.retention, "delegation-retention", delegation.DefaultPolicy.Retention, "How long a settled Delegation stays after its last change before it is deleted (0 keeps them all). An outcome its sender has not collected with bridge_poll stays until bridge_ack.")
 	fs.Float64Var(&o.kubeQPS, "kube-api-qps", -1, "Client-side limit on requests per second to the API server, per resource type. Negative: no client-side limit, the API server's priority and fairness decides (controller-runtime's default).")
 	fs.IntVar(&o.kubeBurst, "kube-api-burst", 100, "Requests above --kube-api-qps allowed at once, when it is positive.")
-	fs.IntVar(&o.memberParallel, "member-concurrency", 4, "Members reconciled in parallel.")
+	fs.IntVar(&o.memberParallel, "member-concurrency", 16, "Members reconciled in parallel.")
 	fs.StringVar(&o.agentDir, "agent-state-dir", controllers.DefaultAgentDir(), "Where each Member of a known agent (Claude Code, Codex) gets a directory of its own: the agent's configuration, seeded so it starts unattended, and its hooks' record. herdr's panes must reach it at the same path.")
 	fs.StringVar(&o.hookCommand, "hook-command", "", "The command agents' hooks run to report their status, as herdr's panes reach it (default: this fleetd binary with 'hook').")
 	fs.StringVar(&o.screenManifests, "screen-manifests", "", "Directory of screen manifests (<agent>.toml, herdr's format) that replace fleetd's built-in rules for reading agents' screens.")
