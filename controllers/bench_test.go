@@ -185,6 +185,14 @@ func BenchmarkDelegationDelivery(b *testing.B) {
 // order, each an agent.prompt that waits until the agent is idle again,
 // the members at once. Both end on the same event, the last agent idle
 // after its last message; fleetd/floor is the ratio.
+//
+// The API floor, measured in the same run on the same API server, is what
+// the API server alone takes for the writes any durable Delegation needs,
+// in the same shape: the 1,000 created at once, then each member's 20 in
+// order, each written once as typed and once as settled, the members at
+// once (apiFloor). On a machine where the API server's CPU is what runs
+// out, fleetd's time cannot go below it; api-floor/floor says how far that
+// is from herdr's floor.
 func BenchmarkThousandDelegations(b *testing.B) {
 	if testing.Short() {
 		b.Skip("starts 50 agents and sends 1,000 delegations")
@@ -192,9 +200,9 @@ func BenchmarkThousandDelegations(b *testing.B) {
 	const members, perMember = 50, 20
 	const delegations = members * perMember
 	var (
-		total, floor time.Duration
-		writes       writeTally
-		rounds       int
+		total, floor, apiFloorTime time.Duration
+		writes                     writeTally
+		rounds                     int
 	)
 	for b.Loop() {
 		b.StopTimer()
@@ -243,7 +251,7 @@ func BenchmarkThousandDelegations(b *testing.B) {
 		counter.quiesce(b, 2*time.Second, time.Minute)
 		writes.add(counter.snapshot().minus(before))
 		settled.stop()
-		checkThousand(b, ns, logs, want)
+		tail := checkThousand(b, ns, logs, want)
 
 		f.run.stop()
 		panes, prompts := make([]string, members), make([][]string, members)
@@ -257,6 +265,7 @@ func BenchmarkThousandDelegations(b *testing.B) {
 		}
 		floor += promptFloor(b, h.client(), panes, prompts)
 		checkReceived(b, logs, want)
+		apiFloorTime += apiFloor(b, ns, members, perMember, tail)
 		f.close(b)
 		b.StartTimer()
 	}
@@ -264,6 +273,8 @@ func BenchmarkThousandDelegations(b *testing.B) {
 	b.ReportMetric(total.Seconds()/float64(rounds), "s/total")
 	b.ReportMetric(floor.Seconds()/float64(rounds), "floor-s/total")
 	b.ReportMetric(float64(total)/float64(floor), "fleetd/floor")
+	b.ReportMetric(apiFloorTime.Seconds()/float64(rounds), "api-floor-s/total")
+	b.ReportMetric(float64(apiFloorTime)/float64(floor), "api-floor/floor")
 	b.ReportMetric(n/total.Seconds(), "delegations/s")
 	b.ReportMetric(float64(writes.total())/n, "writes/delegation")
 	b.ReportMetric(float64(writes.matching("delegations"))/n, "delegation-writes/delegation")
@@ -274,21 +285,74 @@ func BenchmarkThousandDelegations(b *testing.B) {
 }
 
 // checkThousand fails the benchmark unless every Delegation settled TurnDone
-// and every agent received its own messages, each once, in order.
-func checkThousand(b *testing.B, ns string, logs []string, want [][]string) {
+// and every agent received its own messages, each once, in order. It
+// returns the longest tail a settle carried.
+func checkThousand(b *testing.B, ns string, logs []string, want [][]string) string {
 	b.Helper()
 	var list fleetv1alpha1.DelegationList
 	if err := env.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
 		b.Fatal(err)
 	}
 	phases := map[fleetv1alpha1.DelegationPhase]int{}
+	tail := ""
 	for _, d := range list.Items {
 		phases[d.Status.Phase]++
+		if d.Status.Tail != nil && len(*d.Status.Tail) > len(tail) {
+			tail = *d.Status.Tail
+		}
 	}
 	if phases[fleetv1alpha1.DelegationTurnDone] != len(list.Items) {
 		b.Fatalf("phases of %d delegations: %v, want all %s", len(list.Items), phases, fleetv1alpha1.DelegationTurnDone)
 	}
 	checkReceived(b, logs, want)
+	return tail
+}
+
+// apiFloor makes, with no controller running, the API writes any durable
+// Delegation needs, as many and in the same shape as the fleetd run: one
+// Delegation per message of each member (perMember each), all created at
+// once, then each member's in order, each written as typed (its intent,
+// before it may be typed) and as settled (with tail), the members at once.
+// It returns the time from the first create to the last settle.
+func apiFloor(b *testing.B, ns string, members, perMember int, tail string) time.Duration {
+	b.Helper()
+	queues := make([][]*fleetv1alpha1.Delegation, members)
+	objs := make([][]client.Object, members)
+	for i := range members {
+		for j := range perMember {
+			d := testutil.MakeDelegation(fmt.Sprintf("m%02d-api%02d", i, j), ns, fmt.Sprintf("m%02d", i), fmt.Sprintf("silent: m%02d api %02d", i, j)).Obj()
+			queues[i] = append(queues[i], sequenced(d, j))
+			objs[i] = append(objs[i], queues[i][j])
+		}
+	}
+	ctx := context.Background()
+	start := time.Now()
+	createQueues(b, objs)
+	errs := make(chan error, members)
+	var wg sync.WaitGroup
+	for i, q := range queues {
+		wg.Go(func() {
+			for _, d := range q {
+				delegation.BeginDelivery(d, time.Now(), delegation.Target{PaneID: fmt.Sprintf("w%d:p1", i), TerminalID: "term", Seq: 1})
+				err := env.Client.Status().Update(ctx, d)
+				if err == nil {
+					delegation.TurnDone(d, time.Now(), tail)
+					err = env.Client.Status().Update(ctx, d)
+				}
+				if err != nil {
+					errs <- fmt.Errorf("writing %s: %w", d.Name, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+	return elapsed
 }
 
 // checkReceived fails the benchmark unless every agent received its own
