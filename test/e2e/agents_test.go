@@ -145,9 +145,16 @@ func watchStatuses(t *testing.T) *statusLog {
 	return l
 }
 
+// briefWork bounds a working state the Member may never show: fleetd
+// shows working once a turn has lasted half a second (counted from when
+// herdr reports it), so a turn this short is written once, when it ends.
+const briefWork = 2 * time.Second
+
 // delays measures, for every state change a member's hooks reported, how
-// long the Member took to show it.
-func (l *statusLog) delays(t *testing.T, m *fleetv1alpha1.Member) []time.Duration {
+// long the Member took to show it, and names the changes it had to show
+// and never did. A working state briefer than briefWork need not show
+// (and is not measured), and then neither need the change back from it.
+func (l *statusLog) delays(t *testing.T, m *fleetv1alpha1.Member) (out []time.Duration, missed []string) {
 	t.Helper()
 	events, err := w.hookEvents(m)
 	if err != nil {
@@ -156,25 +163,49 @@ func (l *statusLog) delays(t *testing.T, m *fleetv1alpha1.Member) []time.Duratio
 	l.mu.Lock()
 	seen := slices.Clone(l.seen[m.Name])
 	l.mu.Unlock()
-	var out []time.Duration
-	var last fleetv1alpha1.AgentStatus
-	for i, ev := range events {
-		if ev.State == "" || fleetv1alpha1.AgentStatus(ev.State) == last {
+	// The changes the hooks reported, each until the next one (the last
+	// until now, as far as anyone can tell).
+	type change struct {
+		status     fleetv1alpha1.AgentStatus
+		start, end time.Time
+	}
+	var changes []change
+	for _, ev := range events {
+		st := fleetv1alpha1.AgentStatus(ev.State)
+		if st == "" || len(changes) > 0 && changes[len(changes)-1].status == st {
 			continue
 		}
-		last = fleetv1alpha1.AgentStatus(ev.State)
-		next := time.Time{}
-		if i+1 < len(events) {
-			next = events[i+1].At
+		if len(changes) > 0 {
+			changes[len(changes)-1].end = ev.At
 		}
+		changes = append(changes, change{status: st, start: ev.At, end: time.Now()})
+	}
+	// shown is what the Member is bound to show by now: to begin with,
+	// what it showed before the first hook reported.
+	var shown fleetv1alpha1.AgentStatus
+	for _, s := range seen {
+		if len(changes) > 0 && s.at.Before(changes[0].start) {
+			shown = s.status
+		}
+	}
+	for _, c := range changes {
+		if c.status == fleetv1alpha1.AgentWorking && c.end.Sub(c.start) < briefWork {
+			continue
+		}
+		found := false
 		for _, s := range seen {
-			if s.status == last && !s.at.Before(ev.At.Add(-time.Millisecond)) && (next.IsZero() || s.at.Before(next.Add(time.Second))) {
-				out = append(out, s.at.Sub(ev.At))
+			if s.status == c.status && !s.at.Before(c.start.Add(-time.Millisecond)) && s.at.Before(c.end.Add(time.Second)) {
+				out = append(out, s.at.Sub(c.start))
+				found = true
 				break
 			}
 		}
+		if !found && c.status != shown {
+			missed = append(missed, fmt.Sprintf("%s at %s", c.status, c.start.Format(time.StampMilli)))
+		}
+		shown = c.status
 	}
-	return out
+	return out, missed
 }
 
 func percentile(ds []time.Duration, p float64) time.Duration {
@@ -410,8 +441,11 @@ func testRealAgent(t *testing.T, a realAgent, name string) {
 		})
 	})
 
-	delays := statuses.delays(t, m)
-	if len(delays) < 10 {
+	delays, missed := statuses.delays(t, m)
+	if len(missed) > 0 {
+		t.Errorf("the Member never showed %d of its hooks' changes: %s", len(missed), strings.Join(missed, ", "))
+	}
+	if len(delays) < 2 {
 		t.Fatalf("measured %d hook-to-Member delays, want the status changes of every flow", len(delays))
 	}
 	p50, p99 := percentile(delays, 0.5), percentile(delays, 0.99)
