@@ -114,6 +114,9 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) (int, error) {
+	// The agent CLIs keep files in /tmp whatever TMPDIR says: what the run
+	// left there goes with it.
+	defer removeAgentTemp(agentTemp())
 	var stop func()
 	var err error
 	if kubeconfig := os.Getenv(envKubeconfig); kubeconfig != "" {
@@ -129,6 +132,33 @@ func run(m *testing.M) (int, error) {
 		return 0, fmt.Errorf("kubectl apply -k config/samples: %v\n%s", err, out)
 	}
 	return m.Run(), nil
+}
+
+// agentTempGlobs are where the agent CLIs keep their temporary files,
+// whatever TMPDIR says (Claude Code: claude-<uid>, cc-socks-<uid>).
+var agentTempGlobs = []string{"/tmp/claude-*", "/tmp/cc-socks", "/tmp/cc-socks-*"}
+
+// agentTemp is what agentTempGlobs match now.
+func agentTemp() map[string]bool {
+	found := map[string]bool{}
+	for _, glob := range agentTempGlobs {
+		matches, _ := filepath.Glob(glob)
+		for _, m := range matches {
+			found[m] = true
+		}
+	}
+	return found
+}
+
+// removeAgentTemp removes what agentTempGlobs match that before did not.
+func removeAgentTemp(before map[string]bool) {
+	for path := range agentTemp() {
+		if !before[path] {
+			if err := os.RemoveAll(path); err != nil {
+				fmt.Fprintln(os.Stderr, "e2e: removing the agents' temporary files:", err)
+			}
+		}
+	}
 }
 
 func (w *world) kubectl(args ...string) (string, error) {

@@ -46,15 +46,18 @@ func startLocal() (_ *world, _ func(), err error) {
 	}
 	l := &local{dir: dir, bin: filepath.Join(dir, "bin")}
 	// Members' users traverse the directory to their own parts of it, and
-	// write their received logs in one open to all.
+	// write their received logs and temporary files in directories open
+	// to all.
 	if err := os.Chmod(dir, 0o711); err != nil {
 		return nil, nil, err
 	}
-	if err := os.Mkdir(filepath.Join(dir, "received"), 0o777); err != nil {
-		return nil, nil, err
-	}
-	if err := os.Chmod(filepath.Join(dir, "received"), 0o1777); err != nil {
-		return nil, nil, err
+	for _, open := range []string{"received", "tmp"} {
+		if err := os.Mkdir(filepath.Join(dir, open), 0o777); err != nil {
+			return nil, nil, err
+		}
+		if err := os.Chmod(filepath.Join(dir, open), 0o1777); err != nil {
+			return nil, nil, err
+		}
 	}
 	// stops undo what started, last first.
 	var stops []func()
@@ -236,11 +239,14 @@ func freePorts(n int) int {
 	}
 }
 
-// env is the processes' environment: panes find the scripted agent on PATH.
+// env is the processes' environment: panes find the scripted agent on PATH,
+// and what honours TMPDIR keeps its temporary files in the run's directory,
+// removed with it (for what does not, see agentTempGlobs).
 func (l *local) env() []string {
 	return []string{
 		"PATH=" + l.bin + string(os.PathListSeparator) + os.Getenv("PATH"),
 		"HOME=" + l.dir,
+		"TMPDIR=" + filepath.Join(l.dir, "tmp"),
 	}
 }
 
