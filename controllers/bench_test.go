@@ -328,31 +328,21 @@ func apiFloor(b *testing.B, ns string, members, perMember int, tail string) time
 	ctx := context.Background()
 	start := time.Now()
 	createQueues(b, objs)
-	errs := make(chan error, members)
-	var wg sync.WaitGroup
-	for i, q := range queues {
-		wg.Go(func() {
-			for _, d := range q {
-				delegation.BeginDelivery(d, time.Now(), delegation.Target{PaneID: fmt.Sprintf("w%d:p1", i), TerminalID: "term", Seq: 1})
-				err := env.Client.Status().Update(ctx, d)
-				if err == nil {
-					delegation.TurnDone(d, time.Now(), tail)
-					err = env.Client.Status().Update(ctx, d)
-				}
-				if err != nil {
-					errs <- fmt.Errorf("writing %s: %w", d.Name, err)
-					return
-				}
+	eachAtOnce(b, members, func(i int) error {
+		for _, d := range queues[i] {
+			delegation.BeginDelivery(d, time.Now(), delegation.Target{PaneID: fmt.Sprintf("w%d:p1", i), TerminalID: "term", Seq: 1})
+			err := env.Client.Status().Update(ctx, d)
+			if err == nil {
+				delegation.TurnDone(d, time.Now(), tail)
+				err = env.Client.Status().Update(ctx, d)
 			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	close(errs)
-	if err := <-errs; err != nil {
-		b.Fatal(err)
-	}
-	return elapsed
+			if err != nil {
+				return fmt.Errorf("writing %s: %w", d.Name, err)
+			}
+		}
+		return nil
+	})
+	return time.Since(start)
 }
 
 // checkReceived fails the benchmark unless every agent received its own
@@ -378,32 +368,22 @@ func promptFloor(b *testing.B, hc *herdr.Client, panes []string, prompts [][]str
 	for i, pane := range panes {
 		statuses[i] = subscribeAgentStatus(b, hc, pane)
 	}
-	errs := make(chan error, len(panes))
 	start := time.Now()
-	var wg sync.WaitGroup
-	for i, pane := range panes {
-		wg.Go(func() {
-			for _, text := range prompts[i] {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				err := hc.PaneSendInput(ctx, herdr.PaneSendInputParams{PaneID: pane, Text: text, Keys: []string{"enter"}})
-				cancel()
-				if err == nil {
-					err = awaitTurn(statuses[i], time.Minute)
-				}
-				if err != nil {
-					errs <- fmt.Errorf("prompting pane %s with %q: %w", pane, text, err)
-					return
-				}
+	eachAtOnce(b, len(panes), func(i int) error {
+		for _, text := range prompts[i] {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			err := hc.PaneSendInput(ctx, herdr.PaneSendInputParams{PaneID: panes[i], Text: text, Keys: []string{"enter"}})
+			cancel()
+			if err == nil {
+				err = awaitTurn(statuses[i], time.Minute)
 			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	close(errs)
-	if err := <-errs; err != nil {
-		b.Fatal(err)
-	}
-	return elapsed
+			if err != nil {
+				return fmt.Errorf("prompting pane %s with %q: %w", panes[i], text, err)
+			}
+		}
+		return nil
+	})
+	return time.Since(start)
 }
 
 // awaitTurn returns once seen shows a turn: working, then idle or done.
@@ -462,15 +442,27 @@ func (f *benchFleet) close(b *testing.B) {
 // fails. It never calls b.Fatal off the benchmark's goroutine.
 func createQueues(b *testing.B, queues [][]client.Object) {
 	b.Helper()
-	errs := make(chan error, len(queues))
+	eachAtOnce(b, len(queues), func(i int) error {
+		for _, obj := range queues[i] {
+			if err := env.Client.Create(context.Background(), obj); err != nil {
+				return fmt.Errorf("creating %s: %w", obj.GetName(), err)
+			}
+		}
+		return nil
+	})
+}
+
+// eachAtOnce runs work(i) for every i below n at once and, once all of
+// them returned, fails the benchmark with an error one of them returned.
+// It never calls b.Fatal off the benchmark's goroutine.
+func eachAtOnce(b *testing.B, n int, work func(i int) error) {
+	b.Helper()
+	errs := make(chan error, n)
 	var wg sync.WaitGroup
-	for _, q := range queues {
+	for i := range n {
 		wg.Go(func() {
-			for _, obj := range q {
-				if err := env.Client.Create(context.Background(), obj); err != nil {
-					errs <- fmt.Errorf("creating %s: %w", obj.GetName(), err)
-					return
-				}
+			if err := work(i); err != nil {
+				errs <- err
 			}
 		})
 	}
