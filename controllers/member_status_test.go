@@ -415,3 +415,210 @@ func TestHoldWorking(t *testing.T) {
 		})
 	}
 }
+
+// conditionCase is one row of a per-condition table: the status a pass
+// starts from, its facts, and the verdict on one condition.
+type conditionCase struct {
+	status fleetv1alpha1.MemberStatus
+	facts  memberFacts
+	want   conditionVerdict
+}
+
+func runConditionCases(t *testing.T, compute func(*fleetv1alpha1.MemberStatus, memberFacts) conditionVerdict, cases map[string]conditionCase) {
+	t.Helper()
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := compute(&tc.status, tc.facts)
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(conditionVerdict{})); diff != "" {
+				t.Errorf("verdict (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPaneReadyCondition(t *testing.T) {
+	yes, no := metav1.ConditionTrue, metav1.ConditionFalse
+	wasReady := fleetv1alpha1.MemberStatus{PaneID: "w1:p1", WorkspaceID: "w1", Conditions: []metav1.Condition{
+		{Type: fleetv1alpha1.ConditionPaneReady, Status: yes, Reason: fleetv1alpha1.ReasonPaneCreated, Message: "pane w1:p1 in workspace w1"},
+	}}
+	alive := &PaneObservation{Exists: true}
+	runConditionCases(t, paneReadyCondition, map[string]conditionCase{
+		"no fact keeps what it said": {},
+		"something the spec needs is missing": {
+			facts: memberFacts{unresolved: &missingError{fleetv1alpha1.ReasonSecretNotFound, "no secret"}},
+			want:  verdict(no, fleetv1alpha1.ReasonSecretNotFound, "no secret"),
+		},
+		"the boundary outranks what is missing": {
+			facts: memberFacts{unresolved: &missingError{fleetv1alpha1.ReasonSecretNotFound, "no secret"}, boundary: "ANTHROPIC_BASE_URL"},
+			want:  verdict(no, fleetv1alpha1.ReasonSubscriptionBoundary, "ANTHROPIC_BASE_URL"),
+		},
+		"an adopted pane": {
+			facts: memberFacts{adopted: "w1:p1"},
+			want:  verdict(yes, fleetv1alpha1.ReasonPaneAdopted, "adopted pane w1:p1"),
+		},
+		"a backoff": {
+			facts: memberFacts{waiting: &paneWait{why: "gone", left: 1500 * time.Millisecond}},
+			want:  verdict(no, fleetv1alpha1.ReasonBackoff, "gone; recreating in 2s"),
+		},
+		"a recreation alone forgets the old pane": {
+			status: wasReady,
+			facts:  memberFacts{recreated: true},
+			want:   conditionVerdict{renew: true},
+		},
+		"a recreation forgets a backoff of the same pass": {
+			facts: memberFacts{waiting: &paneWait{why: "gone"}, recreated: true},
+			want:  conditionVerdict{renew: true},
+		},
+		"a pod not scheduled": {
+			facts: memberFacts{pod: &podStart{unschedulable: "0/3 nodes are available"}},
+			want:  verdict(no, fleetv1alpha1.ReasonUnschedulable, "no node fits the member's pod: 0/3 nodes are available"),
+		},
+		"a pod starting": {
+			status: fleetv1alpha1.MemberStatus{PodName: "w1-abc"},
+			facts:  memberFacts{pod: &podStart{waiting: "ContainerCreating"}},
+			want:   verdict(no, fleetv1alpha1.ReasonPodStarting, "pod w1-abc: ContainerCreating"),
+		},
+		"a refused start": {
+			facts: memberFacts{recreated: true, startRefused: "agent_name_taken"},
+			want:  conditionVerdict{status: no, reason: fleetv1alpha1.ReasonAgentStartFailed, message: "agent_name_taken", renew: true},
+		},
+		"a started agent outranks everything before it": {
+			facts: memberFacts{recreated: true, waiting: &paneWait{why: "gone"}, started: &startedPane{"w1:p2", "w1"}},
+			want:  conditionVerdict{status: yes, reason: fleetv1alpha1.ReasonPaneCreated, message: "pane w1:p2 in workspace w1", renew: true},
+		},
+		"a pane seen alive keeps what made it ready": {
+			status: wasReady,
+			facts:  memberFacts{observed: alive},
+		},
+		"a pane seen alive keeps the adoption of the same pass": {
+			facts: memberFacts{adopted: "w1:p1", observed: alive},
+			want:  verdict(yes, fleetv1alpha1.ReasonPaneAdopted, "adopted pane w1:p1"),
+		},
+		"a pane seen alive after a backoff is ready": {
+			status: fleetv1alpha1.MemberStatus{PaneID: "w1:p1", WorkspaceID: "w1", Conditions: []metav1.Condition{
+				{Type: fleetv1alpha1.ConditionPaneReady, Status: no, Reason: fleetv1alpha1.ReasonBackoff},
+			}},
+			facts: memberFacts{observed: alive},
+			want:  verdict(yes, fleetv1alpha1.ReasonReady, "pane w1:p1 in workspace w1"),
+		},
+		"a pane seen alive overrides a pod still said to start": {
+			status: fleetv1alpha1.MemberStatus{PaneID: "w1:p1", WorkspaceID: "w1", PodName: "w1-abc"},
+			facts:  memberFacts{pod: &podStart{waiting: "ContainerCreating"}, observed: alive},
+			want:   verdict(yes, fleetv1alpha1.ReasonReady, "pane w1:p1 in workspace w1"),
+		},
+	})
+}
+
+func TestAgentReadyCondition(t *testing.T) {
+	no := metav1.ConditionFalse
+	idle := &herdr.AgentInfo{Agent: ptr.To("claude"), AgentStatus: herdr.AgentStatusIdle}
+	launching := &herdr.AgentInfo{Agent: ptr.To("claude"), LaunchPending: true, AgentStatus: herdr.AgentStatusBlocked}
+	runConditionCases(t, agentReadyCondition, map[string]conditionCase{
+		"no fact keeps what it said": {},
+		"across the boundary": {
+			facts: memberFacts{boundary: "ANTHROPIC_BASE_URL"},
+			want:  verdict(no, fleetv1alpha1.ReasonSubscriptionBoundary, "no agent is started across the subscription boundary"),
+		},
+		"a lost pane": {
+			facts: memberFacts{waiting: &paneWait{why: "gone"}},
+			want:  verdict(no, fleetv1alpha1.ReasonPaneLost, "gone"),
+		},
+		"a lost Pod": {
+			facts: memberFacts{waiting: &paneWait{why: "evicted", reason: fleetv1alpha1.ReasonPodLost}},
+			want:  verdict(no, fleetv1alpha1.ReasonPodLost, "evicted"),
+		},
+		"a recreation forgets the old agent": {
+			facts: memberFacts{waiting: &paneWait{why: "gone"}, recreated: true},
+			want:  conditionVerdict{renew: true},
+		},
+		"a started agent": {
+			facts: memberFacts{recreated: true, started: &startedPane{"w1:p1", "w1"}},
+			want:  conditionVerdict{status: no, reason: fleetv1alpha1.ReasonAgentStarting, message: agentStartingMessage, renew: true},
+		},
+		"an agent seen idle": {
+			status: fleetv1alpha1.MemberStatus{AgentStatus: fleetv1alpha1.AgentIdle},
+			facts:  memberFacts{started: &startedPane{"w1:p1", "w1"}, observed: &PaneObservation{Exists: true, Agent: idle}},
+			want:   verdict(metav1.ConditionTrue, fleetv1alpha1.ReasonReady, "the agent is idle"),
+		},
+		"a dialog before it was ever ready": {
+			status: fleetv1alpha1.MemberStatus{AgentStatus: fleetv1alpha1.AgentBlocked},
+			facts:  memberFacts{observed: &PaneObservation{Exists: true, Agent: launching}},
+			want:   verdict(no, fleetv1alpha1.ReasonBlockedAtStart, "the agent shows a dialog before it was ever ready, and waits for someone to answer it: (no text)"),
+		},
+		"a bare shell seen alive": {
+			facts: memberFacts{observed: &PaneObservation{Exists: true}},
+			want:  verdict(no, fleetv1alpha1.ReasonAgentStarting, agentStartingMessage),
+		},
+	})
+}
+
+func TestPodScheduledCondition(t *testing.T) {
+	onNode := fleetv1alpha1.MemberStatus{PodName: "w1-abc", NodeName: "node-2"}
+	runConditionCases(t, podScheduledCondition, map[string]conditionCase{
+		"a shared member has none": {},
+		"no node fits": {
+			facts: memberFacts{pod: &podStart{unschedulable: "0/3 nodes are available"}},
+			want:  verdict(metav1.ConditionFalse, fleetv1alpha1.ReasonUnschedulable, "0/3 nodes are available"),
+		},
+		"a Pod on a node, still starting": {
+			status: onNode,
+			facts:  memberFacts{pod: &podStart{waiting: "ContainerCreating"}},
+			want:   verdict(metav1.ConditionTrue, fleetv1alpha1.ReasonPodScheduled, "pod w1-abc runs on node node-2"),
+		},
+		"a Pod not on a node yet says nothing": {
+			facts: memberFacts{pod: &podStart{waiting: "Pending"}},
+		},
+		"a Pod up": {
+			status: onNode,
+			facts:  memberFacts{podScheduled: true},
+			want:   verdict(metav1.ConditionTrue, fleetv1alpha1.ReasonPodScheduled, "pod w1-abc runs on node node-2"),
+		},
+	})
+}
+
+func TestIsolatedCondition(t *testing.T) {
+	runConditionCases(t, func(_ *fleetv1alpha1.MemberStatus, f memberFacts) conditionVerdict { return isolatedCondition(f) }, map[string]conditionCase{
+		"not found out": {},
+		"a user of its own": {
+			facts: memberFacts{isolation: &isolation{reason: fleetv1alpha1.ReasonOwnUser, message: "own"}},
+			want:  verdict(metav1.ConditionTrue, fleetv1alpha1.ReasonOwnUser, "own"),
+		},
+		"one user for all": {
+			facts: memberFacts{isolation: &isolation{shared: true, reason: fleetv1alpha1.ReasonSharedUser, message: "shared"}},
+			want:  verdict(metav1.ConditionFalse, fleetv1alpha1.ReasonSharedUser, "shared"),
+		},
+	})
+}
+
+func TestAgentHooksCondition(t *testing.T) {
+	idle := &herdr.AgentInfo{Agent: ptr.To("claude"), AgentStatus: herdr.AgentStatusIdle}
+	claude := fleetv1alpha1.MemberStatus{AgentKind: fleetv1alpha1.AgentClaude}
+	runConditionCases(t, agentHooksCondition, map[string]conditionCase{
+		"a pane not seen says nothing": {status: claude, facts: memberFacts{hookRecord: &agents.HookStatus{Event: "Stop"}}},
+		"a plain command has no hooks": {facts: memberFacts{observed: &PaneObservation{Exists: true, Agent: idle}}},
+		"no hook yet": {
+			status: claude,
+			facts:  memberFacts{observed: &PaneObservation{Exists: true, Agent: idle}},
+			want:   verdict(metav1.ConditionUnknown, fleetv1alpha1.ReasonAwaitingHooks, "no hook of the agent has run yet"),
+		},
+		"hooks report": {
+			status: claude,
+			facts:  memberFacts{observed: &PaneObservation{Exists: true, Agent: idle}, hookRecord: &agents.HookStatus{Event: "Stop"}},
+			want:   verdict(metav1.ConditionTrue, fleetv1alpha1.ReasonHooksReporting, "the agent's hooks report its status to herdr as fleetd; last: Stop"),
+		},
+	})
+}
+
+func TestHerdrReachableCondition(t *testing.T) {
+	runConditionCases(t, func(_ *fleetv1alpha1.MemberStatus, f memberFacts) conditionVerdict { return herdrReachableCondition(f) }, map[string]conditionCase{
+		"not asked": {},
+		"answers": {
+			facts: memberFacts{herdr: &herdrReach{reachable: true, detail: "/run/herdr.sock"}},
+			want:  verdict(metav1.ConditionTrue, fleetv1alpha1.ReasonHerdrReachable, "herdr answers at /run/herdr.sock"),
+		},
+		"does not answer": {
+			facts: memberFacts{herdr: &herdrReach{detail: "refused"}},
+			want:  verdict(metav1.ConditionFalse, fleetv1alpha1.ReasonHerdrUnreachable, "refused"),
+		},
+	})
+}
