@@ -41,11 +41,13 @@ const resyncPeriod = 5 * time.Minute
 const herdrTimeout = 10 * time.Second
 
 // MemberReconciler keeps each Member's agent running in a herdr pane and
-// mirrors its status. Its phases live beside it: the pane's lifecycle
-// (member_pane.go), the token (member_token.go), what the agent's hooks
-// and transcript say (member_agent.go); they record what they find on the
-// pass's scope, and setConditions (member_status.go) turns that into the
-// Member's conditions.
+// mirrors its status. Its phases live beside it: the Pod of a member that
+// runs in one (member_pod.go), the pane's lifecycle (member_pane.go), the
+// token (member_token.go), what the agent's hooks and transcript say
+// (member_agent.go), the member's files where its agent runs
+// (member_files.go); they record what they find on the pass's scope, and
+// setConditions (member_status.go) turns that into the Member's
+// conditions, one function per condition.
 type MemberReconciler struct {
 	Client client.Client
 	Reader client.Reader // uncached, for env Secrets the cache does not hold

@@ -13,4 +13,8 @@
 //     loopback; the forwarder adds the pod's current service-account token
 //     (projected for audience fleetd, bound to the Pod, rotated by the
 //     kubelet), so the agent itself never holds a credential.
+//   - files.go: a member's files read where its agent runs
+//     (fleetd.file.read), within its working directory and as its user.
+//   - hosts.go: where a Member's panes live, the shared pane server or its
+//     Pod's pane host, with one client kept per Pod.
 package panehost

@@ -14,6 +14,9 @@
 //
 // The decisions (addresses, ports, paths, the configuration files, what to
 // undo and in which order) are pure functions of a Config, in layout.go,
-// render.go and journal.go; the files named after the machine's parts
-// (netns.go, cgroup.go, mount.go, sysctl.go, process.go) do the I/O.
+// render.go and journal.go. The I/O is in the files named after what they
+// touch: host.go (the network namespace, sysctls and directories),
+// cgroup.go, mount.go, process.go, pki.go, packages.go (the Debian
+// packages the nodes run), relay.go, node.go; up.go and down.go run the
+// steps in order, and cluster.go is what callers hold.
 package localcluster
