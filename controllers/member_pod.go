@@ -457,7 +457,8 @@ func desiredPod(m *fleetv1alpha1.Member, spec *fleetv1alpha1.MemberPod, set PodS
 		spec = &fleetv1alpha1.MemberPod{}
 	}
 	port := cmp.Or(set.Port, panehost.DefaultPort)
-	workspace := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+	resources := agentResources(spec.Resources)
+	workspace := corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: workspaceSize(resources)}}
 	if claim != "" {
 		workspace = corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}
 	}
@@ -505,6 +506,7 @@ func desiredPod(m *fleetv1alpha1.Member, spec *fleetv1alpha1.MemberPod, set PodS
 				Image:           set.ToolsImage,
 				ImagePullPolicy: set.PullPolicy,
 				Command:         []string{"cp", "/fleetd", "/paneserver", "/usr/local/bin/scripted-agent", podToolsDir + "/"},
+				Resources:       *toolsResources.DeepCopy(),
 				SecurityContext: containerSecurity,
 				VolumeMounts:    []corev1.VolumeMount{tools},
 			}},
@@ -534,7 +536,7 @@ func desiredPod(m *fleetv1alpha1.Member, spec *fleetv1alpha1.MemberPod, set PodS
 					ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(int32(port))}},
 					PeriodSeconds: 1,
 				},
-				Resources:       ptr.Deref(spec.Resources, corev1.ResourceRequirements{}),
+				Resources:       resources,
 				SecurityContext: containerSecurity,
 				VolumeMounts: []corev1.VolumeMount{
 					{Name: "workspace", MountPath: podWorkspace},
@@ -546,8 +548,8 @@ func desiredPod(m *fleetv1alpha1.Member, spec *fleetv1alpha1.MemberPod, set PodS
 			}},
 			Volumes: []corev1.Volume{
 				{Name: "workspace", VolumeSource: workspace},
-				{Name: "fleetd-tools", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-				{Name: "run", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				{Name: "fleetd-tools", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(toolsVolumeSize.DeepCopy())}}},
+				{Name: "run", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(runVolumeSize.DeepCopy())}}},
 				{Name: "pane-host-tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 					SecretName: PaneHostSecretName(m.Name), DefaultMode: ptr.To[int32](0o400),
 				}}},

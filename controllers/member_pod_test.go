@@ -100,7 +100,7 @@ func TestDesiredPod(t *testing.T) {
 	if agent.Image != "worker:1" || agent.ImagePullPolicy != corev1.PullNever {
 		t.Errorf("agent image %s (%s)", agent.Image, agent.ImagePullPolicy)
 	}
-	if diff := cmp.Diff(*limits, agent.Resources); diff != "" {
+	if diff := cmp.Diff(agentResources(limits), agent.Resources); diff != "" {
 		t.Errorf("resources (-want +got):\n%s", diff)
 	}
 	for _, flag := range []string{"--tls-listen=:7443", "--tls-dir=" + podTLSDir, "--agent-root=" + podAgentRoot, "--gateway=" + set.GatewayURL, "--token-file=" + podTokenDir + "/token"} {
@@ -131,6 +131,90 @@ func TestDesiredPod(t *testing.T) {
 	}
 	if img := desiredPod(m, &fleetv1alpha1.MemberPod{Image: "mine:2"}, set, "").Spec.Containers[0].Image; img != "mine:2" {
 		t.Errorf("the member's image %s", img)
+	}
+}
+
+// TestMemberPodIsBounded: a member Pod whose spec names no resources still
+// cannot take a node's memory, CPU or disk: every container has limits, and
+// every emptyDir a size.
+func TestMemberPodIsBounded(t *testing.T) {
+	m := &fleetv1alpha1.Member{ObjectMeta: metav1.ObjectMeta{Name: "w1", Namespace: "team", UID: "uid-1"}}
+	set := PodSettings{WorkerImage: "worker:1", ToolsImage: "fleetd:1"}
+	for name, spec := range map[string]*fleetv1alpha1.MemberPod{
+		"no pod spec":            nil,
+		"a pod spec without any": {},
+		"a cpu request alone":    {Resources: &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pod := desiredPod(m, spec, set, "")
+			for _, c := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
+				for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage} {
+					limit, ok := c.Resources.Limits[r]
+					if !ok || limit.IsZero() {
+						t.Errorf("container %s has no %s limit: %v", c.Name, r, c.Resources)
+					}
+					if req, ok := c.Resources.Requests[r]; ok && req.Cmp(limit) > 0 {
+						t.Errorf("container %s requests %s of %s, above its limit %s", c.Name, req.String(), r, limit.String())
+					}
+				}
+			}
+			for _, v := range pod.Spec.Volumes {
+				if v.EmptyDir != nil && (v.EmptyDir.SizeLimit == nil || v.EmptyDir.SizeLimit.IsZero()) {
+					t.Errorf("emptyDir %s has no sizeLimit", v.Name)
+				}
+			}
+		})
+	}
+}
+
+func TestAgentResources(t *testing.T) {
+	q := resource.MustParse
+	list := func(kv ...string) corev1.ResourceList {
+		l := corev1.ResourceList{}
+		for i := 0; i < len(kv); i += 2 {
+			l[corev1.ResourceName(kv[i])] = q(kv[i+1])
+		}
+		return l
+	}
+	cases := map[string]struct {
+		spec *corev1.ResourceRequirements
+		want corev1.ResourceRequirements
+	}{
+		"none: the defaults": {
+			want: defaultAgentResources,
+		},
+		"the spec's own win, the rest default": {
+			spec: &corev1.ResourceRequirements{Limits: list("memory", "8Gi", "ephemeral-storage", "50Gi")},
+			want: corev1.ResourceRequirements{
+				Requests: list("cpu", "100m", "memory", "512Mi", "ephemeral-storage", "1Gi"),
+				Limits:   list("cpu", "2", "memory", "8Gi", "ephemeral-storage", "50Gi"),
+			},
+		},
+		"a limit below the default request lowers it": {
+			spec: &corev1.ResourceRequirements{Limits: list("memory", "256Mi")},
+			want: corev1.ResourceRequirements{
+				Requests: list("cpu", "100m", "memory", "256Mi", "ephemeral-storage", "1Gi"),
+				Limits:   list("cpu", "2", "memory", "256Mi", "ephemeral-storage", "10Gi"),
+			},
+		},
+		"a request above the default limit raises it": {
+			spec: &corev1.ResourceRequirements{Requests: list("cpu", "4")},
+			want: corev1.ResourceRequirements{
+				Requests: list("cpu", "4", "memory", "512Mi", "ephemeral-storage", "1Gi"),
+				Limits:   list("cpu", "4", "memory", "4Gi", "ephemeral-storage", "10Gi"),
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := agentResources(tc.spec)
+			if diff := cmp.Diff(tc.want, got, cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			if ws := workspaceSize(got); ws.Cmp(got.Limits[corev1.ResourceEphemeralStorage]) != 0 {
+				t.Errorf("workspace size %s, want the ephemeral-storage limit", ws.String())
+			}
+		})
 	}
 }
 

@@ -333,6 +333,7 @@ func newGateway(opts Options, log logr.Logger, d gatewayDeps) *Gateway {
 		client: d.client,
 		auth: identity.NewAuthenticator(identity.Config{
 			Cache:        d.cache,
+			Live:         d.live,
 			Static:       d.static,
 			StaticTokens: opts.StaticTokens,
 			Reviews:      d.client,

@@ -81,6 +81,9 @@ type Config struct {
 	// Cache reads Members, indexed by IndexMemberTokenHash and
 	// IndexMemberPodUID, and members' Pods.
 	Cache client.Reader
+	// Live reads the other Pods, which the cache does not hold, to see
+	// that a pod-bound token's Pod exists and is no member's.
+	Live client.Reader
 	// Static reads the static-token Secret named StaticTokens; nil, or an
 	// empty name, switches static tokens off.
 	Static       client.Reader
@@ -99,6 +102,8 @@ type Authenticator struct {
 	cfg    Config
 	tokens *ttlCache[*tokenReview]
 	access *ttlCache[bool]
+	// pods remembers the UIDs of Pods found to be no member's.
+	pods *ttlCache[bool]
 }
 
 // NewAuthenticator returns an Authenticator on cfg.
@@ -106,7 +111,7 @@ func NewAuthenticator(cfg Config) *Authenticator {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	return &Authenticator{cfg: cfg, tokens: newTTLCache[*tokenReview](cfg.Clock), access: newTTLCache[bool](cfg.Clock)}
+	return &Authenticator{cfg: cfg, tokens: newTTLCache[*tokenReview](cfg.Clock), access: newTTLCache[bool](cfg.Clock), pods: newTTLCache[bool](cfg.Clock)}
 }
 
 // tokenReview is a remembered TokenReview verdict.
@@ -174,8 +179,10 @@ func (a *Authenticator) memberToken(ctx context.Context, token []byte) (*Princip
 // that Member: a pod member has no token of its own, its Pod's projected
 // token is its identity. A token of a member Pod that is no longer its
 // Member's current one (replaced after a crash, or on a lost node) is
-// refused, which fences a stale agent. A token of any other Pod is a
-// service account's, and nil is returned.
+// refused, which fences a stale agent; so is a token of a Pod that is gone,
+// since nothing is left to tell whether it was a member's. Only a token of
+// a Pod that exists and is no member's is its service account's, and nil
+// is returned.
 func (a *Authenticator) podMember(ctx context.Context, p *Principal) (*Principal, *Failure) {
 	if p.user == nil {
 		return nil, nil
@@ -188,29 +195,91 @@ func (a *Authenticator) podMember(ctx context.Context, p *Principal) (*Principal
 	if err := a.cfg.Cache.List(ctx, &members, client.InNamespace(p.Namespace), client.MatchingFields{IndexMemberPodUID: uid}); err != nil {
 		return nil, internal("lookup_error", "looking up the pod's member: %v", err)
 	}
-	switch len(members.Items) {
+	if len(members.Items) > 0 {
+		return podTokenVerdict(name, uid, members.Items, nil)
+	}
+	if known, ok := a.pods.get(uid); ok && known {
+		return nil, nil
+	}
+	pod, err := a.tokenPod(ctx, p.Namespace, name, uid)
+	if err != nil {
+		return nil, internal("lookup_error", "looking up the token's pod: %v", err)
+	}
+	m, f := podTokenVerdict(name, uid, nil, pod)
+	if m == nil && f == nil {
+		// A Pod's UID is never reused and a Pod that is no member's never
+		// becomes one: the answer holds as long as a TokenReview's.
+		a.pods.put(uid, true, reviewTTL)
+	}
+	return m, f
+}
+
+// tokenPod is the Pod named name if it is the one with uid, else nil. The
+// cache holds members' Pods only; any other Pod is read from the API
+// server.
+func (a *Authenticator) tokenPod(ctx context.Context, namespace, name, uid string) (*corev1.Pod, error) {
+	key := types.NamespacedName{Namespace: namespace, Name: name}
+	for _, r := range []client.Reader{a.cfg.Cache, a.cfg.Live} {
+		if r == nil {
+			continue
+		}
+		var pod corev1.Pod
+		err := r.Get(ctx, key, &pod)
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return nil, err
+		case string(pod.UID) == uid:
+			return &pod, nil
+		}
+	}
+	return nil, nil
+}
+
+// podTokenVerdict decides who a token bound to the Pod podName with podUID
+// stands for, from the Members whose current Pod that is and from the Pod
+// itself (nil when no Pod has that name and UID any more). It returns a
+// member principal, a refusal, or neither: the token is its service
+// account's. A token of a Pod that is, or was, a member's never is: a
+// member's agent holds it, and would act as a primary with the account's
+// RBAC.
+func podTokenVerdict(podName, podUID string, members []fleetv1alpha1.Member, pod *corev1.Pod) (*Principal, *Failure) {
+	switch len(members) {
+	case 0:
 	case 1:
-		m := &members.Items[0]
+		m := &members[0]
 		if m.DeletionTimestamp != nil {
 			return nil, unauthorized("member_closed", "member %s is stopped (being deleted): its pod's token no longer works", m.Name)
 		}
 		return &Principal{Kind: fleetv1alpha1.PrincipalMember, Name: m.Name, Namespace: m.Namespace, Member: m}, nil
-	case 0:
 	default:
 		return nil, unauthorized("ambiguous_token", "the pod's token belongs to more than one member")
 	}
-	var pod corev1.Pod
-	err := a.cfg.Cache.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: name}, &pod)
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil, nil
-	case err != nil:
-		return nil, internal("lookup_error", "looking up the token's pod: %v", err)
+	if pod == nil || string(pod.UID) != podUID {
+		return nil, unauthorized("pod_gone", "pod %s is gone: a token bound to a pod works only while the pod exists", podName)
 	}
-	if member, ok := pod.Labels[fleetv1alpha1.LabelMember]; ok && string(pod.UID) == uid {
-		return nil, unauthorized("replaced_pod", "pod %s no longer runs member %s: the member runs in another pod now, or none", name, member)
+	if member, ok := memberOfPod(pod); ok {
+		return nil, unauthorized("replaced_pod", "pod %s no longer runs member %s: the member runs in another pod now, or none", podName, member)
 	}
 	return nil, nil
+}
+
+// memberOfPod names the Member a Pod was made for, by the labels fleetd
+// puts on member Pods or by its controller, a Member.
+func memberOfPod(pod *corev1.Pod) (string, bool) {
+	if m, ok := pod.Labels[fleetv1alpha1.LabelMember]; ok {
+		return m, true
+	}
+	if _, ok := pod.Labels[fleetv1alpha1.LabelMemberUID]; ok {
+		return pod.Labels[fleetv1alpha1.LabelMember], true
+	}
+	for _, ref := range pod.OwnerReferences {
+		if ref.Kind == "Member" && strings.HasPrefix(ref.APIVersion, fleetv1alpha1.GroupVersion.Group+"/") {
+			return ref.Name, true
+		}
+	}
+	return "", false
 }
 
 func first(v authnv1.ExtraValue) string {

@@ -127,7 +127,8 @@ func httptestRequest(authorization string) *http.Request {
 
 // TestPodMember: a token bound to a Member's current Pod is that Member; a
 // token of a member Pod the Member no longer runs in is refused, which
-// fences a stale agent; a token of any other Pod is a service account's.
+// fences a stale agent; so is a token of a Pod that is gone, which may have
+// been a member's; a token of any other Pod is a service account's.
 func TestPodMember(t *testing.T) {
 	const ns = "team-a"
 	current := &fleetv1alpha1.Member{ObjectMeta: metav1.ObjectMeta{Name: "w1", Namespace: ns}}
@@ -141,13 +142,19 @@ func TestPodMember(t *testing.T) {
 		current, stopping,
 		pod("w1-old", "uid-old", map[string]string{fleetv1alpha1.LabelMember: "w1"}),
 		pod("w1-now", "uid-now", map[string]string{fleetv1alpha1.LabelMember: "w1"}),
-		pod("primary", "uid-primary", nil),
+		pod("w1-uid-only", "uid-uid-only", map[string]string{fleetv1alpha1.LabelMemberUID: "m-uid"}),
+		pod("reused", "uid-reused-now", nil),
 	}
+	owned := pod("w1-owned", "uid-owned", nil)
+	owned.OwnerReferences = []metav1.OwnerReference{{APIVersion: fleetv1alpha1.GroupVersion.String(), Kind: "Member", Name: "w1", UID: "m-uid"}}
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).
 		WithIndex(&fleetv1alpha1.Member{}, IndexMemberPodUID, IndexMemberPod).
 		WithStatusSubresource(&fleetv1alpha1.Member{}).
 		WithObjects(objs...).Build()
-	a := NewAuthenticator(Config{Cache: c})
+	// The cache holds members' Pods only; the API server holds the rest.
+	live := fake.NewClientBuilder().WithScheme(scheme.New()).
+		WithObjects(pod("primary", "uid-primary", nil), owned).Build()
+	a := NewAuthenticator(Config{Cache: c, Live: live})
 	sa := func(podName, podUID string) *Principal {
 		return &Principal{Kind: fleetv1alpha1.PrincipalServiceAccount, Name: "system:serviceaccount:team-a:default", Namespace: ns, user: &authnv1.UserInfo{
 			Username: "system:serviceaccount:team-a:default",
@@ -163,7 +170,10 @@ func TestPodMember(t *testing.T) {
 		"a replaced member pod":    {p: sa("w1-old", "uid-old"), wantReason: "replaced_pod"},
 		"a member being deleted":   {p: sa("w2-pod", "uid-stopping"), wantReason: "member_closed"},
 		"a primary's pod":          {p: sa("primary", "uid-primary")},
-		"a pod that is gone":       {p: sa("gone", "uid-gone")},
+		"a pod that is gone":       {p: sa("gone", "uid-gone"), wantReason: "pod_gone"},
+		"a name another pod took":  {p: sa("reused", "uid-reused-before"), wantReason: "pod_gone"},
+		"a pod a member owns":      {p: sa("w1-owned", "uid-owned"), wantReason: "replaced_pod"},
+		"a pod of a member's uid":  {p: sa("w1-uid-only", "uid-uid-only"), wantReason: "replaced_pod"},
 		"a token bound to no pod":  {p: &Principal{Kind: fleetv1alpha1.PrincipalServiceAccount, Namespace: ns, user: &authnv1.UserInfo{Username: "system:serviceaccount:team-a:ci"}}},
 	}
 	for name, tc := range cases {

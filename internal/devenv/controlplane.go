@@ -26,7 +26,8 @@ type ControlPlane struct {
 	// BinDir holds kube-apiserver, kube-controller-manager and etcd.
 	BinDir string
 	// EtcdPort and APIServerPort are on 127.0.0.1; EtcdPort+1 is etcd's peer
-	// port.
+	// port. Each asks every caller for a certificate of the control plane's
+	// CA (the API server also takes tokens); none answers anonymously.
 	EtcdPort      int
 	APIServerPort int
 
@@ -88,7 +89,13 @@ func (c *ControlPlane) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	// The state holds the admin kubeconfig, every key and etcd's data; the
+	// members' users must not even list it. MkdirAll keeps the mode of a
+	// directory that exists, so set it.
 	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
+		return err
+	}
+	if err := os.Chmod(c.Dir, 0o700); err != nil {
 		return err
 	}
 	p := c.pki()
@@ -97,7 +104,11 @@ func (c *ControlPlane) Start(ctx context.Context) error {
 	}
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 
-	etcdURL := "http://" + hostPort(c.EtcdPort)
+	// Every process on this machine reaches 127.0.0.1, the members' users
+	// too, so etcd answers only a caller with a certificate of the control
+	// plane's CA, on its client and its peer URL alike.
+	etcdURL := "https://" + hostPort(c.EtcdPort)
+	peerURL := "https://" + hostPort(c.EtcdPort+1)
 	c.etcd = &Process{
 		Name: "etcd", Path: filepath.Join(c.BinDir, "etcd"), Env: env, Log: filepath.Join(c.LogDir(), "etcd.log"),
 		Args: []string{
@@ -105,17 +116,29 @@ func (c *ControlPlane) Start(ctx context.Context) error {
 			"--data-dir=" + filepath.Join(c.Dir, "etcd"),
 			"--listen-client-urls=" + etcdURL,
 			"--advertise-client-urls=" + etcdURL,
-			"--listen-peer-urls=http://" + hostPort(c.EtcdPort+1),
-			"--initial-advertise-peer-urls=http://" + hostPort(c.EtcdPort+1),
-			"--initial-cluster=fleetd-dev=http://" + hostPort(c.EtcdPort+1),
+			"--listen-peer-urls=" + peerURL,
+			"--initial-advertise-peer-urls=" + peerURL,
+			"--initial-cluster=fleetd-dev=" + peerURL,
+			"--cert-file=" + p.path(etcdCert),
+			"--key-file=" + p.path(etcdKey),
+			"--trusted-ca-file=" + p.path(caCert),
+			"--client-cert-auth",
+			"--peer-cert-file=" + p.path(etcdCert),
+			"--peer-key-file=" + p.path(etcdKey),
+			"--peer-trusted-ca-file=" + p.path(caCert),
+			"--peer-client-cert-auth",
 			"--unsafe-no-fsync",
 			"--quota-backend-bytes=" + strconv.Itoa(4<<30),
 		},
 	}
+	etcdClient, err := p.etcdHTTPClient()
+	if err != nil {
+		return err
+	}
 	if err := c.etcd.Start(); err != nil {
 		return err
 	}
-	if err := waitFor(ctx, c.etcd, "healthy", 60*time.Second, func() error { return httpOK(http.DefaultClient, etcdURL+"/health") }); err != nil {
+	if err := waitFor(ctx, c.etcd, "healthy", 60*time.Second, func() error { return httpOK(etcdClient, etcdURL+"/health") }); err != nil {
 		c.Stop()
 		return err
 	}
@@ -124,9 +147,15 @@ func (c *ControlPlane) Start(ctx context.Context) error {
 		Name: "kube-apiserver", Path: filepath.Join(c.BinDir, "kube-apiserver"), Env: env, Log: filepath.Join(c.LogDir(), "kube-apiserver.log"),
 		Args: []string{
 			"--etcd-servers=" + etcdURL,
+			"--etcd-cafile=" + p.path(caCert),
+			"--etcd-certfile=" + p.path(etcdClientCrt),
+			"--etcd-keyfile=" + p.path(etcdClientKey),
 			"--bind-address=127.0.0.1",
 			"--advertise-address=127.0.0.1",
 			"--secure-port=" + strconv.Itoa(c.APIServerPort),
+			// Anonymous requests would read /version and the health
+			// endpoints; no one here needs them without a certificate.
+			"--anonymous-auth=false",
 			"--tls-cert-file=" + p.path(serverCert),
 			"--tls-private-key-file=" + p.path(serverKey),
 			"--client-ca-file=" + p.path(caCert),
@@ -173,6 +202,7 @@ func (c *ControlPlane) Start(ctx context.Context) error {
 			"--root-ca-file=" + p.path(caCert),
 			"--use-service-account-credentials=false",
 			"--leader-elect=false",
+			// It serves nothing: no health, metrics or debug port.
 			"--secure-port=0",
 			"--controllers=*,-node-ipam-controller,-node-lifecycle-controller,-persistentvolume-binder-controller,-persistentvolume-attach-detach-controller,-persistentvolume-expander-controller,-ttl-controller",
 		},

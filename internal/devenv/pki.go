@@ -5,6 +5,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -12,6 +13,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -35,12 +37,18 @@ const (
 	adminKey   = "admin.key"
 	saKey      = "sa.key"
 	saPub      = "sa.pub"
+	// etcd serves its client and peer URLs with etcdCert and asks every
+	// caller for a certificate of the CA: the API server's is etcdClient.
+	etcdCert      = "etcd.crt"
+	etcdKey       = "etcd.key"
+	etcdClientCrt = "apiserver-etcd-client.crt"
+	etcdClientKey = "apiserver-etcd-client.key"
 )
 
 // ensure writes whatever is missing. A partial set from an interrupted run
 // is replaced whole, since its parts would not match.
 func (p pki) ensure() error {
-	all := []string{caCert, caKey, serverCert, serverKey, adminCert, adminKey, saKey, saPub}
+	all := []string{caCert, caKey, serverCert, serverKey, adminCert, adminKey, saKey, saPub, etcdCert, etcdKey, etcdClientCrt, etcdClientKey}
 	missing := 0
 	for _, f := range all {
 		if _, err := os.Stat(p.path(f)); err != nil {
@@ -76,7 +84,45 @@ func (p pki) ensure() error {
 	if err := ca.Issue(admin, p.path(adminCert), p.path(adminKey)); err != nil {
 		return err
 	}
+	// etcd's own certificate is also its client certificate: its gateway
+	// and its peer connections call itself.
+	etcd := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "etcd"},
+		DNSNames:    []string{"localhost"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	if err := ca.Issue(etcd, p.path(etcdCert), p.path(etcdKey)); err != nil {
+		return err
+	}
+	etcdClient := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "kube-apiserver-etcd-client"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	if err := ca.Issue(etcdClient, p.path(etcdClientCrt), p.path(etcdClientKey)); err != nil {
+		return err
+	}
 	return WriteServiceAccountKey(p.path(saKey), p.path(saPub))
+}
+
+// etcdHTTPClient reaches etcd's HTTP endpoints as the API server does,
+// with the certificate etcd asks for.
+func (p pki) etcdHTTPClient() (*http.Client, error) {
+	cert, err := tls.LoadX509KeyPair(p.path(etcdClientCrt), p.path(etcdClientKey))
+	if err != nil {
+		return nil, err
+	}
+	caPEM, err := os.ReadFile(p.path(caCert))
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("no certificate in %s", p.path(caCert))
+	}
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+	}}, nil
 }
 
 // CA is a certificate authority that issues the certificates of a local

@@ -151,6 +151,9 @@ evictionHard:
   nodefs.inodesFree: "1%%"
   imagefs.available: "1%%"
 failSwapOn: false
+# A member's agent is hostile: a fork bomb in one Pod must not take the
+# machine's pids.
+podPidsLimit: 4096
 serializeImagePulls: false
 # Heartbeats often enough for kube-controller-manager's short grace period.
 nodeStatusUpdateFrequency: 4s

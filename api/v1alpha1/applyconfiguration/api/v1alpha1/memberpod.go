@@ -36,7 +36,11 @@ type MemberPodApplyConfiguration struct {
 	// imagePullPolicy is the agent container's pull policy.
 	ImagePullPolicy *v1.PullPolicy `json:"imagePullPolicy,omitempty"`
 	// resources are the agent container's requests and limits. A real
-	// Claude Code process holds about 250 MB.
+	// Claude Code process holds about 250 MB. A resource left out keeps
+	// fleetd's default (requests 100m CPU, 512Mi memory, 1Gi ephemeral
+	// storage; limits 2 CPUs, 4Gi, 10Gi), so a member Pod is never
+	// unbounded; the ephemeral storage limit also bounds an emptyDir
+	// workspace.
 	Resources *v1.ResourceRequirements `json:"resources,omitempty"`
 	// nodeSelector constrains the nodes the Pod may run on.
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`

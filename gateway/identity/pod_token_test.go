@@ -1,0 +1,148 @@
+package identity
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/gateway/toolerr"
+	"github.com/fleetd/fleetd/internal/fleetcache"
+	"github.com/fleetd/fleetd/internal/testenv"
+	"github.com/fleetd/fleetd/internal/testutil"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { testenv.Main(m, &env) }
+
+// TestDeletedMemberPodTokenIsNoServiceAccount reproduces a member Pod's
+// token outliving its Pod: the token is its Member's while the Pod runs
+// it; once the Pod is deleted, the same token, whose TokenReview the
+// gateway still remembers, must open nothing, never the Pod's service
+// account, which RBAC lets act as a primary. A token of a Pod that is no
+// member's stays that account's.
+func TestDeletedMemberPodTokenIsNoServiceAccount(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	c := env.Client
+
+	// A service account RBAC lets act as a primary through the gateway.
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "runner", Namespace: ns}}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "delegator", Namespace: ns}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{fleetv1alpha1.GroupVersion.Group}, Resources: []string{"delegations"}, Verbs: []string{"create"},
+	}}}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "delegator", Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: ns}},
+	}
+	member := testutil.MakeMember("w1", ns).Command("sh").Obj()
+	for _, o := range []client.Object{sa, role, binding, member} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	memberPod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "w1-abcde", Namespace: ns, Labels: map[string]string{
+			fleetv1alpha1.LabelMember: member.Name, fleetv1alpha1.LabelMemberUID: string(member.UID),
+		}},
+		Spec: corev1.PodSpec{ServiceAccountName: sa.Name, Containers: []corev1.Container{{Name: "agent", Image: "worker"}}},
+	}
+	primaryPod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "primary", Namespace: ns},
+		Spec:       corev1.PodSpec{ServiceAccountName: sa.Name, Containers: []corev1.Container{{Name: "primary", Image: "primary"}}},
+	}
+	for _, o := range []client.Object{memberPod, primaryPod} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	member.Status.PodName, member.Status.PodUID = memberPod.Name, string(memberPod.UID)
+	if err := c.Status().Update(ctx, member); err != nil {
+		t.Fatal(err)
+	}
+	memberToken, primaryToken := podToken(t, sa, memberPod), podToken(t, sa, primaryPod)
+
+	// The gateway's own cache: Members with their indexes, members' Pods.
+	opts := fleetcache.Options()
+	opts.Scheme, opts.DefaultNamespaces = env.Scheme, map[string]cache.Config{ns: {}}
+	informers, err := cache.New(env.Config, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := informers.IndexField(ctx, &fleetv1alpha1.Member{}, IndexMemberPodUID, IndexMemberPod); err != nil {
+		t.Fatal(err)
+	}
+	if err := informers.IndexField(ctx, &fleetv1alpha1.Member{}, IndexMemberTokenHash, IndexMemberToken); err != nil {
+		t.Fatal(err)
+	}
+	cacheCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() { _ = informers.Start(cacheCtx) }()
+	a := NewAuthenticator(Config{Cache: informers, Live: c, Reviews: c})
+
+	testutil.Eventually(t, "the member pod's token to be the member's", func() error {
+		p, f := a.Authenticate(ctx, memberToken)
+		if f != nil || p.Kind != fleetv1alpha1.PrincipalMember || p.Name != member.Name {
+			return fmt.Errorf("%+v, %+v", p, f)
+		}
+		return nil
+	})
+	if p, f := a.Authenticate(ctx, primaryToken); f != nil || p.Kind != fleetv1alpha1.PrincipalServiceAccount {
+		t.Fatalf("a primary pod's token: %+v, %+v; want its service account", p, f)
+	}
+
+	// The Pod is deleted and fleetd forgets it, as after a crash.
+	if err := c.Delete(ctx, memberPod, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	member.Status.PodName, member.Status.PodUID = "", ""
+	if err := c.Status().Update(ctx, member); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "the cache to see the pod gone and the member without it", func() error {
+		var pods corev1.PodList
+		if err := informers.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		var m fleetv1alpha1.Member
+		if err := informers.Get(ctx, client.ObjectKeyFromObject(member), &m); err != nil {
+			return err
+		}
+		if len(pods.Items) > 0 || m.Status.PodUID != "" {
+			return fmt.Errorf("%d pods, member's pod %q", len(pods.Items), m.Status.PodUID)
+		}
+		return nil
+	})
+
+	p, f := a.Authenticate(ctx, memberToken)
+	if f == nil {
+		t.Fatalf("the deleted member pod's token was accepted as %s %s", p.Kind, p.Name)
+	}
+	if f.Code != toolerr.Unauthorized {
+		t.Errorf("refused with %+v, want unauthorized", f)
+	}
+}
+
+// podToken is a token of service account sa for the gateway, bound to pod.
+func podToken(t *testing.T, sa *corev1.ServiceAccount, pod *corev1.Pod) string {
+	t.Helper()
+	req := &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{
+		Audiences:         []string{fleetv1alpha1.GatewayAudience},
+		ExpirationSeconds: ptr.To[int64](600),
+		BoundObjectRef:    &authnv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+	}}
+	if err := env.Client.SubResource("token").Create(context.Background(), sa, req); err != nil {
+		t.Fatalf("requesting a token bound to pod %s: %v", pod.Name, err)
+	}
+	return req.Status.Token
+}
