@@ -15,7 +15,9 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 # Every package the binaries import, and the files they embed
-# (config/crd, config/admission, config/samples, herdr/detect/manifests).
+# (config/crd, config/admission, config/samples, herdr/detect/manifests,
+# gateway/ui/dist); internal/ociimage's tests check the list against
+# `go list -deps` and the images against `make images`' recipes.
 COPY agents/ agents/
 COPY api/ api/
 COPY cmd/ cmd/
@@ -26,6 +28,7 @@ COPY gateway/ gateway/
 COPY hack/scriptedagent/ hack/scriptedagent/
 COPY herdr/ herdr/
 COPY internal/ internal/
+COPY panehost/ panehost/
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     export CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} && \
     go build -trimpath -buildvcs=false -o /out/fleetd ./cmd/fleetd && \

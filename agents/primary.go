@@ -2,7 +2,9 @@ package agents
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/fleetd/fleetd/internal/textcut"
 )
@@ -30,6 +32,7 @@ type PrimaryOutcome struct {
 	Text       string        `json:"text,omitempty"`
 	Error      *PrimaryError `json:"error,omitempty"`
 	Content    string        `json:"content,omitempty"`
+	SettledAt  string        `json:"settledAt,omitempty"`
 }
 
 // PrimaryError is why a message failed, as bridge_poll shows it.
@@ -56,28 +59,40 @@ type StopDecision struct {
 // Block reports whether the decision keeps the turn going.
 func (d StopDecision) Block() bool { return d.Decision == "block" }
 
+// maxStopOutcomes bounds how many outcomes one stop hands over: a token
+// shared by many clients may have dozens waiting.
+const maxStopOutcomes = 20
+
 // PrimaryStop decides a primary's Stop hook: with outcomes waiting, block
-// with them as the reason, and acknowledge the ones it names (ack). Open
+// with them as the reason, and acknowledge the ones it names (ack). It
+// hands over at most maxStopOutcomes, newest first, and says how many more
+// wait in bridge_poll. When sends shows which messages this CLI session
+// sent (Known), it hands over only their outcomes, and leaves the rest of
+// the token's for bridge_poll; otherwise any of the token's. Open
 // questions keep the turn going too, but only once per turn
 // (stopHookActive says the turn already goes on from a Stop hook): they
 // stay open until answered, and would otherwise never let it end.
-func PrimaryStop(stopHookActive bool, outcomes []PrimaryOutcome, questions []PrimaryQuestion) (d StopDecision, ack []string) {
+func PrimaryStop(stopHookActive bool, outcomes []PrimaryOutcome, questions []PrimaryQuestion, sends SessionSends) (d StopDecision, ack []string) {
 	if stopHookActive {
 		questions = nil
 	}
-	if len(outcomes) == 0 && len(questions) == 0 {
+	eligible := newestFirst(outcomes)
+	if sends.Known {
+		eligible = slices.DeleteFunc(eligible, func(o PrimaryOutcome) bool { return !sends.DispatchIDs[o.DispatchID] })
+	}
+	if len(eligible) == 0 && len(questions) == 0 {
 		return StopDecision{}, nil
 	}
 	var b strings.Builder
 	b.WriteString("fleetd: while you were stopping, members answered messages you sent with wait:false.")
-	if len(outcomes) > 0 {
+	if len(eligible) > 0 {
 		b.WriteString(" These outcomes are acknowledged: bridge_poll will not show them again.\n")
 	} else {
 		b.WriteString("\n")
 	}
-	for _, o := range outcomes {
+	for _, o := range eligible {
 		entry := "\n" + outcomeLine(o)
-		if b.Len()+len(entry) > maxStopReason && len(ack) > 0 {
+		if len(ack) == maxStopOutcomes || (b.Len()+len(entry) > maxStopReason && len(ack) > 0) {
 			break
 		}
 		b.WriteString(entry)
@@ -93,10 +108,29 @@ func PrimaryStop(stopHookActive bool, outcomes []PrimaryOutcome, questions []Pri
 			b.WriteString(entry)
 		}
 	}
-	if len(ack) < len(outcomes) {
-		fmt.Fprintf(&b, "\n\n%d more outcomes wait in bridge_poll.", len(outcomes)-len(ack))
+	if more := len(outcomes) - len(ack); more > 0 && len(ack) > 0 {
+		if sends.Known {
+			mine := len(eligible) - len(ack)
+			fmt.Fprintf(&b, "\n\n%d more outcomes wait in bridge_poll: %d of messages this session sent, %d of messages sent before it or by other clients with the same token; bridge_ack clears them.", more, mine, more-mine)
+		} else {
+			fmt.Fprintf(&b, "\n\n%d more outcomes wait in bridge_poll; bridge_ack clears them.", more)
+		}
 	}
 	return StopDecision{Decision: "block", Reason: b.String()}, ack
+}
+
+// newestFirst orders outcomes by when they settled, newest first; bridge_poll
+// lists them oldest first, and that order decides between equal times
+// (an outcome with no time counts as the oldest).
+func newestFirst(outcomes []PrimaryOutcome) []PrimaryOutcome {
+	out := slices.Clone(outcomes)
+	slices.Reverse(out)
+	settled := func(o PrimaryOutcome) time.Time {
+		t, _ := time.Parse(time.RFC3339Nano, o.SettledAt)
+		return t
+	}
+	slices.SortStableFunc(out, func(a, b PrimaryOutcome) int { return settled(b).Compare(settled(a)) })
+	return out
 }
 
 // outcomeLine is one outcome as the model reads it.

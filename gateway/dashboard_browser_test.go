@@ -116,6 +116,39 @@ func TestDashboardShowsTheFleetLive(t *testing.T) {
 	}
 }
 
+// TestDashboardFleetTableReadsWell: from a 1024 px window up, the fleet
+// table's headers break only between words and fit their cells, and the
+// table fits the window; the screenshots show it at each width.
+func TestDashboardFleetTableReadsWell(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startGateway(t, ns, Options{})
+	create(t, testutil.MakeProfile("claude-api", ns).Agent(fleetv1alpha1.AgentClaude).Obj())
+	w1, _ := addMember(t, member("reviewer-frontend", ns).Team("core", fleetv1alpha1.RoleLead).Obj())
+	w2, _ := addMember(t, testutil.MakeMember("w2", ns).Profile("claude-api").Team("web", fleetv1alpha1.RoleMember).Obj())
+	setMemberStatus(t, w2, ready(fleetv1alpha1.AgentWorking, func(st *fleetv1alpha1.MemberStatus) {
+		st.ContextRemainingPercent = ptr.To[int32](42)
+		st.Restarts = 12
+		st.NodeName, st.PodName = "node-a", "w2-7f9c"
+	}))
+	setMemberStatus(t, w1, ready(fleetv1alpha1.AgentBlocked, func(st *fleetv1alpha1.MemberStatus) {
+		st.AgentMessage = "Allow Bash(rm -rf build)? 1. Yes 2. No"
+	}))
+	create(t, testutil.MakeDelegation("for-w2", ns, "w2", "build it").Detached().Obj())
+
+	d := browsertest.Start(t).OpenDashboard(t, h.url, staticToken)
+	d.WaitLive()
+	d.WaitRow("reviewer-frontend", "blocked")
+	d.WaitRow("w2", "working")
+	d.WaitFor("w2's queue of 1", browsertest.Row("w2")+`?.querySelector(".c-queue").textContent === "1"`)
+	for _, width := range []int64{1024, 1440} {
+		d.Resize(width, 800)
+		d.Screenshot(fmt.Sprintf("fleet-%d", width))
+		for _, bad := range d.BadHeaders() {
+			t.Errorf("at %d px: %s", width, bad)
+		}
+	}
+}
+
 // TestDashboardFollowsAMessageThroughItsPhases: a message sent with the
 // page's Send button is a Delegation like bridge_send's, and its timeline
 // shows each step as the controller takes it, with the question, the

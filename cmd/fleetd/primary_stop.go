@@ -27,7 +27,9 @@ const primaryStopName = "primary-stop"
 // turn stops with outcomes of its messages waiting in bridge_poll, it
 // prints the Stop hook's block decision with them as the reason, which
 // keeps the agent going with them, and acknowledges them; otherwise it
-// prints nothing and the turn ends. The gateway is FLEETD_MCP_URL (or
+// prints nothing and the turn ends. It hands over a bounded number, and
+// where the session's transcript shows which messages it sent, only
+// theirs (agents.PrimaryStop). The gateway is FLEETD_MCP_URL (or
 // --gateway) and the primary's token FLEETD_TOKEN (or --token-file). It
 // never fails the agent: an error goes to stderr, and the turn ends.
 func primaryStop(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -69,7 +71,9 @@ func runPrimaryStop(args []string, stdin io.Reader) (agents.StopDecision, error)
 	var in struct {
 		// StopHookActive: the turn already goes on because a Stop hook
 		// kept it going.
-		StopHookActive bool `json:"stop_hook_active"`
+		StopHookActive bool   `json:"stop_hook_active"`
+		SessionID      string `json:"session_id"`
+		TranscriptPath string `json:"transcript_path"`
 	}
 	if len(raw) > 0 {
 		if err := json.Unmarshal(raw, &in); err != nil {
@@ -99,7 +103,10 @@ func runPrimaryStop(args []string, stdin io.Reader) (agents.StopDecision, error)
 	if err := json.Unmarshal(b, &waiting); err != nil {
 		return agents.StopDecision{}, fmt.Errorf("decoding bridge_poll: %w", err)
 	}
-	d, ack := agents.PrimaryStop(in.StopHookActive, waiting.Outcomes, waiting.Questions)
+	// A transcript the hook cannot read only means it cannot tell this
+	// session's messages from others'.
+	sends, _ := agents.ReadSessionSends(in.SessionID, in.TranscriptPath)
+	d, ack := agents.PrimaryStop(in.StopHookActive, waiting.Outcomes, waiting.Questions, sends)
 	if len(ack) == 0 {
 		return d, nil
 	}

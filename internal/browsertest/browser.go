@@ -166,6 +166,13 @@ func run[T any](tab *Tab, a chromedp.Action[T]) (T, error) {
 	return chromedp.Run(ctx, a)
 }
 
+// Resize gives the page a window of width by height CSS pixels, as a
+// person resizing the browser does.
+func (tab *Tab) Resize(width, height int64) {
+	tab.t.Helper()
+	tab.Run(chromedp.EmulateViewport(width, height))
+}
+
 // Eval evaluates a script expression on the page and returns its value.
 func Eval[T any](tab *Tab, expr string) T {
 	tab.t.Helper()

@@ -98,6 +98,36 @@ func (d *Dashboard) Filter(field, value string) {
 	d.Exec(fmt.Sprintf(`const s = document.querySelector(".filters select[name=%s]"); s.value = %s; s.dispatchEvent(new Event("change"))`, field, Quote(value)))
 }
 
+// BadHeaders reads the fleet view's column headers as laid out, and says
+// of each one that does not read well how it fails: a word broken across
+// lines, text wider than its cell, or a table wider than its box or the
+// window.
+func (d *Dashboard) BadHeaders() []string {
+	d.t.Helper()
+	return Eval[[]string](d.Tab, `(() => {
+  const bad = [];
+  for (const cell of document.querySelectorAll(".members .head [role=columnheader]")) {
+    const text = cell.textContent;
+    if (cell.scrollWidth > cell.clientWidth) bad.push(JSON.stringify(text) + ": text " + cell.scrollWidth + "px wide in a cell of " + cell.clientWidth + "px");
+    const walk = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walk.nextNode(); node; node = walk.nextNode()) {
+      for (const m of node.data.matchAll(/\S+/g)) {
+        const r = document.createRange();
+        r.setStart(node, m.index);
+        r.setEnd(node, m.index + m[0].length);
+        const lines = new Set(Array.from(r.getClientRects(), c => Math.round(c.top)));
+        if (lines.size > 1) bad.push(JSON.stringify(text) + ": the word " + JSON.stringify(m[0]) + " breaks across " + lines.size + " lines");
+      }
+    }
+  }
+  const table = document.querySelector(".members");
+  if (table.scrollWidth > table.clientWidth) bad.push("the table is " + table.scrollWidth + "px wide in a box of " + table.clientWidth + "px");
+  const page = document.documentElement;
+  if (page.scrollWidth > page.clientWidth) bad.push("the page is " + page.scrollWidth + "px wide in a window of " + page.clientWidth + "px");
+  return bad;
+})()`)
+}
+
 // Send types a message into the member page's form and sends it; it
 // returns the dispatch id the page reports.
 func (d *Dashboard) Send(content string) string {

@@ -54,12 +54,17 @@ func NewBuilder(root, dir string) (*Builder, error) {
 // Archive is where the image named ref is written.
 func (b *Builder) Archive(name string) string { return filepath.Join(b.Dir, name+".tar") }
 
+// goBuildFlags are the flags of every go build of fleetd's programs, here
+// and in the Dockerfile.
+var goBuildFlags = []string{"-trimpath", "-buildvcs=false"}
+
 // goBuild builds a static binary of pkg (a path in the repository) into
 // Dir/bin: no cgo, no paths of this machine, no VCS stamp, so the same
 // tree gives the same bytes here or in a Docker build.
 func (b *Builder) goBuild(ctx context.Context, pkg, name string) (string, error) {
 	out := filepath.Join(b.Dir, "bin", name)
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-o", out, pkg)
+	args := append(append([]string{"build"}, goBuildFlags...), "-o", out, pkg)
+	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = b.Root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+b.Arch)
 	if msg, err := cmd.CombinedOutput(); err != nil {
@@ -124,21 +129,34 @@ func (b *Builder) CoreDNS(corednsBinary string) (v1.Hash, error) {
 
 func (b *Builder) layerDir() string { return filepath.Join(b.Dir, "layers") }
 
-// fleetdBinaries is the layer of fleetd's own programs, where the
-// Dockerfile puts them: the controller and gateway, the pane server, and
-// the scripted test agent on PATH. The fleetd and worker images share it.
+// Program is one of fleetd's own programs as its images hold it.
+type Program struct {
+	// Package is the Go package built, as a path in the repository.
+	Package string
+	// Name is the binary's name while it is built.
+	Name string
+	// Path is where the images hold it.
+	Path string
+}
+
+// FleetdPrograms are fleetd's own programs, where the Dockerfile puts
+// them: the controller and gateway, the pane server, and the scripted
+// test agent on PATH. The fleetd and worker images share them.
+var FleetdPrograms = []Program{
+	{Package: "./cmd/fleetd", Name: "fleetd", Path: "/fleetd"},
+	{Package: "./cmd/paneserver", Name: "paneserver", Path: "/paneserver"},
+	{Package: "./hack/scriptedagent", Name: "scripted-agent", Path: "/usr/local/bin/scripted-agent"},
+}
+
+// fleetdBinaries is the layer of FleetdPrograms.
 func (b *Builder) fleetdBinaries(ctx context.Context) (v1.Layer, error) {
 	var files []File
-	for _, p := range []struct{ pkg, name, dest string }{
-		{"./cmd/fleetd", "fleetd", "/fleetd"},
-		{"./cmd/paneserver", "paneserver", "/paneserver"},
-		{"./hack/scriptedagent", "scripted-agent", "/usr/local/bin/scripted-agent"},
-	} {
-		bin, err := b.goBuild(ctx, p.pkg, p.name)
+	for _, p := range FleetdPrograms {
+		bin, err := b.goBuild(ctx, p.Package, p.Name)
 		if err != nil {
 			return nil, err
 		}
-		files = append(files, File{Path: p.dest, Source: bin, Mode: 0o755})
+		files = append(files, File{Path: p.Path, Source: bin, Mode: 0o755})
 	}
 	return LayerFromFiles(b.layerDir(), "fleetd-binaries", files, b.Epoch)
 }
@@ -169,15 +187,28 @@ func agentConfig() v1.Config {
 	}
 }
 
+// fleetdConfig is the config of fleetd's image: it runs fleetd.
+func fleetdConfig() v1.Config {
+	cfg := agentConfig()
+	cfg.Entrypoint = []string{"/fleetd"}
+	return cfg
+}
+
+// workerConfig is the config of the worker image: a shell unless the pod
+// says what to run.
+func workerConfig() v1.Config {
+	cfg := agentConfig()
+	cfg.Cmd = []string{"/bin/sh"}
+	return cfg
+}
+
 // Fleetd builds fleetd's image: the Debian base and fleetd's binaries.
 func (b *Builder) Fleetd(ctx context.Context, out io.Writer) (v1.Hash, error) {
 	_, base, bins, err := b.baseAndBinaries(ctx, out)
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	cfg := agentConfig()
-	cfg.Entrypoint = []string{"/fleetd"}
-	return b.write("fleetd", Spec{Ref: FleetdRef, Layers: []v1.Layer{base, bins}, Config: cfg})
+	return b.write("fleetd", Spec{Ref: FleetdRef, Layers: []v1.Layer{base, bins}, Config: fleetdConfig()})
 }
 
 // Worker builds the worker image: the same Debian base, node and git on
@@ -211,17 +242,19 @@ func (b *Builder) Worker(ctx context.Context, agentsDir string, out io.Writer) (
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	for _, cli := range []string{"claude", "codex"} {
+	for _, cli := range agentCLIs {
 		agentFiles = append(agentFiles, File{Path: "/usr/local/bin/" + cli, Mode: fs.ModeSymlink | 0o777, Link: agentsPath + "/node_modules/.bin/" + cli})
 	}
 	agents, err := LayerFromFiles(b.layerDir(), "agents", agentFiles, b.Epoch)
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	cfg := agentConfig()
-	cfg.Cmd = []string{"/bin/sh"}
-	return b.write("worker", Spec{Ref: WorkerRef, Layers: []v1.Layer{base, pkgs, agents, bins}, Config: cfg})
+	return b.write("worker", Spec{Ref: WorkerRef, Layers: []v1.Layer{base, pkgs, agents, bins}, Config: workerConfig()})
 }
 
 // agentsPath is where the worker image holds the agent CLIs' npm tree.
 const agentsPath = "/opt/fleetd/agents"
+
+// agentCLIs are the agent CLIs the worker image puts on PATH, in
+// /usr/local/bin, as links into the npm tree's .bin.
+var agentCLIs = []string{"claude", "codex"}
