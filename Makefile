@@ -58,8 +58,8 @@ verify: manifests generate ui ## Regenerate everything and fail if the tree chan
 	@test -z "$$(git status --porcelain -- api config gateway/ui/dist)" || { git status --porcelain -- api config gateway/ui/dist; echo "generated files are not committed"; exit 1; }
 
 .PHONY: test
-test: controlplane build agents chromium ## Run unit, integration, browser and e2e tests (the real agent CLIs included) against a real API server.
-	FLEETD_REQUIRE_APISERVER=1 FLEETD_REQUIRE_BROWSER=1 go test $(TEST_FLAGS) $(PKGS)
+test: controlplane build agents chromium conformance ## Run unit, integration, browser, MCP conformance and e2e tests (the real agent CLIs included) against a real API server.
+	FLEETD_REQUIRE_APISERVER=1 FLEETD_REQUIRE_BROWSER=1 FLEETD_REQUIRE_CONFORMANCE=1 go test $(TEST_FLAGS) $(PKGS)
 	$(MAKE) fuzz
 
 .PHONY: test-e2e
@@ -130,6 +130,10 @@ chromium: ## Install Debian's chromium for the dashboard's browser tests, when /
 .PHONY: agents
 agents: ## Install the pinned agent CLIs (hack/agents: Claude Code, Codex) from npm into bin/.
 	hack/agents.sh $(BIN)
+
+.PHONY: conformance
+conformance: ## Install the pinned MCP conformance suite and the Node.js 22 it needs (hack/conformance) from npm into bin/.
+	hack/conformance.sh $(BIN)
 
 .PHONY: run
 run: manifests generate ## Run fleetd against the cluster in KUBECONFIG.

@@ -431,7 +431,7 @@ func (g *Gateway) routes() http.Handler {
 	mux.Handle("GET /v1/mcp/capabilities", g.authenticate(http.HandlerFunc(g.restCapabilities)))
 	mux.Handle("GET /v1/diagnostics/providers", g.authenticate(http.HandlerFunc(g.restProviders)))
 	g.dashboardRoutes(mux)
-	return readBodyWithin(g.opts.BodyReadTimeout, mux)
+	return readBodyWithin(g.opts.BodyReadTimeout, refuseOtherSites(mux))
 }
 
 // readBodyWithin gives every request timeout to send its body. The deadline

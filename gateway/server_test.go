@@ -288,7 +288,7 @@ func TestSlowBodyWithoutATokenIsCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if _, err := conn.Write([]byte("POST /mcp HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")); err != nil {
+	if _, err := conn.Write([]byte("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")); err != nil {
 		t.Fatal(err)
 	}
 	// The client keeps the connection open and sends nothing more; within a
