@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -266,5 +267,41 @@ func TestReadPrivateFile(t *testing.T) {
 	}
 	if _, err := ReadPrivateFile(filepath.Join(root, "inside"), 64); !errors.Is(err, ErrLink) {
 		t.Errorf("ReadPrivateFile(a link) = %v, want %v", err, ErrLink)
+	}
+}
+
+// TestAsDropsSupplementaryGroups: reading as a member, a file of a group
+// the process has (root's, mode 0640) is not readable: the member is not
+// in that group.
+func TestAsDropsSupplementaryGroups(t *testing.T) {
+	if os.Geteuid() != 0 || runtime.GOOS != "linux" {
+		t.Skip("needs root on Linux")
+	}
+	groups, err := os.Getgroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(groups) == 0 {
+		// Give the whole process a group, as a pane server may have.
+		if err := syscall.Setgroups([]int{4243}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = syscall.Setgroups(nil) })
+		groups = []int{4243}
+	}
+	root, _ := tree(t)
+	path := filepath.Join(root, "group-only")
+	if err := os.WriteFile(path, []byte("root's group"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(path, 0, groups[0]); err != nil {
+		t.Fatal(err)
+	}
+	err = As(65534, func() error {
+		_, err := ReadFile(path, 64)
+		return err
+	})
+	if !errors.Is(err, fs.ErrPermission) {
+		t.Errorf("reading a 0640 file of group %d as a member = %v, want %v", groups[0], err, fs.ErrPermission)
 	}
 }
