@@ -12,6 +12,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/herdr"
+	"github.com/fleetd/fleetd/internal/memberfs"
 )
 
 // HookInput is what an agent's hook reads on stdin: the fields fleetd uses
@@ -143,13 +144,18 @@ type HookStatus struct {
 	Seq uint64 `json:"seq"`
 }
 
-// statusFile is the record's name in the agent directory.
-const statusFile = "hook-status.json"
+// statusFile is the record's name in the agent directory; maxStatusFile
+// bounds what is read of it: a record is a few hundred bytes, and the
+// member may leave anything there.
+const (
+	statusFile    = "hook-status.json"
+	maxStatusFile = 64 << 10
+)
 
 // ReadHookStatus reads a member's hook record; ok is false when no hook
-// has run yet.
+// has run yet. The record is the member's, read as memberfs reads.
 func ReadHookStatus(dir string) (HookStatus, bool, error) {
-	raw, err := os.ReadFile(filepath.Join(dir, statusFile))
+	raw, err := memberfs.ReadFileWithin(dir, statusFile, maxStatusFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return HookStatus{}, false, nil
 	}
@@ -206,9 +212,11 @@ func AppendHookEvent(dir string, st HookStatus) error {
 	return werr
 }
 
-// ReadHookEvents returns the member's hook events, oldest first.
+// ReadHookEvents returns the member's hook events, oldest first: those of
+// the log's last eventsFileMax bytes and a little more (a log rotates
+// after the append that crosses the bound).
 func ReadHookEvents(dir string) ([]HookStatus, error) {
-	raw, err := os.ReadFile(filepath.Join(dir, HookEventsFile))
+	raw, err := memberfs.ReadTailWithin(dir, HookEventsFile, eventsFileMax+64<<10)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/fleetd/fleetd/internal/memberfs"
 )
 
 // Install writes an agent's files and creates its working directory. A
@@ -34,21 +36,27 @@ func Install(files []File, workingDir string) error {
 	return nil
 }
 
+// maxStateFile bounds an agent's own JSON state file that fleetd merges
+// keys into: the agent (a member) writes it, and may write anything.
+const maxStateFile = 16 << 20
+
 // mergeJSONFile sets the keys of overlay, a JSON object, in the JSON object
-// at path, recursively; the file's other keys stay. A missing or unreadable
-// file starts from nothing.
+// at path, recursively; the file's other keys stay. A missing or broken
+// file, or something in its place that is not a file (which the write
+// replaces), starts from nothing.
 func mergeJSONFile(path string, overlay []byte) ([]byte, error) {
 	var over map[string]any
 	if err := json.Unmarshal(overlay, &over); err != nil {
 		return nil, fmt.Errorf("merging into %s: %w", path, err)
 	}
 	base := map[string]any{}
-	raw, err := os.ReadFile(path)
+	raw, err := memberfs.ReadFile(path, maxStateFile)
 	switch {
 	case err == nil:
 		// An agent that left a broken file starts over from fleetd's keys.
 		_ = json.Unmarshal(raw, &base)
-	case !errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, memberfs.ErrLink), errors.Is(err, memberfs.ErrNotRegular):
+	default:
 		return nil, err
 	}
 	return json.MarshalIndent(mergeObjects(base, over), "", "  ")

@@ -6,12 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/internal/memberfs"
 )
 
 // ClaudeContextWindow is the context window of the Claude models fleetd
@@ -62,45 +62,23 @@ func ContextUsageOf(kind fleetv1alpha1.AgentKind, dir, transcript string) (Conte
 	return u, ok, nil
 }
 
-// transcriptTailOf reads the end of a transcript within dir, symbolic
-// links resolved; nil when it does not exist (yet).
+// transcriptTailOf reads the end of a transcript within dir, no link
+// followed; nil when it does not exist (yet).
 func transcriptTailOf(dir, transcript string) ([]byte, error) {
 	if !filepath.IsAbs(transcript) || !within(dir, transcript) {
 		return nil, fmt.Errorf("transcript %s is not within the agent directory %s", transcript, dir)
 	}
-	real, err := filepath.EvalSymlinks(transcript)
+	tail, err := memberfs.ReadTailWithin(dir, transcript, transcriptTail)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	realDir, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return nil, err
-	}
-	if !within(realDir, real) {
-		return nil, fmt.Errorf("transcript %s leads out of the agent directory %s (to %s)", transcript, dir, real)
-	}
-	f, err := os.Open(real)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if off := fi.Size() - transcriptTail; off > 0 {
-		if _, err := f.Seek(off, io.SeekStart); err != nil {
-			return nil, err
-		}
-	}
-	tail, err := io.ReadAll(io.LimitReader(f, transcriptTail))
 	if tail == nil {
 		tail = []byte{}
 	}
-	return tail, err
+	return tail, nil
 }
 
 // within says whether path lies in dir.

@@ -306,6 +306,12 @@ func (c *Client) dial(ctx context.Context) (net.Conn, error) {
 	} else {
 		var d net.Dialer
 		conn, err = d.DialContext(ctx, "unix", c.address)
+		if err == nil {
+			if perr := checkServerPeer(conn); perr != nil {
+				_ = conn.Close()
+				return nil, perr
+			}
+		}
 	}
 	if err != nil {
 		if ctxErr := context.Cause(ctx); ctxErr != nil {

@@ -171,6 +171,10 @@ var ErrNotFound = errors.New("not found")
 // refused, or a connection that broke before a response arrived.
 var ErrUnavailable = errors.New("unavailable")
 
+// ErrUntrustedServer says the socket's server runs as a user fleetd does
+// not trust: neither root nor fleetd's own.
+var ErrUntrustedServer = errors.New("untrusted herdr server")
+
 // ErrProtocol wraps responses that break the wire protocol: a line that is
 // not JSON, a mismatched id, or a result of the wrong type.
 var ErrProtocol = errors.New("protocol violation")

@@ -8,15 +8,13 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/fleetd/fleetd/agents"
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/herdr"
 	"github.com/fleetd/fleetd/herdr/paneserver"
+	"github.com/fleetd/fleetd/internal/memberfs"
 )
 
 // Methods fleetd's pane host answers beyond herdr's protocol. The real
@@ -184,7 +182,7 @@ func Extensions(root string, users func() Users) map[string]paneserver.Extension
 				if err := ownDir(dir, uid); err != nil {
 					return nil, &herdr.Error{Code: herdr.CodeInternalError, Message: err.Error()}
 				}
-				err := asUser(uid, install)
+				err := memberfs.As(uid, install)
 				install = func() error { return err }
 			}
 			if err := install(); err != nil {
@@ -210,7 +208,7 @@ func Extensions(root string, users func() Users) map[string]paneserver.Extension
 			o := Observation{}
 			observe := func() error { o = ObserveAgent(p.Kind, dir); return nil }
 			if switched {
-				_ = asUser(uid, observe)
+				_ = memberfs.As(uid, observe)
 			} else {
 				_ = observe()
 			}
@@ -303,26 +301,4 @@ func ownDir(dir string, uid uint32) error {
 		return fmt.Errorf("giving %s to user %d: %w", dir, uid, err)
 	}
 	return os.Chmod(dir, 0o700)
-}
-
-// asUser runs fn with uid's file system identity: what it reads and
-// writes is checked, and what it creates is owned, as that user's, so a
-// link a member left in its directory reaches nothing the member may not.
-// The thread that took the identity ends with it.
-func asUser(uid uint32, fn func() error) error {
-	done := make(chan error, 1)
-	go func() {
-		// Never unlocked: the goroutine's end terminates the thread, and
-		// the identity with it.
-		runtime.LockOSThread()
-		_, _ = unix.SetfsgidRetGid(int(uid))
-		_, _ = unix.SetfsuidRetUid(int(uid))
-		// A call that changes nothing answers the identity in force.
-		if got, _ := unix.SetfsuidRetUid(-1); got != int(uid) {
-			done <- fmt.Errorf("taking the file system identity of user %d failed (have %d)", uid, got)
-			return
-		}
-		done <- fn()
-	}()
-	return <-done
 }

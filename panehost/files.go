@@ -5,35 +5,34 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/fleetd/fleetd/herdr"
 	"github.com/fleetd/fleetd/herdr/paneserver"
+	"github.com/fleetd/fleetd/internal/memberfs"
 )
 
 // A member's files, read where its agent runs: a file it sends with a
 // message (an image) must lie within its working directory, be a regular
-// file and be small enough. Reading follows symbolic links only while they
-// stay within the directory, and on a pane host that runs each workspace
-// as a user of its own, reads as that user.
+// file and be small enough. It is read as memberfs reads a member's files
+// (no link followed, nothing that blocks, nothing larger than asked for),
+// and on a pane host that runs each workspace as a user of its own, as that
+// user.
 
 // MethodFileRead reads a file within a directory where the agent runs.
 const MethodFileRead = "fleetd.file.read"
 
 const resultFileRead = "file_read"
 
-// Why a file is not read.
+// Why a file is not read: memberfs's refusals.
 var (
-	// ErrOutside says the path leaves the directory, by name or by a link.
-	ErrOutside = errors.New("the path is not within the directory")
+	// ErrOutside says the path leaves the directory by name.
+	ErrOutside = memberfs.ErrOutside
 	// ErrTooLarge says the file is larger than asked for.
-	ErrTooLarge = errors.New("the file is too large")
-	// ErrNotRegular says the path is a directory, a device or the like.
-	ErrNotRegular = errors.New("not a regular file")
+	ErrTooLarge = memberfs.ErrTooLarge
+	// ErrNotRegular says the path is a directory, a FIFO, a device, a
+	// symbolic link or the like.
+	ErrNotRegular = memberfs.ErrNotRegular
 )
 
 // Refusals as fleetd.file.read answers them, and the errors they are.
@@ -60,56 +59,6 @@ type fileRead struct {
 	Content []byte `json:"content,omitempty"`
 	Refused string `json:"refused,omitempty"`
 	Message string `json:"message,omitempty"`
-}
-
-// ReadWithin reads the file path within the directory root, at most max
-// bytes. A relative path is taken from root.
-func ReadWithin(root, path string, maxBytes int64) ([]byte, error) {
-	if !filepath.IsAbs(root) {
-		return nil, fmt.Errorf("directory %q is not absolute", root)
-	}
-	rel := path
-	if filepath.IsAbs(path) {
-		var err error
-		if rel, err = filepath.Rel(filepath.Clean(root), filepath.Clean(path)); err != nil {
-			return nil, ErrOutside
-		}
-	}
-	rel = filepath.Clean(rel)
-	if rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
-		return nil, ErrOutside
-	}
-	r, err := os.OpenRoot(root)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	f, err := r.Open(rel)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, err
-	case err != nil && strings.Contains(err.Error(), "path escapes from parent"):
-		// os.Root says a link led out of the directory only in words.
-		return nil, ErrOutside
-	case err != nil:
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	switch {
-	case err != nil:
-		return nil, err
-	case !fi.Mode().IsRegular():
-		return nil, ErrNotRegular
-	case fi.Size() > maxBytes:
-		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, fi.Size(), maxBytes)
-	}
-	// The file may grow while it is read.
-	b, err := io.ReadAll(io.LimitReader(f, maxBytes+1))
-	if err == nil && int64(len(b)) > maxBytes {
-		return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, maxBytes)
-	}
-	return b, err
 }
 
 // refusalOf names err for a fleetd.file.read answer; "" for an error that
@@ -140,10 +89,10 @@ func fileExtensions(owner func(label string) (uint32, bool, *herdr.Error)) map[s
 				return nil, herr
 			}
 			var b []byte
-			read := func() (err error) { b, err = ReadWithin(p.Root, p.Path, p.MaxBytes); return err }
+			read := func() (err error) { b, err = memberfs.ReadFileWithin(p.Root, p.Path, p.MaxBytes); return err }
 			var err error
 			if switched {
-				err = asUser(uid, read)
+				err = memberfs.As(uid, read)
 			} else {
 				err = read()
 			}
@@ -163,9 +112,10 @@ func fileExtensions(owner func(label string) (uint32, bool, *herdr.Error)) map[s
 	}
 }
 
-// ReadFile reads a file within root where the agent runs (see ReadWithin).
+// ReadFile reads a file within root where the agent runs (see
+// memberfs.ReadFileWithin).
 func (Local) ReadFile(_ context.Context, root, path string, maxBytes int64) ([]byte, error) {
-	return ReadWithin(root, path, maxBytes)
+	return memberfs.ReadFileWithin(root, path, maxBytes)
 }
 
 // ReadFile reads a file within root in the pane host, as the workspace's

@@ -39,7 +39,10 @@
 //     ids, fresh shells in the old directories showing the old output, and
 //     agents an official integration reported are resumed (claude
 //     --resume <id>) under their old names, ready at once. Every other
-//     agent's name is free again.
+//     agent's name is free again. A restored workspace's user derives from
+//     its label, never from the file; the file must be the server's own,
+//     mode 0600 and no link, and one that names a user outside the
+//     workspaces' range is refused.
 //   - Ids and reads. Ids spell numbers as herdr does (w1 ... w9, wA);
 //     pane.read answers revision 0 and source detection reads the screen.
 //

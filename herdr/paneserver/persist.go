@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fleetd/fleetd/herdr"
+	"github.com/fleetd/fleetd/internal/memberfs"
 )
 
 // defaultSaveDelay is herdr's debounce before it saves its session.
@@ -27,8 +28,10 @@ const historyLines = 200
 type savedSession struct {
 	LastWorkspace int              `json:"last_workspace"`
 	Workspaces    []savedWorkspace `json:"workspaces"`
-	// Users are the workspace labels' Unix users, so that a workspace
-	// restored runs as the user that owns its files.
+	// Users are the workspace labels' Unix users, for a person to read. A
+	// restored workspace's user derives from its label again, never from
+	// here: a file that names a user outside the workspaces' range is
+	// refused whole.
 	Users   map[string]uint32 `json:"users,omitempty"`
 	NextUID uint32            `json:"next_uid,omitempty"`
 }
@@ -128,6 +131,13 @@ func (s *session) savedLocked() savedSession {
 	return saved
 }
 
+// maxSessionFile bounds the saved session that is read back: every pane's
+// recent output is in it.
+const maxSessionFile = 256 << 20
+
+// writeSession saves the session in a file of the server's own, mode 0600,
+// written in full under a fresh name and then renamed over path, so no
+// name anyone else left in the directory is written through.
 func writeSession(path string, saved savedSession) error {
 	raw, err := json.Marshal(saved)
 	if err != nil {
@@ -136,19 +146,35 @@ func writeSession(path string, saved savedSession) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, raw, 0o600); err != nil {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	_, werr := tmp.Write(raw)
+	if err := tmp.Close(); werr == nil {
+		werr = err
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), path)
+	}
+	if werr != nil {
+		_ = os.Remove(tmp.Name())
+	}
+	return werr
 }
 
 // restore brings back a saved session, as herdr does after a restart: the
 // same workspace, tab and pane ids, each pane a fresh shell in its old
 // directory showing its old output, and agents with an official session
 // resumed under their old names, ready at once. Other agents are gone.
+//
+// The file decides which user each pane's shell runs as only through its
+// workspace's label: the user derives from the label, as for a new
+// workspace. Before a byte is read, the file must be the server's own, mode
+// 0600, a regular file and no link; a file that names a user outside the
+// workspaces' range is refused.
 func (s *session) restore() error {
-	raw, err := os.ReadFile(s.opts.SessionFile)
+	raw, err := memberfs.ReadPrivateFile(s.opts.SessionFile, maxSessionFile)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -159,15 +185,16 @@ func (s *session) restore() error {
 	if err := json.Unmarshal(raw, &saved); err != nil {
 		return fmt.Errorf("decoding the saved session %s: %w", s.opts.SessionFile, err)
 	}
+	if s.users != nil {
+		for label, uid := range saved.Users {
+			if !s.users.inRange(uid) {
+				return fmt.Errorf("the saved session %s gives workspace %q user %d, outside the workspaces' users (%d to %d): refused", s.opts.SessionFile, label, uid, s.users.opts.FirstUID, s.users.opts.FirstUID+2*labelUIDs-1)
+			}
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lastWorkspace = max(s.lastWorkspace, saved.LastWorkspace)
-	if s.users != nil {
-		for label, uid := range saved.Users {
-			s.users.byLabel[label], s.users.used[uid] = uid, label
-		}
-		s.users.next = max(s.users.next, saved.NextUID)
-	}
 	now := time.Now()
 	for _, sw := range saved.Workspaces {
 		ws := &workspace{id: sw.ID, label: sw.Label, cwd: sw.Cwd, lastTab: sw.LastTab, lastPane: sw.LastPane}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -42,6 +43,10 @@ type UserOptions struct {
 // DefaultFirstUID is where workspace users start: far above the users a
 // distribution hands out.
 const DefaultFirstUID = 2_000_000
+
+// MinFirstUID is the lowest first user id workspace users may have: below
+// it lie the system's users and the people's a distribution hands out.
+const MinFirstUID = 65536
 
 // CanSwitchUsers reports whether this process may run children as other
 // users: it is root, or holds CAP_SETUID and CAP_SETGID.
@@ -94,6 +99,9 @@ func newUsers(opts UserOptions) (*users, error) {
 	if opts.FirstUID == 0 {
 		opts.FirstUID = DefaultFirstUID
 	}
+	if opts.FirstUID < MinFirstUID || opts.FirstUID > math.MaxUint32-2*labelUIDs {
+		return nil, fmt.Errorf("paneserver: workspace users from %d: want a first user id from %d to %d, clear of the system's users", opts.FirstUID, MinFirstUID, math.MaxUint32-2*labelUIDs)
+	}
 	if opts.HomeRoot == "" {
 		return nil, fmt.Errorf("paneserver: workspace users need a home root")
 	}
@@ -124,6 +132,11 @@ func (u *users) forLabel(label string) (workspaceUser, error) {
 		}
 		u.byLabel[label], u.used[uid] = uid, label
 	}
+	if !u.inRange(uid) {
+		// A last guard: a workspace's shell never runs as root or as a
+		// user of the system's.
+		return workspaceUser{}, fmt.Errorf("user %d of workspace %q is outside the workspaces' users", uid, label)
+	}
 	home := filepath.Join(u.opts.HomeRoot, strconv.FormatUint(uint64(uid), 10))
 	if err := os.Mkdir(home, 0o700); err != nil && !os.IsExist(err) {
 		return workspaceUser{}, fmt.Errorf("creating the home of user %d: %w", uid, err)
@@ -134,6 +147,13 @@ func (u *users) forLabel(label string) (workspaceUser, error) {
 		return workspaceUser{}, fmt.Errorf("giving user %d its home: %w", uid, err)
 	}
 	return workspaceUser{uid: uid, home: home}, nil
+}
+
+// inRange reports whether uid is one the workspaces' users may have: one
+// of the 2*labelUIDs from FirstUID up, never root, a user of the system's
+// or a trusted one.
+func (u *users) inRange(uid uint32) bool {
+	return uid != 0 && uid >= u.opts.FirstUID && uid-u.opts.FirstUID < 2*labelUIDs && !slices.Contains(u.opts.Trusted, uid)
 }
 
 // has reports whether uid is one of the workspace users.
