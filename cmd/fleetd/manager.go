@@ -47,19 +47,20 @@ type options struct {
 	processTools     bool
 	teamTools        bool
 
-	metricsAddr    string
-	probeAddr      string
-	leaderElect    bool
-	leaderElectNS  string
-	maxHops        int
-	maxQueue       int
-	maxSpawns      int
-	maxMembers     int
-	retention      time.Duration
-	kubeQPS        float64
-	kubeBurst      int
-	memberParallel int
-	queueParallel  int
+	metricsAddr        string
+	probeAddr          string
+	leaderElect        bool
+	leaderElectNS      string
+	maxHops            int
+	maxQueue           int
+	maxSpawns          int
+	maxMembers         int
+	retention          time.Duration
+	cancelledRetention time.Duration
+	kubeQPS            float64
+	kubeBurst          int
+	memberParallel     int
+	queueParallel      int
 
 	agentDir        string
 	hookCommand     string
@@ -100,6 +101,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.IntVar(&o.maxSpawns, "max-spawns", gateway.DefaultMaxSpawns, "Members one principal may answer for through the gateway: those it spawned, those they spawned, and a lead's team; one more spawn is refused with spawn_limit (negative: no bound).")
 	fs.IntVar(&o.maxMembers, "max-members", gateway.DefaultMaxMembers, "Members a namespace may hold for the gateway to spawn another (negative: no bound). A ResourceQuota on count/members.fleet.fleetd.dev is the API server's bound beneath it.")
 	fs.DurationVar(&o.retention, "delegation-retention", delegation.DefaultPolicy.Retention, "How long a settled Delegation stays after its last change before it is deleted (0 keeps them all). An outcome its sender has not collected with bridge_poll stays until bridge_ack.")
+	fs.DurationVar(&o.cancelledRetention, "cancelled-retention", delegation.DefaultPolicy.CancelledRetention, "How long a cancelled Delegation stays after its last change, when shorter than --delegation-retention, so that sending and cancelling again and again does not keep a day of messages. An outcome its sender has not collected with bridge_poll stays until bridge_ack.")
 	fs.Float64Var(&o.kubeQPS, "kube-api-qps", -1, "Client-side limit on requests per second to the API server, per resource type. Negative: no client-side limit, the API server's priority and fairness decides (controller-runtime's default).")
 	fs.IntVar(&o.kubeBurst, "kube-api-burst", 100, "Requests above --kube-api-qps allowed at once, when it is positive.")
 	fs.IntVar(&o.memberParallel, "member-concurrency", 16, "Members reconciled in parallel.")
@@ -257,6 +259,7 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 		policy := delegation.DefaultPolicy
 		policy.MaxHops = int32(o.maxHops)
 		policy.Retention = o.retention
+		policy.CancelledRetention = o.cancelledRetention
 		if err := controllers.SetupWithManager(ctx, mgr, controllers.Config{
 			Panes:          shared,
 			PaneHosts:      hosts,
