@@ -3,8 +3,10 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -19,11 +21,17 @@ import (
 // messages may grow (Options.MaxHops), how many messages may wait for one
 // member (MaxQueue), and how many members one principal may have spawned
 // and one namespace may hold (MaxSpawns, MaxMembers). Messages are counted
-// on the gateway's cache and spawns on the API server, and neither is
-// counted under a lock, so calls at the same moment may pass one by a few;
-// a ResourceQuota on count/delegations.fleet.fleetd.dev and
-// count/members.fleet.fleetd.dev is the API server's exact bound beneath
-// them, and its refusal is quota_exceeded.
+// on the gateway's cache, not under a lock, so sends at the same moment may
+// pass the queue's bound by a few; a ResourceQuota on
+// count/delegations.fleet.fleetd.dev is the API server's exact bound
+// beneath it, and its refusal is quota_exceeded.
+//
+// Spawns are counted on the API server, and a namespace's count and create
+// run one at a time on a replica, so a thousand spawns at once on one
+// replica never pass the bounds. Replicas do not share that lock: N
+// replicas may together pass a spawn bound by at most N-1. A ResourceQuota
+// on count/members.fleet.fleetd.dev is the API server's exact bound
+// beneath every replica.
 
 // Defaults of the limits.
 const (
@@ -222,4 +230,19 @@ func quotaRefusal(err error, what string) error {
 	}
 	return toolerr.New(toolerr.QuotaExceeded,
 		"the API server refused the %s: a ResourceQuota of the namespace is used up (%v); ask its administrator, or wait for settled ones to go", what, err)
+}
+
+// stripedLocks is a fixed set of mutexes, one picked by a key's hash: a
+// lock per key without a map that grows with every key ever seen. Two keys
+// may share a mutex, which only serialises them.
+type stripedLocks [64]sync.Mutex
+
+// stripeSeed hashes keys onto stripes.
+var stripeSeed = maphash.MakeSeed()
+
+// lock locks key's mutex and returns its unlock.
+func (l *stripedLocks) lock(key string) (unlock func()) {
+	mu := &l[maphash.String(stripeSeed, key)%uint64(len(l))]
+	mu.Lock()
+	return mu.Unlock
 }

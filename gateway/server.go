@@ -211,6 +211,9 @@ type Gateway struct {
 
 	// panics counts recovered handler panics.
 	panics atomic.Int64
+
+	// spawnLocks serialise each namespace's spawns (limits.go).
+	spawnLocks stripedLocks
 }
 
 var _ manager.LeaderElectionRunnable = (*Gateway)(nil)
