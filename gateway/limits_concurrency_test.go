@@ -148,11 +148,11 @@ func TestCancelAndResendIsBounded(t *testing.T) {
 		t.Errorf("3 rounds of 10 sends and cancels: %d sent, %d refused, %d kept on the API server; want 10, 20, 10", sent, refused, n)
 	}
 
-	// Bytes: each message below is 8 KiB. The ten kept take a few hundred
-	// bytes of the 40 KiB; four more fit, the fifth does not.
+	// Bytes, in a namespace of their own: each message below is 8 KiB;
+	// four fit in 36 KiB, the fifth does not.
 	big := strings.Repeat("x", 8<<10)
 	ns2 := env.Namespace(t)
-	h2 := startGateway(t, ns2, Options{MaxSenderMessages: 100, MaxSenderBytes: 40 << 10, SenderRate: -1})
+	h2 := startGateway(t, ns2, Options{MaxSenderMessages: 100, MaxSenderBytes: 36 << 10, SenderRate: -1})
 	addMember(t, member("w1", ns2).Obj())
 	primary2 := h2.connect(t, staticToken, nil)
 	for range 4 {
