@@ -25,10 +25,15 @@ type Policy struct {
 	// before it is deleted; 0 keeps every Delegation. Outcomes their sender
 	// has not collected stay until acknowledged.
 	Retention time.Duration
+	// CancelledRetention is how long a cancelled Delegation stays after
+	// its last change, when shorter than Retention; 0 takes Retention. Its
+	// sender withdrew it and got its outcome, and one that sends, cancels
+	// and sends again would otherwise keep a day of messages in etcd.
+	CancelledRetention time.Duration
 }
 
 // DefaultPolicy is the policy fleetd runs with.
-var DefaultPolicy = Policy{ConfirmWindow: 10 * time.Second, MaxHops: 20, Retention: 24 * time.Hour}
+var DefaultPolicy = Policy{ConfirmWindow: 10 * time.Second, MaxHops: 20, Retention: 24 * time.Hour, CancelledRetention: 5 * time.Minute}
 
 // Member is what Decide knows of the member a queue belongs to.
 type Member struct {
@@ -272,7 +277,7 @@ func Decide(m Member, ds []fleetv1alpha1.Delegation, now time.Time, policy Polic
 			// A Kubernetes user reads outcomes with kubectl: none is owed
 			// to it through the gateway.
 			d.Spec.From.Kind == fleetv1alpha1.PrincipalUser
-		if at, keep := Expiry(d, policy.Retention, senderGone); !keep {
+		if at, keep := Expiry(d, RetentionOf(d, policy), senderGone); !keep {
 			if now.Before(at) {
 				later(at)
 			} else {

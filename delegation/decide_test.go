@@ -388,6 +388,10 @@ func cmpOr(t, fallback time.Time) time.Time {
 func TestDecideRetention(t *testing.T) {
 	keep := policy
 	keep.Retention = time.Hour
+	keep.CancelledRetention = 5 * time.Minute
+	cancelled := func(name string) *dlg {
+		return mk(name, 0).queued().then(func(d *fleetv1alpha1.Delegation) { RequestCancel(d, at(60).Time) })
+	}
 	replied := func(name string) *dlg { return mk(name, 0).typed(1).then(replyAt(60, "done")) }
 	timedOut := func(d *fleetv1alpha1.Delegation) { TimeOut(d, at(60).Time) }
 	cases := map[string]struct {
@@ -416,6 +420,18 @@ func TestDecideRetention(t *testing.T) {
 				}
 			}).obj()},
 			now: 61 * time.Minute, wantRequeue: 29 * time.Minute,
+		},
+		"a cancelled one stays for the cancelled retention": {
+			member: idleAfterWork(3), ds: []fleetv1alpha1.Delegation{cancelled("a").obj()},
+			now: 5 * time.Minute, wantRequeue: time.Minute,
+		},
+		"then it goes, long before the retention": {
+			member: idleAfterWork(3), ds: []fleetv1alpha1.Delegation{cancelled("a").obj()},
+			now: 6*time.Minute + time.Second, want: []Step{{Kind: StepExpire, Name: "a"}},
+		},
+		"a cancelled outcome nobody collected stays until acknowledged": {
+			member: idleAfterWork(3), ds: []fleetv1alpha1.Delegation{cancelled("a").detached().obj()},
+			now: 100 * time.Hour,
 		},
 		"an outcome nobody collected stays until acknowledged": {
 			member: idleAfterWork(3), ds: []fleetv1alpha1.Delegation{replied("a").detached().obj()},

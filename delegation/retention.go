@@ -28,3 +28,13 @@ func Expiry(d *fleetv1alpha1.Delegation, retention time.Duration, senderGone boo
 	}
 	return last.Add(retention), false
 }
+
+// RetentionOf is how long d stays after its last change under policy:
+// Retention, or CancelledRetention for a cancelled d when that is shorter.
+// 0 keeps d.
+func RetentionOf(d *fleetv1alpha1.Delegation, policy Policy) time.Duration {
+	if policy.Retention > 0 && d.Status.Phase == fleetv1alpha1.DelegationCancelled && policy.CancelledRetention > 0 {
+		return min(policy.Retention, policy.CancelledRetention)
+	}
+	return policy.Retention
+}

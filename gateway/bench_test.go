@@ -251,8 +251,9 @@ func measureHolds(b *testing.B, label, url, token string, n int, pause time.Dura
 func BenchmarkHeldCalls(b *testing.B) {
 	n := benchHolds()
 	ns := env.Namespace(b)
-	// All the calls go to one member: its queue takes them all.
-	h := startGateway(b, ns, Options{MaxQueue: -1})
+	// All the calls go to one member from one sender at once: its queue,
+	// and the sender's bounds and rate, take them all.
+	h := startGateway(b, ns, Options{MaxQueue: -1, MaxQueuePerSender: -1, MaxSenderMessages: -1, MaxSenderBytes: -1, SenderRate: -1})
 	addMember(b, member("w1", ns).Obj())
 	ctx := context.Background()
 

@@ -17,6 +17,15 @@
 // restarts, ends the wait and never the Delegation: the sender re-attaches
 // with the same idempotency key, or collects the outcome with bridge_poll.
 //
+// A member is the attacker, and so may be any other caller: every message
+// and spawn passes bounds that hold however many calls arrive at once
+// (limits.go, message_bounds.go). Messages are reserved, then created:
+// admitted under one lock against the cache plus what this replica
+// admitted and its cache does not show yet. A namespace's spawns are
+// counted on the API server and created one at a time. Neither is shared
+// between replicas; a ResourceQuota (config/quota) is the API server's
+// bound beneath all of them.
+//
 // The decisions (which member a sessionId addresses, what outcome a
 // Delegation shows a waiter, which Delegation a reply settles) are pure
 // functions beside the handlers that use them.

@@ -11,9 +11,11 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetd/fleetd/agents"
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
@@ -153,10 +155,10 @@ func refuseImageless(to []*fleetv1alpha1.Member, profiles []fleetv1alpha1.Profil
 	return nil
 }
 
-// storeImages writes a message's images into a Secret of their own, owned
-// by the recipients until the Delegations that carry them own it, and
-// returns what the Delegations say of them.
-func (g *Gateway) storeImages(ctx context.Context, ns string, imgs []messageImage, to []*fleetv1alpha1.Member) (*fleetv1alpha1.DelegationImages, *corev1.Secret, error) {
+// messageImagesSecret is the Secret that holds a message's images, owned
+// by the recipients until the Delegations that carry them own it, and what
+// the Delegations say of them; nothing is written yet (storeImages).
+func messageImagesSecret(ns string, imgs []messageImage, to []*fleetv1alpha1.Member) (*fleetv1alpha1.DelegationImages, *corev1.Secret) {
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "images-"},
 		Type:       fleetv1alpha1.SecretTypeImages,
@@ -176,11 +178,39 @@ func (g *Gateway) storeImages(ctx context.Context, ns string, imgs []messageImag
 			Key: key, MediaType: img.mediaType, Size: int64(len(img.data)), SHA256: hex.EncodeToString(sum[:]), Name: textcut.Head(strings.ToValidUTF8(img.name, "?"), 255),
 		})
 	}
+	return spec, s
+}
+
+// storeImages writes s, the Secret of a message's images, and names it in
+// spec, which the message's Delegations carry. It is written once the
+// Delegations were admitted, right before they are created, so that a
+// refused message leaves no Secret behind (dropImages removes it when no
+// Delegation was created after all).
+func (g *Gateway) storeImages(ctx context.Context, spec *fleetv1alpha1.DelegationImages, s *corev1.Secret) error {
 	if err := g.client.Create(ctx, s); err != nil {
-		return nil, nil, fmt.Errorf("storing the message's images: %w", err)
+		return fmt.Errorf("storing the message's images: %w", err)
 	}
 	spec.SecretName = s.Name
-	return spec, s, nil
+	return nil
+}
+
+// settleImages gives the images' Secret to the Delegations that were
+// created (ownImages), or deletes it when none was: a message that was not
+// sent leaves nothing behind.
+func (g *Gateway) settleImages(ctx context.Context, s *corev1.Secret, sent []*fleetv1alpha1.Delegation) {
+	if s == nil || s.Name == "" {
+		return
+	}
+	if len(sent) > 0 {
+		g.ownImages(ctx, s, sent)
+		return
+	}
+	// The caller's context may be what ended the call.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := g.client.Delete(ctx, s); client.IgnoreNotFound(err) != nil {
+		g.log.Info("Leaving the images of a message not sent with its recipients", "secret", s.Name, "error", err.Error())
+	}
 }
 
 // ownImages gives the images' Secret to the Delegations that carry them,

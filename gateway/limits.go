@@ -3,8 +3,10 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -16,14 +18,16 @@ import (
 )
 
 // The limits no caller talks the gateway past: how long a chain of
-// messages may grow (Options.MaxHops), how many messages may wait for one
-// member (MaxQueue), and how many members one principal may have spawned
-// and one namespace may hold (MaxSpawns, MaxMembers). Messages are counted
-// on the gateway's cache and spawns on the API server, and neither is
-// counted under a lock, so calls at the same moment may pass one by a few;
-// a ResourceQuota on count/delegations.fleet.fleetd.dev and
-// count/members.fleet.fleetd.dev is the API server's exact bound beneath
-// them, and its refusal is quota_exceeded.
+// messages may grow (Options.MaxHops), how many members one principal may
+// have spawned and one namespace may hold (MaxSpawns, MaxMembers), and the
+// bounds on the messages a sender keeps and queues (message_bounds.go).
+//
+// Spawns are counted on the API server, and a namespace's count and create
+// run one at a time on a replica, so a thousand spawns at once on one
+// replica never pass the bounds. Replicas do not share that lock: N
+// replicas may together pass a spawn bound by at most N-1. A ResourceQuota
+// on count/members.fleet.fleetd.dev (config/quota) is the API server's
+// exact bound beneath every replica, and its refusal is quota_exceeded.
 
 // Defaults of the limits.
 const (
@@ -32,18 +36,11 @@ const (
 	DefaultMaxMembers = 256
 )
 
-// createDelegation creates d, a message from p, within the limits: it is
-// one hop further than the message p (a member) works on, if any, and its
-// receiver's queue has room for it. An error from the API server comes
-// back as it is, a quota's refusal as quota_exceeded.
+// createDelegation creates d, a message from p, within the limits
+// (createDelegations).
 func (g *Gateway) createDelegation(ctx context.Context, p *identity.Principal, d *fleetv1alpha1.Delegation) error {
-	if err := g.chain(ctx, p, d); err != nil {
-		return err
-	}
-	if err := g.roomInQueue(ctx, d); err != nil {
-		return err
-	}
-	return quotaRefusal(g.client.Create(ctx, d), "message to "+d.Spec.To)
+	_, err := g.createDelegations(ctx, p, []*fleetv1alpha1.Delegation{d}, nil)
+	return err
 }
 
 // chain makes d, sent by a member, one hop further than the message the
@@ -106,25 +103,6 @@ func (g *Gateway) describeChain(ctx context.Context, d *fleetv1alpha1.Delegation
 		links = append(append(links[:chainShown:chainShown], fmt.Sprintf("... %d more", len(links)-2*chainShown)), links[len(links)-chainShown:]...)
 	}
 	return strings.Join(links, ", ")
-}
-
-// roomInQueue refuses d once its receiver has MaxQueue messages waiting:
-// one sender's flood of messages to a member would otherwise slow every
-// member's round trips, and fill the API server.
-func (g *Gateway) roomInQueue(ctx context.Context, d *fleetv1alpha1.Delegation) error {
-	if g.opts.MaxQueue <= 0 {
-		return nil
-	}
-	queued, err := g.delegationsTo(ctx, d.Namespace, d.Spec.To, stateQueued)
-	if err != nil {
-		return err
-	}
-	if len(queued) < g.opts.MaxQueue {
-		return nil
-	}
-	return toolerr.New(toolerr.QueueFull,
-		"member %s already has %d messages waiting, the most its queue holds; nothing was sent. Send again once some were delivered (bridge_status shows its queue depth), or to another member",
-		d.Spec.To, len(queued))
 }
 
 // roomToSpawn refuses a spawn by p once p, or any principal that spawned
@@ -222,4 +200,19 @@ func quotaRefusal(err error, what string) error {
 	}
 	return toolerr.New(toolerr.QuotaExceeded,
 		"the API server refused the %s: a ResourceQuota of the namespace is used up (%v); ask its administrator, or wait for settled ones to go", what, err)
+}
+
+// stripedLocks is a fixed set of mutexes, one picked by a key's hash: a
+// lock per key without a map that grows with every key ever seen. Two keys
+// may share a mutex, which only serialises them.
+type stripedLocks [64]sync.Mutex
+
+// stripeSeed hashes keys onto stripes.
+var stripeSeed = maphash.MakeSeed()
+
+// lock locks key's mutex and returns its unlock.
+func (l *stripedLocks) lock(key string) (unlock func()) {
+	mu := &l[maphash.String(stripeSeed, key)%uint64(len(l))]
+	mu.Lock()
+	return mu.Unlock
 }

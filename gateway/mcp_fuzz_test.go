@@ -48,6 +48,7 @@ func fakeGateway(t testing.TB) (*Gateway, *httptest.Server) {
 		WithStatusSubresource(&fleetv1alpha1.Delegation{}, &fleetv1alpha1.Member{}, &fleetv1alpha1.Profile{}).
 		WithIndex(&fleetv1alpha1.Delegation{}, indexReceiverState, indexReceiverStateFunc).
 		WithIndex(&fleetv1alpha1.Delegation{}, indexSenderState, indexSenderStateFunc).
+		WithIndex(&fleetv1alpha1.Delegation{}, indexSender, indexSenderFunc).
 		WithIndex(&fleetv1alpha1.Member{}, identity.IndexMemberTokenHash, identity.IndexMemberToken).
 		WithIndex(&fleetv1alpha1.Member{}, identity.IndexMemberPodUID, identity.IndexMemberPod).
 		WithObjects(objs...).

@@ -62,6 +62,10 @@ func (g *Gateway) spawn(ctx context.Context, p *identity.Principal, r spawnReque
 	if terr := checkSpawnBoundary(p, from, to); terr != nil {
 		return nil, terr
 	}
+	// The count and the create are one step: a spawn counts the members
+	// the last one created (roomToSpawn reads the API server), so no two
+	// spawns in one namespace pass the bound together.
+	defer g.spawnLocks.lock(p.Namespace)()
 	if err := g.roomToSpawn(ctx, p); err != nil {
 		return nil, err
 	}

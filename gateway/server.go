@@ -98,6 +98,22 @@ type Options struct {
 	// MaxQueue bounds the messages waiting for one member. Default
 	// DefaultMaxQueue; negative: no bound.
 	MaxQueue int
+	// MaxQueuePerSender bounds one sender's share of a member's queue: the
+	// messages from it waiting for that member. Default
+	// DefaultMaxQueuePerSender; negative: no bound.
+	MaxQueuePerSender int
+	// MaxSenderMessages bounds the Delegations one sender keeps in a
+	// namespace, in any phase, until retention deletes them. Default
+	// DefaultMaxSenderMessages; negative: no bound.
+	MaxSenderMessages int
+	// MaxSenderBytes bounds the bytes (content and images) of those
+	// Delegations. Default DefaultMaxSenderBytes; negative: no bound.
+	MaxSenderBytes int64
+	// SenderRate is how many messages a second one principal may send,
+	// SenderBurst how many at once. Defaults DefaultSenderRate and
+	// DefaultSenderBurst; a negative rate: no bound.
+	SenderRate  float64
+	SenderBurst int
 	// MaxSpawns bounds the members one principal answers for: those it
 	// spawned, those they spawned, and a lead's team. Default
 	// DefaultMaxSpawns; negative: no bound.
@@ -160,10 +176,19 @@ func (o Options) withDefaults() Options {
 	for _, limit := range []struct {
 		v   *int
 		def int
-	}{{&o.MaxQueue, DefaultMaxQueue}, {&o.MaxSpawns, DefaultMaxSpawns}, {&o.MaxMembers, DefaultMaxMembers}} {
+	}{
+		{&o.MaxQueue, DefaultMaxQueue}, {&o.MaxQueuePerSender, DefaultMaxQueuePerSender}, {&o.MaxSenderMessages, DefaultMaxSenderMessages},
+		{&o.SenderBurst, DefaultSenderBurst}, {&o.MaxSpawns, DefaultMaxSpawns}, {&o.MaxMembers, DefaultMaxMembers},
+	} {
 		if *limit.v == 0 {
 			*limit.v = limit.def
 		}
+	}
+	if o.MaxSenderBytes == 0 {
+		o.MaxSenderBytes = DefaultMaxSenderBytes
+	}
+	if o.SenderRate == 0 {
+		o.SenderRate = DefaultSenderRate
 	}
 	return o
 }
@@ -211,6 +236,11 @@ type Gateway struct {
 
 	// panics counts recovered handler panics.
 	panics atomic.Int64
+
+	// spawnLocks serialise each namespace's spawns (limits.go).
+	spawnLocks stripedLocks
+	// ledger admits messages within their bounds (message_bounds.go).
+	ledger messageLedger
 }
 
 var _ manager.LeaderElectionRunnable = (*Gateway)(nil)
@@ -231,6 +261,7 @@ func New(mgr ctrl.Manager, opts Options) (*Gateway, error) {
 	}{
 		{&fleetv1alpha1.Delegation{}, indexReceiverState, indexReceiverStateFunc},
 		{&fleetv1alpha1.Delegation{}, indexSenderState, indexSenderStateFunc},
+		{&fleetv1alpha1.Delegation{}, indexSender, indexSenderFunc},
 		{&fleetv1alpha1.Member{}, identity.IndexMemberTokenHash, identity.IndexMemberToken},
 		{&fleetv1alpha1.Member{}, identity.IndexMemberPodUID, identity.IndexMemberPod},
 	} {

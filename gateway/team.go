@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/gateway/identity"
 	"github.com/fleetd/fleetd/gateway/toolerr"
@@ -132,45 +130,60 @@ func (g *Gateway) teamMessage(ctx context.Context, c *call, in TeamMessageInput)
 		to = append(to, m)
 	}
 	slices.SortFunc(to, func(a, b *fleetv1alpha1.Member) int { return strings.Compare(a.Name, b.Name) })
-	images, secret, err := g.attachImages(ctx, c, in.ImagePaths, in.Images, to)
+	imgs, err := g.readImages(ctx, c, in.ImagePaths, in.Images, to)
 	if err != nil {
 		return nil, err
 	}
-	out := &TeamMessageOutput{DispatchIDs: []string{}, Recipients: []string{}}
-	var sent []*fleetv1alpha1.Delegation
-	defer func() { g.ownImages(ctx, secret, sent) }()
-	for _, m := range to {
-		d := g.newDelegation(c.who, m, in.Content, false, fleetv1alpha1.DefaultTimeoutSeconds)
-		d.Spec.Images = images
-		if err := g.createDelegation(ctx, c.who, d); err != nil {
-			return nil, fmt.Errorf("messaging %s (after %d of %d were sent): %w", m.Name, len(out.DispatchIDs), len(to), err)
+	ds := make([]*fleetv1alpha1.Delegation, len(to))
+	for i, m := range to {
+		ds[i] = g.newDelegation(c.who, m, in.Content, false, fleetv1alpha1.DefaultTimeoutSeconds)
+	}
+	n, err := g.createWithImages(ctx, c.who, ds, imgs, to)
+	if err != nil {
+		if n == 0 {
+			return nil, err
 		}
-		sent = append(sent, d)
+		return nil, fmt.Errorf("messaging %s (after %d of %d were sent): %w", to[n].Name, n, len(to), err)
+	}
+	out := &TeamMessageOutput{DispatchIDs: []string{}, Recipients: []string{}}
+	for i, d := range ds {
 		out.DispatchIDs = append(out.DispatchIDs, d.Name)
-		out.Recipients = append(out.Recipients, m.Name)
+		out.Recipients = append(out.Recipients, to[i].Name)
 	}
 	return out, nil
 }
 
-// attachImages reads the images a caller sends to members to, refuses
-// them when one of to cannot take images, and stores them; nil when there
-// are none.
-func (g *Gateway) attachImages(ctx context.Context, c *call, paths []string, inline []ImageInput, to []*fleetv1alpha1.Member) (*fleetv1alpha1.DelegationImages, *corev1.Secret, error) {
+// readImages reads the images a caller sends to members to, and refuses
+// them when one of to cannot take images; nil when there are none.
+func (g *Gateway) readImages(ctx context.Context, c *call, paths []string, inline []ImageInput, to []*fleetv1alpha1.Member) ([]messageImage, error) {
 	if len(paths)+len(inline) == 0 {
-		return nil, nil, nil
+		return nil, nil
 	}
 	profiles, err := g.profiles(ctx, c.who.Namespace)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := refuseImageless(to, profiles); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	imgs, err := g.messageImages(ctx, c, paths, inline)
-	if err != nil {
-		return nil, nil, err
+	return g.messageImages(ctx, c, paths, inline)
+}
+
+// createWithImages creates ds, one call's messages from p to members to,
+// carrying imgs: admitted first, then the images' Secret, then the
+// Delegations, which then own it. It returns how many were created; a
+// call that created none leaves no Secret.
+func (g *Gateway) createWithImages(ctx context.Context, p *identity.Principal, ds []*fleetv1alpha1.Delegation, imgs []messageImage, to []*fleetv1alpha1.Member) (int, error) {
+	if len(imgs) == 0 {
+		return g.createDelegations(ctx, p, ds, nil)
 	}
-	return g.storeImages(ctx, c.who.Namespace, imgs, to)
+	spec, secret := messageImagesSecret(p.Namespace, imgs, to)
+	for _, d := range ds {
+		d.Spec.Images = spec
+	}
+	n, err := g.createDelegations(ctx, p, ds, func() error { return g.storeImages(ctx, spec, secret) })
+	g.settleImages(ctx, secret, ds[:n])
+	return n, err
 }
 
 // teamManage adds a member to a team from a Profile, or removes members.
@@ -283,16 +296,9 @@ func (g *Gateway) teamAdd(ctx context.Context, c *call, in TeamManageInput, team
 		return out, nil
 	}
 	d := g.newDelegation(c.who, m, in.Message, false, fleetv1alpha1.DefaultTimeoutSeconds)
-	var secret *corev1.Secret
-	if len(imgs) > 0 {
-		if d.Spec.Images, secret, err = g.storeImages(ctx, c.who.Namespace, imgs, []*fleetv1alpha1.Member{m}); err != nil {
-			return nil, fmt.Errorf("member %s was added, but not its first message: %w", m.Name, err)
-		}
-	}
-	if err := g.createDelegation(ctx, c.who, d); err != nil {
+	if _, err := g.createWithImages(ctx, c.who, []*fleetv1alpha1.Delegation{d}, imgs, []*fleetv1alpha1.Member{m}); err != nil {
 		return nil, fmt.Errorf("member %s was added, but not its first message: %w", m.Name, err)
 	}
-	g.ownImages(ctx, secret, []*fleetv1alpha1.Delegation{d})
 	out.DispatchID = d.Name
 	return out, nil
 }

@@ -47,19 +47,25 @@ type options struct {
 	processTools     bool
 	teamTools        bool
 
-	metricsAddr    string
-	probeAddr      string
-	leaderElect    bool
-	leaderElectNS  string
-	maxHops        int
-	maxQueue       int
-	maxSpawns      int
-	maxMembers     int
-	retention      time.Duration
-	kubeQPS        float64
-	kubeBurst      int
-	memberParallel int
-	queueParallel  int
+	metricsAddr        string
+	probeAddr          string
+	leaderElect        bool
+	leaderElectNS      string
+	maxHops            int
+	maxQueue           int
+	maxSpawns          int
+	maxMembers         int
+	retention          time.Duration
+	cancelledRetention time.Duration
+	maxQueuePerSender  int
+	maxSenderMessages  int
+	maxSenderBytes     int64
+	senderRate         float64
+	senderBurst        int
+	kubeQPS            float64
+	kubeBurst          int
+	memberParallel     int
+	queueParallel      int
 
 	agentDir        string
 	hookCommand     string
@@ -97,9 +103,15 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.leaderElectNS, "leader-election-namespace", "", "Namespace of the leader election lease.")
 	fs.IntVar(&o.maxHops, "max-hops", int(delegation.DefaultPolicy.MaxHops), "Messages one chain may hold without a primary's message in between (1 to 1000): a member's message sent while it works on one, and a reply carried back to a member's pane, are each a hop further. The gateway refuses a longer chain with hop_limit; the controllers fail a carried reply past it.")
 	fs.IntVar(&o.maxQueue, "max-queue", gateway.DefaultMaxQueue, "Messages that may wait in one member's queue; one more is refused with queue_full (negative: no bound).")
+	fs.IntVar(&o.maxQueuePerSender, "max-queue-per-sender", gateway.DefaultMaxQueuePerSender, "Messages from one sender that may wait in one member's queue, so that one sender cannot keep a queue full for every other; one more is refused with queue_full (negative: no bound).")
+	fs.IntVar(&o.maxSenderMessages, "max-sender-messages", gateway.DefaultMaxSenderMessages, "Delegations one sender may keep in a namespace, in any phase, until retention deletes them; one more is refused with sender_limit (negative: no bound).")
+	fs.Int64Var(&o.maxSenderBytes, "max-sender-bytes", gateway.DefaultMaxSenderBytes, "Bytes (content and images) one sender's kept Delegations in a namespace may hold; a message past it is refused with sender_limit (negative: no bound).")
+	fs.Float64Var(&o.senderRate, "sender-rate", gateway.DefaultSenderRate, "Messages a second one principal may send through the gateway; more are refused with rate_limited (negative: no bound).")
+	fs.IntVar(&o.senderBurst, "sender-burst", gateway.DefaultSenderBurst, "Messages one principal may send at once above --sender-rate (a broadcast is one per recipient).")
 	fs.IntVar(&o.maxSpawns, "max-spawns", gateway.DefaultMaxSpawns, "Members one principal may answer for through the gateway: those it spawned, those they spawned, and a lead's team; one more spawn is refused with spawn_limit (negative: no bound).")
 	fs.IntVar(&o.maxMembers, "max-members", gateway.DefaultMaxMembers, "Members a namespace may hold for the gateway to spawn another (negative: no bound). A ResourceQuota on count/members.fleet.fleetd.dev is the API server's bound beneath it.")
 	fs.DurationVar(&o.retention, "delegation-retention", delegation.DefaultPolicy.Retention, "How long a settled Delegation stays after its last change before it is deleted (0 keeps them all). An outcome its sender has not collected with bridge_poll stays until bridge_ack.")
+	fs.DurationVar(&o.cancelledRetention, "cancelled-retention", delegation.DefaultPolicy.CancelledRetention, "How long a cancelled Delegation stays after its last change, when shorter than --delegation-retention, so that sending and cancelling again and again does not keep a day of messages. An outcome its sender has not collected with bridge_poll stays until bridge_ack.")
 	fs.Float64Var(&o.kubeQPS, "kube-api-qps", -1, "Client-side limit on requests per second to the API server, per resource type. Negative: no client-side limit, the API server's priority and fairness decides (controller-runtime's default).")
 	fs.IntVar(&o.kubeBurst, "kube-api-burst", 100, "Requests above --kube-api-qps allowed at once, when it is positive.")
 	fs.IntVar(&o.memberParallel, "member-concurrency", 16, "Members reconciled in parallel.")
@@ -186,10 +198,19 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 	if o.maxHops < 1 || o.maxHops > 1000 {
 		return fmt.Errorf("--max-hops=%d: must be between 1 and 1000", o.maxHops)
 	}
-	for name, v := range map[string]int{"--max-queue": o.maxQueue, "--max-spawns": o.maxSpawns, "--max-members": o.maxMembers} {
-		if v == 0 {
-			return fmt.Errorf("%s=0: want a positive bound, or a negative value for none", name)
+	for name, v := range map[string]int64{
+		"--max-queue": int64(o.maxQueue), "--max-queue-per-sender": int64(o.maxQueuePerSender), "--max-sender-messages": int64(o.maxSenderMessages),
+		"--max-sender-bytes": o.maxSenderBytes, "--sender-burst": int64(o.senderBurst), "--max-spawns": int64(o.maxSpawns), "--max-members": int64(o.maxMembers),
+	} {
+		if v == 0 || (name == "--sender-burst" && v < 0) {
+			return fmt.Errorf("%s=%d: want a positive bound, or a negative value for none", name, v)
 		}
+	}
+	if o.senderRate == 0 {
+		return fmt.Errorf("--sender-rate=0: want a positive rate, or a negative value for none")
+	}
+	if o.cancelledRetention < 0 {
+		return fmt.Errorf("--cancelled-retention=%v: must be 0 (as --delegation-retention) or a positive duration", o.cancelledRetention)
 	}
 	cfg, err := o.restConfig(cfg)
 	if err != nil {
@@ -257,6 +278,7 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 		policy := delegation.DefaultPolicy
 		policy.MaxHops = int32(o.maxHops)
 		policy.Retention = o.retention
+		policy.CancelledRetention = o.cancelledRetention
 		if err := controllers.SetupWithManager(ctx, mgr, controllers.Config{
 			Panes:          shared,
 			PaneHosts:      hosts,
@@ -293,11 +315,16 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 				gateway.ToolNamespaceTeam:    o.teamTools,
 				gateway.ToolNamespaceProcess: o.processTools,
 			},
-			TeamPolicy: o.teamPolicy,
-			MaxHops:    int32(o.maxHops),
-			MaxQueue:   o.maxQueue,
-			MaxSpawns:  o.maxSpawns,
-			MaxMembers: o.maxMembers,
+			TeamPolicy:        o.teamPolicy,
+			MaxHops:           int32(o.maxHops),
+			MaxQueue:          o.maxQueue,
+			MaxQueuePerSender: o.maxQueuePerSender,
+			MaxSenderMessages: o.maxSenderMessages,
+			MaxSenderBytes:    o.maxSenderBytes,
+			SenderRate:        o.senderRate,
+			SenderBurst:       o.senderBurst,
+			MaxSpawns:         o.maxSpawns,
+			MaxMembers:        o.maxMembers,
 			// bridge_read reads members' terminals through herdr.
 			Panes: shared,
 		}

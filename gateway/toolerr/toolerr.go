@@ -58,6 +58,13 @@ const (
 	// SpawnLimit: the caller, or its namespace, has as many members as
 	// the gateway starts.
 	SpawnLimit Code = "spawn_limit"
+	// SenderLimit: the caller keeps as many messages, or as many bytes
+	// of them, as one sender may until settled ones are deleted; nothing
+	// was sent.
+	SenderLimit Code = "sender_limit"
+	// RateLimited: the caller sends messages faster than one sender may;
+	// nothing was sent.
+	RateLimited Code = "rate_limited"
 	// QuotaExceeded: the API server refused the object for a
 	// ResourceQuota of the namespace.
 	QuotaExceeded Code = "quota_exceeded"
@@ -70,7 +77,8 @@ var Known = []Code{
 	WorkerGone, DeliveryFailed, Cancelled, SubscriptionBoundary,
 	FeatureDisabled, Unauthorized, Forbidden, NotTeamMember, NotFound,
 	InvalidArgument, Conflict, UnsupportedProviderImages, ImageTooLarge,
-	QueueFull, HopLimit, SpawnLimit, QuotaExceeded, Internal,
+	QueueFull, HopLimit, SpawnLimit, SenderLimit, RateLimited, QuotaExceeded,
+	Internal,
 }
 
 // Error is the structured error of a tool result ({error:{code,message}})
@@ -124,7 +132,7 @@ func (c Code) HTTPStatus() int {
 		return http.StatusUnauthorized
 	case Forbidden, SubscriptionBoundary, FeatureDisabled, NotTeamMember, QuotaExceeded:
 		return http.StatusForbidden
-	case QueueFull, SpawnLimit:
+	case QueueFull, SpawnLimit, SenderLimit, RateLimited:
 		return http.StatusTooManyRequests
 	case NotFound:
 		return http.StatusNotFound
