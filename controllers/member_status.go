@@ -200,6 +200,9 @@ type memberFacts struct {
 	// boundary is why starting the agent would cross the subscription
 	// boundary.
 	boundary string
+	// podForbidden is what the Member's own pod asks for beyond what a
+	// Member may; fleetd makes it no Pod.
+	podForbidden string
 	// adopted is the pane an earlier pass created and this one took over.
 	adopted string
 	// waiting is a lost pane waiting out the restart backoff.
@@ -288,6 +291,10 @@ func setConditions(st *fleetv1alpha1.MemberStatus, generation int64, f memberFac
 	if f.boundary != "" {
 		set(fleetv1alpha1.ConditionPaneReady, metav1.ConditionFalse, fleetv1alpha1.ReasonSubscriptionBoundary, f.boundary)
 		set(fleetv1alpha1.ConditionAgentReady, metav1.ConditionFalse, fleetv1alpha1.ReasonSubscriptionBoundary, "no agent is started across the subscription boundary")
+	}
+	if f.podForbidden != "" {
+		set(fleetv1alpha1.ConditionPaneReady, metav1.ConditionFalse, fleetv1alpha1.ReasonPodForbidden, f.podForbidden)
+		set(fleetv1alpha1.ConditionAgentReady, metav1.ConditionFalse, fleetv1alpha1.ReasonPodForbidden, "no Pod is made for a Member that asks for more than a Member may")
 	}
 	if f.adopted != "" {
 		set(fleetv1alpha1.ConditionPaneReady, metav1.ConditionTrue, fleetv1alpha1.ReasonPaneAdopted, "adopted pane "+f.adopted)
@@ -392,6 +399,7 @@ func rollUp(st *fleetv1alpha1.MemberStatus, generation int64, deleting bool, now
 		}
 		switch {
 		case pane != nil && pane.Reason == fleetv1alpha1.ReasonSubscriptionBoundary,
+			pane != nil && pane.Reason == fleetv1alpha1.ReasonPodForbidden,
 			pane != nil && pane.Reason == fleetv1alpha1.ReasonAgentStartFailed:
 			st.Phase = fleetv1alpha1.MemberFailed
 		case st.Restarts > 0:
