@@ -23,8 +23,8 @@ type imagesUnavailable struct{ reason string }
 
 func (e *imagesUnavailable) Error() string { return e.reason }
 
-// placeImages reads the images of d from their Secret, checks them against
-// d's digests, and puts them in the member's agent directory, where its
+// placeImages reads the images of d from their Secret, checks that the
+// Secret is d's and its bytes match d's digests, and puts them in the member's agent directory, where its
 // agent reads them; it says how to type d with them. The Secret is read
 // from the API server: fleetd caches no Secret but its members' own.
 func (r *DelegationReconciler) placeImages(ctx context.Context, key types.NamespacedName, panes Panes, d *fleetv1alpha1.Delegation) (agents.ImagePrompt, error) {
@@ -49,6 +49,8 @@ func (r *DelegationReconciler) placeImages(ctx context.Context, key types.Namesp
 		return agents.ImagePrompt{}, fmt.Errorf("reading the images of delegation %s: %w", d.Name, err)
 	case secret.Type != fleetv1alpha1.SecretTypeImages:
 		return agents.ImagePrompt{}, &imagesUnavailable{fmt.Sprintf("the Secret %s is of type %q, not %s", img.SecretName, secret.Type, fleetv1alpha1.SecretTypeImages)}
+	case !imagesSecretBelongsTo(secret, d, m):
+		return agents.ImagePrompt{}, &imagesUnavailable{fmt.Sprintf("the Secret %s holds the images of another message: it belongs neither to delegation %s nor to member %s", img.SecretName, d.Name, m.Name)}
 	}
 	dir := agents.AttachmentsDir(m.Status.AgentDir, d.Name)
 	files := make([]agents.File, 0, len(img.Items))
@@ -69,6 +71,27 @@ func (r *DelegationReconciler) placeImages(ctx context.Context, key types.Namesp
 		return agents.ImagePrompt{}, fmt.Errorf("putting the images of delegation %s in member %s's agent directory: %w", d.Name, m.Name, err)
 	}
 	return agents.PromptWithImages(m.Status.AgentKind, paths, d.Spec.Content), nil
+}
+
+// imagesSecretBelongsTo reports whether secret may hold the images of d, a
+// message to member m: the gateway gives an images' Secret to the
+// Delegations that carry them and, until it has made them, to their
+// recipients. fleetd reads every Secret; were a Delegation's word enough,
+// anyone who may create Delegations could have another message's images,
+// which they cannot read, written into a member of their choosing.
+func imagesSecretBelongsTo(secret *corev1.Secret, d *fleetv1alpha1.Delegation, m *fleetv1alpha1.Member) bool {
+	for _, o := range secret.OwnerReferences {
+		if o.APIVersion != fleetv1alpha1.GroupVersion.String() {
+			continue
+		}
+		switch {
+		case o.Kind == "Delegation" && o.UID == d.UID && o.Name == d.Name:
+			return true
+		case o.Kind == "Member" && o.UID == m.UID && o.Name == m.Name:
+			return true
+		}
+	}
+	return false
 }
 
 func agentOrCommand(kind fleetv1alpha1.AgentKind) string {

@@ -61,7 +61,7 @@ func resolveWorker(m *fleetv1alpha1.Member, p *fleetv1alpha1.Profile) Worker {
 			WorkingDir: m.Spec.WorkingDir,
 			Billing:    fleetv1alpha1.BillingOf(nil),
 			Runtime:    m.Spec.Runtime,
-			Pod:        m.Spec.Pod,
+			Pod:        mergePod(nil, m.Spec.Pod),
 		}
 	}
 	w := Worker{
@@ -76,10 +76,7 @@ func resolveWorker(m *fleetv1alpha1.Member, p *fleetv1alpha1.Profile) Worker {
 		PermissionMode: p.Spec.PermissionMode,
 		AllowedTools:   p.Spec.AllowedTools,
 		Runtime:        cmp.Or(m.Spec.Runtime, p.Spec.Runtime),
-		Pod:            p.Spec.Pod,
-	}
-	if m.Spec.Pod != nil {
-		w.Pod = m.Spec.Pod
+		Pod:            mergePod(p.Spec.Pod, m.Spec.Pod),
 	}
 	return w
 }

@@ -239,6 +239,9 @@ func (r *MemberReconciler) reconcileNormal(ctx context.Context, s *memberScope) 
 	}
 
 	if m.Status.Runtime == fleetv1alpha1.RuntimePod {
+		if errs := memberPodOutOfBounds(m.Spec.Pod); len(errs) > 0 {
+			return r.refusePod(ctx, s, errs.ToAggregate())
+		}
 		up, result, err := r.reconcilePod(ctx, s, worker)
 		if err != nil || !up {
 			return result, err

@@ -11,6 +11,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -18,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/panehost"
@@ -276,6 +278,24 @@ func (r *MemberReconciler) reconcilePod(ctx context.Context, s *memberScope, w W
 	recordPod(m, pod)
 	s.facts.podScheduled = true
 	return true, ctrl.Result{}, nil
+}
+
+// refusePod makes no Pod for a Member whose own pod asks for more than a
+// Member may (why), and deletes one made before: fleetd creates Pods with
+// its own rights, so the Member's author must not choose what they are.
+// Only a new spec brings the Member back.
+func (r *MemberReconciler) refusePod(ctx context.Context, s *memberScope, why error) (ctrl.Result, error) {
+	m := s.member
+	if err := r.deletePods(ctx, m); err != nil {
+		return ctrl.Result{}, err
+	}
+	clearPane(m)
+	clearPod(m)
+	if cond := meta.FindStatusCondition(m.Status.Conditions, fleetv1alpha1.ConditionPaneReady); cond == nil || cond.Reason != fleetv1alpha1.ReasonPodForbidden {
+		s.event(corev1.EventTypeWarning, fleetv1alpha1.ReasonPodForbidden, "Refusing to make the member's pod: %s", why)
+	}
+	s.facts.podForbidden = why.Error()
+	return ctrl.Result{}, reconcile.TerminalError(why)
 }
 
 // recordPod makes pod the Member's.

@@ -54,16 +54,31 @@ func TestRuntimeOf(t *testing.T) {
 }
 
 func TestResolveWorkerPod(t *testing.T) {
-	profilePod := &fleetv1alpha1.MemberPod{Image: "profile-image"}
-	memberPod := &fleetv1alpha1.MemberPod{Image: "member-image"}
+	profilePod := &fleetv1alpha1.MemberPod{
+		Image: "profile-image", ServiceAccountName: "agents", RuntimeClassName: ptr.To("gvisor"),
+		Tolerations:  []corev1.Toleration{{Key: "agents", Operator: corev1.TolerationOpExists}},
+		NodeSelector: map[string]string{"pool": "agents"},
+	}
 	p := &fleetv1alpha1.Profile{Spec: fleetv1alpha1.ProfileSpec{Runtime: fleetv1alpha1.RuntimePod, Pod: profilePod}}
 	p.Spec.Command = []string{"agent"}
-	if w := resolveWorker(&fleetv1alpha1.Member{}, p); w.Runtime != fleetv1alpha1.RuntimePod || w.Pod != profilePod {
+	if w := resolveWorker(&fleetv1alpha1.Member{}, p); w.Runtime != fleetv1alpha1.RuntimePod || !cmp.Equal(w.Pod, profilePod) {
 		t.Errorf("from the profile: runtime %s, pod %+v", w.Runtime, w.Pod)
 	}
+	limits := &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")}}
+	// What only a Profile may set stays the Profile's, whatever the
+	// Member's own pod says; the rest of the Member's replaces the
+	// Profile's field by field.
+	memberPod := &fleetv1alpha1.MemberPod{Image: "member-image", ServiceAccountName: "other", Resources: limits, NodeSelector: map[string]string{"pool": "big"}}
 	m := &fleetv1alpha1.Member{Spec: fleetv1alpha1.MemberSpec{Runtime: fleetv1alpha1.RuntimeShared, Pod: memberPod}}
-	if w := resolveWorker(m, p); w.Runtime != fleetv1alpha1.RuntimeShared || w.Pod != memberPod {
-		t.Errorf("the member's own: runtime %s, pod %+v", w.Runtime, w.Pod)
+	want := profilePod.DeepCopy()
+	want.Resources, want.NodeSelector = limits, map[string]string{"pool": "big"}
+	if w := resolveWorker(m, p); w.Runtime != fleetv1alpha1.RuntimeShared || !cmp.Equal(w.Pod, want) {
+		t.Errorf("the member's own: runtime %s, pod (-want +got):\n%s", w.Runtime, cmp.Diff(want, w.Pod))
+	}
+	inline := &fleetv1alpha1.Member{Spec: fleetv1alpha1.MemberSpec{Command: []string{"agent"}, Pod: memberPod}}
+	want = &fleetv1alpha1.MemberPod{Resources: limits, NodeSelector: map[string]string{"pool": "big"}}
+	if w := resolveWorker(inline, nil); !cmp.Equal(w.Pod, want) {
+		t.Errorf("an inline member's pod (-want +got):\n%s", cmp.Diff(want, w.Pod))
 	}
 }
 
@@ -454,6 +469,25 @@ func TestPodMember(t *testing.T) {
 	}
 	if m = memberNow(t, key); m.Status.TokenSecretName != "" || m.Status.TokenHash != "" {
 		t.Errorf("a pod member got a token Secret: %s", m.Status.TokenSecretName)
+	}
+
+	// A Member whose own pod asks for more than a Member may (here with no
+	// admission policy to stop it) gets no Pod, and says why.
+	greedy := testutil.MakeMember("greedy", ns).Command(scriptedAgent).Obj()
+	greedy.Spec.Pod = &fleetv1alpha1.MemberPod{ServiceAccountName: "deployer", SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](0)}}
+	if err := env.Client.Create(ctx, greedy); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "the greedy member to be refused its pod", func() (bool, string) {
+		g := memberNow(t, client.ObjectKeyFromObject(greedy))
+		c := meta.FindStatusCondition(g.Status.Conditions, fleetv1alpha1.ConditionPaneReady)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == fleetv1alpha1.ReasonPodForbidden && g.Status.Phase == fleetv1alpha1.MemberFailed &&
+				strings.Contains(c.Message, "spec.pod.serviceAccountName") && strings.Contains(c.Message, "spec.pod.securityContext.runAsNonRoot"),
+			fmt.Sprintf("phase %s, PaneReady %+v", g.Status.Phase, c)
+	})
+	var greedyPods corev1.PodList
+	if err := env.Client.List(ctx, &greedyPods, client.InNamespace(ns), client.MatchingLabels{fleetv1alpha1.LabelMember: greedy.Name}); err != nil || len(greedyPods.Items) != 0 {
+		t.Errorf("the greedy member has %d pods (%v), want none", len(greedyPods.Items), err)
 	}
 
 	// Unschedulable first: the Member says so, with the scheduler's words.

@@ -200,6 +200,9 @@ type memberFacts struct {
 	// boundary is why starting the agent would cross the subscription
 	// boundary.
 	boundary string
+	// podForbidden is what the Member's own pod asks for beyond what a
+	// Member may; fleetd makes it no Pod.
+	podForbidden string
 	// adopted is the pane an earlier pass created and this one took over.
 	adopted string
 	// waiting is a lost pane waiting out the restart backoff.
@@ -346,6 +349,8 @@ func paneReadyCondition(st *fleetv1alpha1.MemberStatus, f memberFacts) condition
 		v = verdict(metav1.ConditionFalse, fleetv1alpha1.ReasonBackoff, fmt.Sprintf("%s; recreating in %s", f.waiting.why, f.waiting.left.Round(time.Second)))
 	case f.adopted != "":
 		v = verdict(metav1.ConditionTrue, fleetv1alpha1.ReasonPaneAdopted, "adopted pane "+f.adopted)
+	case f.podForbidden != "":
+		v = verdict(metav1.ConditionFalse, fleetv1alpha1.ReasonPodForbidden, f.podForbidden)
 	case f.boundary != "":
 		v = verdict(metav1.ConditionFalse, fleetv1alpha1.ReasonSubscriptionBoundary, f.boundary)
 	case f.unresolved != nil:
@@ -425,6 +430,8 @@ func agentReadyCondition(st *fleetv1alpha1.MemberStatus, f memberFacts) conditio
 	case f.recreated:
 	case f.waiting != nil:
 		v = verdict(metav1.ConditionFalse, cmp.Or(f.waiting.reason, fleetv1alpha1.ReasonPaneLost), f.waiting.why)
+	case f.podForbidden != "":
+		v = verdict(metav1.ConditionFalse, fleetv1alpha1.ReasonPodForbidden, "no Pod is made for a Member that asks for more than a Member may")
 	case f.boundary != "":
 		v = verdict(metav1.ConditionFalse, fleetv1alpha1.ReasonSubscriptionBoundary, "no agent is started across the subscription boundary")
 	}
@@ -469,6 +476,7 @@ func rollUp(st *fleetv1alpha1.MemberStatus, generation int64, deleting bool, now
 		}
 		switch {
 		case pane != nil && pane.Reason == fleetv1alpha1.ReasonSubscriptionBoundary,
+			pane != nil && pane.Reason == fleetv1alpha1.ReasonPodForbidden,
 			pane != nil && pane.Reason == fleetv1alpha1.ReasonAgentStartFailed:
 			st.Phase = fleetv1alpha1.MemberFailed
 		case st.Restarts > 0:

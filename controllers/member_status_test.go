@@ -168,6 +168,15 @@ func TestSetConditions(t *testing.T) {
 			},
 			wantPhase: fleetv1alpha1.MemberFailed,
 		},
+		"its own pod asks for more than a Member may": {
+			facts: memberFacts{podForbidden: "spec.pod.image: Forbidden: only a Profile may name another image"},
+			want: []c{
+				cond(paneReady, no, fleetv1alpha1.ReasonPodForbidden, "spec.pod.image: Forbidden: only a Profile may name another image"),
+				cond(agentReady, no, fleetv1alpha1.ReasonPodForbidden, "no Pod is made for a Member that asks for more than a Member may"),
+				cond(ready, no, fleetv1alpha1.ReasonPodForbidden, "spec.pod.image: Forbidden: only a Profile may name another image"),
+			},
+			wantPhase: fleetv1alpha1.MemberFailed,
+		},
 		"the agent was started in a new pane": {
 			status: withPane(fleetv1alpha1.MemberStatus{}),
 			facts:  memberFacts{started: &startedPane{"w1:p1", "w1"}, herdr: answers},

@@ -51,6 +51,11 @@ const (
 	// ReasonPodLost: the Member's Pod ended (crashed, was OOMKilled or
 	// deleted, or its node was lost); it is recreated.
 	ReasonPodLost = "PodLost"
+	// ReasonPodForbidden: the Member's own spec.pod asks for more than a
+	// Member may (Pod Security restricted, the namespace's default service
+	// account, fleetd's or its Profile's image, no tolerations or runtime
+	// class): fleetd creates no Pod for it. Only a Profile opens more.
+	ReasonPodForbidden = "PodForbidden"
 	// ReasonProfileNotFound: the Member names a Profile that does not exist.
 	ReasonProfileNotFound = "ProfileNotFound"
 	// ReasonSecretNotAllowed: an env value refers to a Secret that does not

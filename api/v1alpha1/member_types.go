@@ -118,8 +118,11 @@ type MemberSpec struct {
 	// +optional
 	Runtime Runtime `json:"runtime,omitempty"`
 
-	// pod shapes the Member's Pod when it runs in one; it replaces the
-	// Profile's pod as a whole.
+	// pod shapes the Member's Pod when it runs in one: each field it sets
+	// replaces its Profile's. A Member's own pod stays within Pod Security
+	// restricted and may not set image, tolerations, runtimeClassName or a
+	// serviceAccountName other than default; those only a Profile opens
+	// (config/admission enforces it, and fleetd makes no Pod beyond it).
 	// +optional
 	Pod *MemberPod `json:"pod,omitempty"`
 }

@@ -92,8 +92,11 @@ type ProfileSpec struct {
 	// +optional
 	Runtime Runtime `json:"runtime,omitempty"`
 
-	// pod shapes the Pods its members run in; a Member's own pod replaces
-	// it as a whole.
+	// pod shapes the Pods its members run in; each field a Member's own
+	// pod sets replaces the Profile's, except image, serviceAccountName,
+	// tolerations and runtimeClassName, which are the Profile's alone. A
+	// Profile may open more than Pod Security restricted only when its
+	// writer may create Pods in its namespace (config/admission).
 	// +optional
 	Pod *MemberPod `json:"pod,omitempty"`
 

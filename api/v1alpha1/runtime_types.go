@@ -23,7 +23,8 @@ const (
 // MemberPod shapes the Pod a Member runs in when its runtime is Pod: what a
 // platform team sets for any workload.
 type MemberPod struct {
-	// image runs the agent and its pane host. Default: fleetd's worker image
+	// image runs the agent and its pane host; only a Profile sets it.
+	// Default: fleetd's worker image
 	// (the pinned Claude Code and Codex CLIs with node, git and a shell).
 	// Any image that holds the agent's CLI and a POSIX shell works: fleetd's
 	// own binaries come in by an init container.
@@ -52,26 +53,32 @@ type MemberPod struct {
 	// +optional
 	Affinity *corev1.Affinity `json:"affinity,omitempty"`
 
-	// tolerations let the Pod run on tainted nodes.
+	// tolerations let the Pod run on tainted nodes; only a Profile sets
+	// them.
 	// +optional
 	// +listType=atomic
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 
 	// runtimeClassName selects a container runtime class, such as gVisor or
-	// Kata, for stronger isolation.
+	// Kata, for stronger isolation; only a Profile sets it.
 	// +optional
 	RuntimeClassName *string `json:"runtimeClassName,omitempty"`
 
 	// serviceAccountName is the Pod's service account. Its token, projected
 	// for audience fleetd and bound to the Pod, is how the agent is known to
 	// the gateway; the Pod gets no token for the Kubernetes API. Default:
-	// the namespace's default service account.
+	// the namespace's default service account; only a Profile names
+	// another.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 
 	// securityContext is the Pod's security context. Default: a non-root
 	// user (65532), its group, and the runtime's default seccomp profile.
+	// A Member's must stay within Pod Security restricted (runAsNonRoot
+	// true, runAsUser not 0, seccompProfile RuntimeDefault or Localhost,
+	// no unconfined AppArmor, SELinux user, role or sysctls); only a
+	// Profile opens more.
 	// +optional
 	SecurityContext *corev1.PodSecurityContext `json:"securityContext,omitempty"`
 

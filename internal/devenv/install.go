@@ -64,9 +64,10 @@ func InstallCRDs(ctx context.Context, c client.Client) error {
 
 // InstallPolicies applies fleetd's admission policies (config/admission):
 // the API server sets a left-out Delegation sender to its creator and
-// refuses one that names someone else. It waits until the API server
-// applies them: a Delegation without a sender then passes (a dry run in
-// namespace ns).
+// refuses one that names someone else, and keeps a Member's Pod within
+// what a Member may ask for. It waits until the API server applies them:
+// a Delegation without a sender then passes, and a Member that names an
+// image for its Pod is refused (dry runs in namespace ns).
 func InstallPolicies(ctx context.Context, c client.Client, ns string) error {
 	objs, err := decodeAll(admission.Policies, ".")
 	if err != nil {
@@ -84,8 +85,19 @@ func InstallPolicies(ctx context.Context, c client.Client, ns string) error {
 			"metadata": map[string]any{"generateName": "policy-probe-", "namespace": ns},
 			"spec":     map[string]any{"to": "nobody", "content": "probe"},
 		}}
-		last = c.Create(ctx, probe, client.DryRunAll)
-		return last == nil, nil
+		if last = c.Create(ctx, probe, client.DryRunAll); last != nil {
+			return false, nil
+		}
+		member := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": fleetv1alpha1.GroupVersion.String(), "kind": "Member",
+			"metadata": map[string]any{"generateName": "policy-probe-", "namespace": ns},
+			"spec":     map[string]any{"command": []any{"sh"}, "runtime": "Pod", "pod": map[string]any{"image": "probe"}},
+		}}
+		if err := c.Create(ctx, member, client.DryRunAll); err == nil || !strings.Contains(err.Error(), "spec.pod.image") {
+			last = fmt.Errorf("a Member naming an image for its Pod: %v, want a refusal", err)
+			return false, nil
+		}
+		return true, nil
 	})
 	if err != nil {
 		return fmt.Errorf("waiting for the API server to apply fleetd's admission policies: %w (last: %v)", err, last)

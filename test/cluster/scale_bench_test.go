@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -342,14 +343,18 @@ type startedMembers struct {
 // all are Ready at once.
 func (r *scaleRun) startMembers(b *testing.B, v cache.Cache, ns string, names []string) startedMembers {
 	b.Helper()
+	// fleetd's own image has a shell, and its init container brings the
+	// scripted agent into every member Pod anyway: the worker image's
+	// agent CLIs (730 MiB, 90 s to load into the nodes) would sit unused.
+	// Only a Profile may name a member's image.
+	p := testutil.MakeProfile("scale", ns).Command("scripted-agent", "--received-log", receivedLog).Obj()
+	p.Spec.Pod = &fleetv1alpha1.MemberPod{Image: "fleetd:dev"}
+	if err := r.c.Create(context.Background(), p); err != nil && !apierrors.IsAlreadyExists(err) {
+		b.Fatal(err)
+	}
 	objs := make([]client.Object, len(names))
 	for i, name := range names {
-		m := testutil.MakeMember(name, ns).Command("scripted-agent", "--received-log", receivedLog).Obj()
-		// fleetd's own image has a shell, and its init container brings the
-		// scripted agent into every member Pod anyway: the worker image's
-		// agent CLIs (730 MiB, 90 s to load into the nodes) would sit unused.
-		m.Spec.Pod = &fleetv1alpha1.MemberPod{Image: "fleetd:dev"}
-		objs[i] = m
+		objs[i] = testutil.MakeMember(name, ns).Profile("scale").Obj()
 	}
 	var out startedMembers
 	start := time.Now()

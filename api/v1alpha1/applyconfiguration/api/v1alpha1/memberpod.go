@@ -28,7 +28,8 @@ import (
 // MemberPod shapes the Pod a Member runs in when its runtime is Pod: what a
 // platform team sets for any workload.
 type MemberPodApplyConfiguration struct {
-	// image runs the agent and its pane host. Default: fleetd's worker image
+	// image runs the agent and its pane host; only a Profile sets it.
+	// Default: fleetd's worker image
 	// (the pinned Claude Code and Codex CLIs with node, git and a shell).
 	// Any image that holds the agent's CLI and a POSIX shell works: fleetd's
 	// own binaries come in by an init container.
@@ -46,18 +47,24 @@ type MemberPodApplyConfiguration struct {
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 	// affinity is the Pod's scheduling affinity.
 	Affinity *v1.Affinity `json:"affinity,omitempty"`
-	// tolerations let the Pod run on tainted nodes.
+	// tolerations let the Pod run on tainted nodes; only a Profile sets
+	// them.
 	Tolerations []v1.Toleration `json:"tolerations,omitempty"`
 	// runtimeClassName selects a container runtime class, such as gVisor or
-	// Kata, for stronger isolation.
+	// Kata, for stronger isolation; only a Profile sets it.
 	RuntimeClassName *string `json:"runtimeClassName,omitempty"`
 	// serviceAccountName is the Pod's service account. Its token, projected
 	// for audience fleetd and bound to the Pod, is how the agent is known to
 	// the gateway; the Pod gets no token for the Kubernetes API. Default:
-	// the namespace's default service account.
+	// the namespace's default service account; only a Profile names
+	// another.
 	ServiceAccountName *string `json:"serviceAccountName,omitempty"`
 	// securityContext is the Pod's security context. Default: a non-root
 	// user (65532), its group, and the runtime's default seccomp profile.
+	// A Member's must stay within Pod Security restricted (runAsNonRoot
+	// true, runAsUser not 0, seccompProfile RuntimeDefault or Localhost,
+	// no unconfined AppArmor, SELinux user, role or sysctls); only a
+	// Profile opens more.
 	SecurityContext *v1.PodSecurityContext `json:"securityContext,omitempty"`
 	// workspace is the volume the agent works in. Default: an emptyDir, gone
 	// with the Pod.

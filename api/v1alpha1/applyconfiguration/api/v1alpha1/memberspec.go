@@ -51,8 +51,11 @@ type MemberSpecApplyConfiguration struct {
 	// else fleetd's --default-runtime. Fixed for the life of the Member once
 	// it started.
 	Runtime *apiv1alpha1.Runtime `json:"runtime,omitempty"`
-	// pod shapes the Member's Pod when it runs in one; it replaces the
-	// Profile's pod as a whole.
+	// pod shapes the Member's Pod when it runs in one: each field it sets
+	// replaces its Profile's. A Member's own pod stays within Pod Security
+	// restricted and may not set image, tolerations, runtimeClassName or a
+	// serviceAccountName other than default; those only a Profile opens
+	// (config/admission enforces it, and fleetd makes no Pod beyond it).
 	Pod *MemberPodApplyConfiguration `json:"pod,omitempty"`
 }
 

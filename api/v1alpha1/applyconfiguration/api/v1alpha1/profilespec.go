@@ -57,8 +57,11 @@ type ProfileSpecApplyConfiguration struct {
 	// Shared (panes of the pane server beside fleetd). Default: fleetd's
 	// --default-runtime. A Member's own runtime wins.
 	Runtime *apiv1alpha1.Runtime `json:"runtime,omitempty"`
-	// pod shapes the Pods its members run in; a Member's own pod replaces
-	// it as a whole.
+	// pod shapes the Pods its members run in; each field a Member's own
+	// pod sets replaces the Profile's, except image, serviceAccountName,
+	// tolerations and runtimeClassName, which are the Profile's alone. A
+	// Profile may open more than Pod Security restricted only when its
+	// writer may create Pods in its namespace (config/admission).
 	Pod *MemberPodApplyConfiguration `json:"pod,omitempty"`
 	// default marks the profile bridge_send auto-spawns from when no member is
 	// addressed and none exists. At most one profile per namespace should set it;
