@@ -252,7 +252,7 @@ func BenchmarkHeldCalls(b *testing.B) {
 	n := benchHolds()
 	ns := env.Namespace(b)
 	// All the calls go to one member: its queue takes them all.
-	h := startGateway(b, ns, Options{MaxQueue: -1})
+	h := startGateway(b, ns, Options{MaxQueue: -1, MaxHeldCalls: -1})
 	addMember(b, member("w1", ns).Obj())
 	ctx := context.Background()
 

@@ -55,6 +55,8 @@ type options struct {
 	maxQueue       int
 	maxSpawns      int
 	maxMembers     int
+	maxHeldCalls   int
+	maxStreams     int
 	retention      time.Duration
 	kubeQPS        float64
 	kubeBurst      int
@@ -98,6 +100,8 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.IntVar(&o.maxHops, "max-hops", int(delegation.DefaultPolicy.MaxHops), "Messages one chain may hold without a primary's message in between (1 to 1000): a member's message sent while it works on one, and a reply carried back to a member's pane, are each a hop further. The gateway refuses a longer chain with hop_limit; the controllers fail a carried reply past it.")
 	fs.IntVar(&o.maxQueue, "max-queue", gateway.DefaultMaxQueue, "Messages that may wait in one member's queue; one more is refused with queue_full (negative: no bound).")
 	fs.IntVar(&o.maxSpawns, "max-spawns", gateway.DefaultMaxSpawns, "Members one principal may answer for through the gateway: those it spawned, those they spawned, and a lead's team; one more spawn is refused with spawn_limit (negative: no bound).")
+	fs.IntVar(&o.maxHeldCalls, "max-held-calls", gateway.DefaultMaxHeldCalls, "Calls one principal may hold open at once (bridge_send, bridge_ask waiting for an outcome); one more is refused with throttled (negative: no bound).")
+	fs.IntVar(&o.maxStreams, "max-dashboard-streams", gateway.DefaultMaxDashboardStreams, "Dashboard streams (fleet views and member pages) one principal may keep open at once; one more is refused with 429 (negative: no bound).")
 	fs.IntVar(&o.maxMembers, "max-members", gateway.DefaultMaxMembers, "Members a namespace may hold for the gateway to spawn another (negative: no bound). A ResourceQuota on count/members.fleet.fleetd.dev is the API server's bound beneath it.")
 	fs.DurationVar(&o.retention, "delegation-retention", delegation.DefaultPolicy.Retention, "How long a settled Delegation stays after its last change before it is deleted (0 keeps them all). An outcome its sender has not collected with bridge_poll stays until bridge_ack.")
 	fs.Float64Var(&o.kubeQPS, "kube-api-qps", -1, "Client-side limit on requests per second to the API server, per resource type. Negative: no client-side limit, the API server's priority and fairness decides (controller-runtime's default).")
@@ -186,7 +190,7 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 	if o.maxHops < 1 || o.maxHops > 1000 {
 		return fmt.Errorf("--max-hops=%d: must be between 1 and 1000", o.maxHops)
 	}
-	for name, v := range map[string]int{"--max-queue": o.maxQueue, "--max-spawns": o.maxSpawns, "--max-members": o.maxMembers} {
+	for name, v := range map[string]int{"--max-queue": o.maxQueue, "--max-spawns": o.maxSpawns, "--max-members": o.maxMembers, "--max-held-calls": o.maxHeldCalls, "--max-dashboard-streams": o.maxStreams} {
 		if v == 0 {
 			return fmt.Errorf("%s=0: want a positive bound, or a negative value for none", name)
 		}
@@ -298,6 +302,9 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 			MaxQueue:   o.maxQueue,
 			MaxSpawns:  o.maxSpawns,
 			MaxMembers: o.maxMembers,
+			// Per-principal bounds on what stays open.
+			MaxHeldCalls:        o.maxHeldCalls,
+			MaxDashboardStreams: o.maxStreams,
 			// bridge_read reads members' terminals through herdr.
 			Panes: shared,
 		}

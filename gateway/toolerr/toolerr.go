@@ -61,6 +61,10 @@ const (
 	// QuotaExceeded: the API server refused the object for a
 	// ResourceQuota of the namespace.
 	QuotaExceeded Code = "quota_exceeded"
+	// Throttled: the caller holds as many calls or streams open at once
+	// as it may, or failed to authenticate too often; retry once some
+	// have ended.
+	Throttled Code = "throttled"
 	// Internal: the gateway failed; retrying may help.
 	Internal Code = "internal"
 )
@@ -70,7 +74,7 @@ var Known = []Code{
 	WorkerGone, DeliveryFailed, Cancelled, SubscriptionBoundary,
 	FeatureDisabled, Unauthorized, Forbidden, NotTeamMember, NotFound,
 	InvalidArgument, Conflict, UnsupportedProviderImages, ImageTooLarge,
-	QueueFull, HopLimit, SpawnLimit, QuotaExceeded, Internal,
+	QueueFull, HopLimit, SpawnLimit, QuotaExceeded, Throttled, Internal,
 }
 
 // Error is the structured error of a tool result ({error:{code,message}})
@@ -124,7 +128,7 @@ func (c Code) HTTPStatus() int {
 		return http.StatusUnauthorized
 	case Forbidden, SubscriptionBoundary, FeatureDisabled, NotTeamMember, QuotaExceeded:
 		return http.StatusForbidden
-	case QueueFull, SpawnLimit:
+	case QueueFull, SpawnLimit, Throttled:
 		return http.StatusTooManyRequests
 	case NotFound:
 		return http.StatusNotFound
