@@ -253,7 +253,7 @@ func BenchmarkHeldCalls(b *testing.B) {
 	ns := env.Namespace(b)
 	// All the calls go to one member from one sender at once: its queue,
 	// and the sender's bounds and rate, take them all.
-	h := startGateway(b, ns, Options{MaxQueue: -1, MaxQueuePerSender: -1, MaxSenderMessages: -1, MaxSenderBytes: -1, SenderRate: -1})
+	h := startGateway(b, ns, Options{MaxQueue: -1, MaxQueuePerSender: -1, MaxSenderMessages: -1, MaxSenderBytes: -1, SenderRate: -1, MaxHeldCalls: -1})
 	addMember(b, member("w1", ns).Obj())
 	ctx := context.Background()
 

@@ -45,7 +45,14 @@ func (g *Gateway) bridgeCancel(ctx context.Context, c *call, in CancelInput) (*C
 	if err != nil {
 		return nil, err
 	}
+	release, err := g.reserveHold(c)
+	if err != nil {
+		// The cancel is recorded; a caller with no call to spare does not
+		// wait to see it settle.
+		return &CancelOutput{DispatchID: d.Name, Outcome: outcomeCancelling}, nil
+	}
 	last, err := g.hold(ctx, c, types.NamespacedName{Namespace: d.Namespace, Name: d.Name}, d, cancelWait, func(d *fleetv1alpha1.Delegation) bool { return delegation.Settled(d.Status.Phase) })
+	release()
 	switch {
 	case errors.Is(err, errHoldTimeout), errors.Is(err, errGatewayStopping):
 		return &CancelOutput{DispatchID: d.Name, Outcome: outcomeCancelling}, nil

@@ -288,7 +288,7 @@ func TestDashboardTerminalAndAClosedTab(t *testing.T) {
 		}
 		return nil
 	})
-	// The terminal was read on the stream's own goroutine, which is gone:
+	// The terminal was read for the page alone, and its read loop is gone:
 	// a change to the member, which would wake a stream, reads nothing.
 	reads := panes.reads.Load()
 	setMemberStatus(t, w1, func(st *fleetv1alpha1.MemberStatus) { st.AgentStatus = fleetv1alpha1.AgentWorking })
@@ -304,13 +304,14 @@ func TestDashboardTerminalAndAClosedTab(t *testing.T) {
 	}
 }
 
-// streamGoroutines is the stacks of goroutines running a dashboard stream.
+// streamGoroutines is the stacks of goroutines running a dashboard stream
+// or a member's screen reads.
 func streamGoroutines() string {
 	var b strings.Builder
 	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
 	var left []string
 	for _, g := range strings.Split(b.String(), "\n\n") {
-		if strings.Contains(g, "(*dashboardStream).run") {
+		if strings.Contains(g, "(*dashboardStream).run") || strings.Contains(g, "(*screenFeed).run") {
 			left = append(left, g)
 		}
 	}

@@ -30,11 +30,13 @@ const (
 	// noticed by the failed write.
 	keepaliveInterval = 15 * time.Second
 	// rescopeInterval is how often a stream resolves its token again: a
-	// revoked token, a removed RoleBinding or a deleted member ends it.
-	rescopeInterval = 30 * time.Second
-	// screenInterval is how often a member page reads its terminal while
-	// it is open (herdr pushes no output stream); a change is pushed, an
-	// unchanged screen costs the browser nothing.
+	// revoked token, a removed RoleBinding or a deleted member ends it
+	// within this, and a review's reuse, of the change.
+	rescopeInterval = 5 * time.Second
+	// screenInterval is how often a member's terminal is read while a
+	// page of it is open (herdr pushes no output stream), once for all its
+	// pages; a change is pushed, an unchanged screen costs the browser
+	// nothing.
 	screenInterval = 100 * time.Millisecond
 	// screenReadTimeout bounds one read of a terminal.
 	screenReadTimeout = 2 * time.Second
@@ -89,7 +91,10 @@ type dashboardStream struct {
 	es    *eventStream
 	v     *viewer
 	token string
-	scope *dashboardScope
+	// source is the client's address, which the stream's token checks
+	// are throttled by.
+	source string
+	scope  *dashboardScope
 	// sent holds a hash of the last row or message sent, by name.
 	sent map[string]uint64
 	// screen is the hash of the last screen sent.
@@ -111,14 +116,21 @@ func (g *Gateway) dashboardScopeOf(ctx context.Context, p *identity.Principal) (
 	return s, nil
 }
 
-// openDashboardStream checks the caller, subscribes a viewer and starts the
-// event stream with the hello event. A refusal is answered as every REST
-// error is (401, 403) before anything is streamed.
+// openDashboardStream checks the caller, takes one of its stream slots,
+// subscribes a viewer and starts the event stream with the hello event. A
+// refusal is answered as every REST error is (401, 403, 429 for a caller
+// with as many streams open as it may) before anything is streamed.
 func (g *Gateway) openDashboardStream(w http.ResponseWriter, r *http.Request, member string) (*dashboardStream, func(), bool) {
 	p := restPrincipal(r)
 	scope, err := g.dashboardScopeOf(r.Context(), p)
 	if err != nil {
 		writeError(w, err)
+		return nil, nil, false
+	}
+	release, ok := g.streams.reserve(p)
+	if !ok {
+		g.metrics.throttled.WithLabelValues("dashboard_streams").Inc()
+		writeError(w, toolerr.New(toolerr.Throttled, "you have %d dashboard streams open already, the most one caller may (--max-dashboard-streams); close a tab and try again", g.streams.max))
 		return nil, nil, false
 	}
 	token, _ := identity.BearerToken(r)
@@ -129,14 +141,16 @@ func (g *Gateway) openDashboardStream(w http.ResponseWriter, r *http.Request, me
 	}
 	if err != nil {
 		g.viewers.unsubscribe(v)
+		release()
 		return nil, nil, false
 	}
 	done := func() {
+		release()
 		g.viewers.unsubscribe(v)
 		// The connection may serve another request after the stream.
 		_ = es.rc.SetWriteDeadline(time.Time{})
 	}
-	return &dashboardStream{g: g, es: es, v: v, token: token, scope: scope, sent: map[string]uint64{}}, done, true
+	return &dashboardStream{g: g, es: es, v: v, token: token, source: clientAddress(r), scope: scope, sent: map[string]uint64{}}, done, true
 }
 
 // dashboardFleet serves GET /ui/api/fleet: every member the caller may see,
@@ -169,9 +183,10 @@ func (g *Gateway) dashboardMemberPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer done()
-	var screen func(context.Context) error
+	var screen *screenWatch
 	if s.scope.screens {
-		screen = s.sendScreen
+		screen = g.screens.watch(types.NamespacedName{Namespace: s.v.namespace, Name: name})
+		defer g.screens.unwatch(screen)
 	}
 	s.run(r.Context(), s.memberSnapshot, s.memberChanges, screen)
 }
@@ -179,7 +194,7 @@ func (g *Gateway) dashboardMemberPage(w http.ResponseWriter, r *http.Request) {
 // run sends the snapshot, then what changes, until the client leaves, the
 // gateway stops, or the viewer may no longer see the page. Everything runs
 // on the request's goroutine: when the request ends, nothing is left.
-func (s *dashboardStream) run(ctx context.Context, snapshot func(context.Context) error, changes func(context.Context, sets.Set[string], sets.Set[string]) error, screen func(context.Context) error) {
+func (s *dashboardStream) run(ctx context.Context, snapshot func(context.Context) error, changes func(context.Context, sets.Set[string], sets.Set[string]) error, screen *screenWatch) {
 	clk := s.g.opts.Clock
 	if err := snapshot(ctx); err != nil {
 		s.fail(err)
@@ -189,14 +204,9 @@ func (s *dashboardStream) run(ctx context.Context, snapshot func(context.Context
 	defer keepalive.Stop()
 	rescope := clk.NewTicker(rescopeInterval)
 	defer rescope.Stop()
-	var screens <-chan time.Time
+	var screens <-chan struct{}
 	if screen != nil {
-		if err := screen(ctx); err != nil {
-			return
-		}
-		t := clk.NewTicker(screenInterval)
-		defer t.Stop()
-		screens = t.C()
+		screens = screen.wake
 	}
 	for {
 		var err error
@@ -209,7 +219,7 @@ func (s *dashboardStream) run(ctx context.Context, snapshot func(context.Context
 			members, messages := s.v.take()
 			err = changes(ctx, members, messages)
 		case <-screens:
-			err = screen(ctx)
+			err = s.sendScreen(screen.screen())
 		case <-keepalive.C():
 			err = s.es.keepalive()
 		case <-rescope.C():
@@ -250,7 +260,7 @@ func (s *dashboardStream) send(event string, v any) error {
 // for a new snapshot. A token that no longer authenticates, or a principal
 // that lost the right to see members, ends the stream.
 func (s *dashboardStream) rescope(ctx context.Context) (bool, error) {
-	p, f := s.g.auth.Authenticate(ctx, s.token)
+	p, f := s.g.auth.AuthenticateFrom(ctx, s.token, s.source)
 	if f != nil {
 		return false, f.Error()
 	}
@@ -487,9 +497,8 @@ func (s *dashboardStream) memberChanges(ctx context.Context, members, messages s
 	return s.send("messages", out)
 }
 
-// sendScreen reads the member's terminal and sends it when it changed.
-func (s *dashboardStream) sendScreen(ctx context.Context) error {
-	screen := s.readScreen(ctx)
+// sendScreen sends the member's terminal when it changed.
+func (s *dashboardStream) sendScreen(screen DashboardScreen) error {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(screen.PaneID + "\x00" + screen.Text + "\x00" + screen.Unavailable))
 	if sum := h.Sum64(); sum != s.screen || s.screen == 0 {
@@ -501,15 +510,15 @@ func (s *dashboardStream) sendScreen(ctx context.Context) error {
 
 // readScreen reads what the member's terminal shows now, through herdr's
 // pane.read on the member's pane host (as bridge_read does), as plain text.
-func (s *dashboardStream) readScreen(ctx context.Context) DashboardScreen {
+func (g *Gateway) readScreen(ctx context.Context, key types.NamespacedName) DashboardScreen {
 	var m fleetv1alpha1.Member
-	if err := s.g.cache.Get(ctx, types.NamespacedName{Namespace: s.v.namespace, Name: s.v.member}, &m); err != nil {
+	if err := g.cache.Get(ctx, key, &m); err != nil {
 		return DashboardScreen{Unavailable: "the member is gone"}
 	}
 	if m.Status.PaneID == "" {
 		return DashboardScreen{Unavailable: fmt.Sprintf("no pane yet (phase %s)", summaryStatus(&m))}
 	}
-	panes, err := s.g.panesOf(&m)
+	panes, err := g.panesOf(&m)
 	if err != nil {
 		return DashboardScreen{PaneID: m.Status.PaneID, Unavailable: "the member's pane host cannot be reached: " + err.Error()}
 	}

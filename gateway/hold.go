@@ -15,6 +15,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/delegation"
+	"github.com/fleetd/fleetd/gateway/toolerr"
 )
 
 var (
@@ -275,6 +276,10 @@ func (g *Gateway) latestDelegation(ctx context.Context, key types.NamespacedName
 func holdThen[Out any](g *Gateway, ctx context.Context, c *call, seed *fleetv1alpha1.Delegation, timeout time.Duration,
 	decide func(*fleetv1alpha1.Delegation) bool, then func(context.Context, *fleetv1alpha1.Delegation, error) (*Out, error)) (*Out, error) {
 	key := types.NamespacedName{Namespace: seed.Namespace, Name: seed.Name}
+	release, err := g.reserveHold(c)
+	if err != nil {
+		return nil, err
+	}
 	if c.parking != nil && c.finish != nil {
 		current := seed
 		var cached fleetv1alpha1.Delegation
@@ -282,6 +287,7 @@ func holdThen[Out any](g *Gateway, ctx context.Context, c *call, seed *fleetv1al
 			current = &cached
 		}
 		if decide(current) {
+			release()
 			return then(ctx, current, nil)
 		}
 		clk := g.opts.Clock
@@ -294,6 +300,7 @@ func holdThen[Out any](g *Gateway, ctx context.Context, c *call, seed *fleetv1al
 				h:      g.startHold(ctx, parked, key, nil, max(deadline.Sub(clk.Now()), 0)),
 				decide: decide,
 				end: func(ctx context.Context, last *fleetv1alpha1.Delegation, err error) *mcp.CallToolResult {
+					release()
 					out, err := then(ctx, last, err)
 					return finish(out, err)
 				},
@@ -303,7 +310,22 @@ func holdThen[Out any](g *Gateway, ctx context.Context, c *call, seed *fleetv1al
 		}
 	}
 	last, err := g.hold(ctx, c, key, seed, timeout, decide)
+	release()
 	return then(ctx, last, err)
+}
+
+// reserveHold takes one of the caller's held-call slots, or refuses the
+// call when it holds as many as it may: one principal's calls, held on one
+// message or many, cannot take the gateway's memory and goroutines from
+// everyone else.
+func (g *Gateway) reserveHold(c *call) (release func(), err error) {
+	release, ok := g.heldCalls.reserve(c.who)
+	if !ok {
+		g.metrics.throttled.WithLabelValues("held_calls").Inc()
+		return nil, toolerr.New(toolerr.Throttled, "you hold %d calls open already, the most one caller may (--max-held-calls); "+
+			"wait for some to return, or send with wait:false and collect the outcomes with bridge_poll", g.heldCalls.max)
+	}
+	return release, nil
 }
 
 // progressToken is the request's progress token, nil when the client gave

@@ -18,8 +18,8 @@ import (
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/gateway/toolerr"
+	"github.com/fleetd/fleetd/internal/memberfs"
 	"github.com/fleetd/fleetd/internal/testutil"
-	"github.com/fleetd/fleetd/panehost"
 )
 
 // workingDirFiles reads members' files on this machine, as fleetd beside a
@@ -27,7 +27,7 @@ import (
 type workingDirFiles struct{}
 
 func (workingDirFiles) ReadFile(_ context.Context, m *fleetv1alpha1.Member, path string, maxBytes int64) ([]byte, error) {
-	return panehost.ReadWithin(m.Status.WorkingDir, path, maxBytes)
+	return memberfs.ReadFileWithin(m.Status.WorkingDir, path, maxBytes)
 }
 
 // pngOf is a w by h PNG of one colour.

@@ -31,13 +31,17 @@ func fakeGateway(t testing.TB) (*Gateway, *httptest.Server) {
 	const ns = "fuzz"
 	lead := testutil.MakeMember("lead", ns).Profile("sub").Team("core", fleetv1alpha1.RoleLead).Obj()
 	lead.UID = "uid-lead"
-	lead.Status.TokenHash = fleetv1alpha1.TokenHash("lead-token")
+	lead.Status.TokenHash, lead.Status.TokenSecretName = fleetv1alpha1.TokenHash("lead-token"), "lead-fleetd-token"
 	w1 := testutil.MakeMember("w1", ns).Profile("sub").Team("core", fleetv1alpha1.RoleMember).Obj()
 	w1.UID = "uid-w1"
 	objs := []client.Object{
 		lead, w1,
 		testutil.MakeProfile("sub", ns).Command("scripted-agent").Default().Obj(),
 		testutil.MakeProfile("api", ns).Command("scripted-agent").Billing(fleetv1alpha1.BillingAPI).Env("ANTHROPIC_BASE_URL", "http://llm.invalid").Obj(),
+		&corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "lead-fleetd-token", Namespace: ns, Labels: map[string]string{fleetv1alpha1.LabelMember: "lead", fleetv1alpha1.LabelMemberUID: "uid-lead"}},
+			Data:       map[string][]byte{fleetv1alpha1.TokenSecretKey: []byte("lead-token")},
+		},
 		&corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: "static", Namespace: ns, Labels: map[string]string{fleetv1alpha1.LabelStaticToken: "true"}},
 			Data:       map[string][]byte{"primary": []byte(staticToken)},

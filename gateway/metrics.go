@@ -13,6 +13,7 @@ type metrics struct {
 	holdDuration *prometheus.HistogramVec
 	openHolds    *prometheus.GaugeVec
 	authFailures *prometheus.CounterVec
+	throttled    *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -36,8 +37,12 @@ func newMetrics() *metrics {
 			Namespace: "fleetd", Subsystem: "gateway", Name: "auth_failures_total",
 			Help: "Requests refused before any tool ran, by reason.",
 		}, []string{"reason"}),
+		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "fleetd", Subsystem: "gateway", Name: "throttled_total",
+			Help: "Calls, streams and authentications refused for a per-caller bound, by bound.",
+		}, []string{"bound"}),
 	}
-	m.registry.MustRegister(m.toolCalls, m.holdDuration, m.openHolds, m.authFailures,
+	m.registry.MustRegister(m.toolCalls, m.holdDuration, m.openHolds, m.authFailures, m.throttled,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -128,6 +128,22 @@ type Options struct {
 	// MemberFiles reads the image files members send by path; nil refuses
 	// image paths (images in the call still go).
 	MemberFiles MemberFiles
+	// MaxHeldCalls bounds the calls one principal holds open at once
+	// (bridge_send, bridge_ask, bridge_cancel waiting on a message); one
+	// more is refused with throttled. Default DefaultMaxHeldCalls;
+	// negative: no bound.
+	MaxHeldCalls int
+	// MaxDashboardStreams bounds the dashboard streams one principal
+	// keeps open at once; one more is refused with 429. Default
+	// DefaultMaxDashboardStreams; negative: no bound.
+	MaxDashboardStreams int
+	// AuthFailureBurst is how many authentications one client address may
+	// fail before it is refused with throttled, and AuthFailureInterval
+	// how often it may then try once more. Default
+	// identity.DefaultFailureBurst and identity.DefaultFailureInterval; a
+	// negative burst: no throttle.
+	AuthFailureBurst    int
+	AuthFailureInterval time.Duration
 }
 
 // PaneHosts says which pane host a member's panes live on.
@@ -179,6 +195,7 @@ func (o Options) withDefaults() Options {
 	}{
 		{&o.MaxQueue, DefaultMaxQueue}, {&o.MaxQueuePerSender, DefaultMaxQueuePerSender}, {&o.MaxSenderMessages, DefaultMaxSenderMessages},
 		{&o.SenderBurst, DefaultSenderBurst}, {&o.MaxSpawns, DefaultMaxSpawns}, {&o.MaxMembers, DefaultMaxMembers},
+		{&o.MaxHeldCalls, DefaultMaxHeldCalls}, {&o.MaxDashboardStreams, DefaultMaxDashboardStreams},
 	} {
 		if *limit.v == 0 {
 			*limit.v = limit.def
@@ -210,6 +227,7 @@ type Gateway struct {
 	auth    *identity.Authenticator
 	rv      *rendezvous
 	viewers *viewers
+	screens *screenFeeds
 	metrics *metrics
 	procs   *process.Table
 	server  *mcp.Server
@@ -227,6 +245,9 @@ type Gateway struct {
 	// stopping is closed when the gateway starts shutting down: held calls
 	// end with a result.
 	stopping chan struct{}
+
+	// heldCalls and streams bound what each principal holds open.
+	heldCalls, streams *principalSlots
 
 	// detachSlots bounds concurrent departed-waiter writes.
 	detachSlots chan struct{}
@@ -272,7 +293,9 @@ func New(mgr ctrl.Manager, opts Options) (*Gateway, error) {
 
 	var informers []cache.Informer
 	var delegations, members cache.Informer
-	for _, obj := range []client.Object{&fleetv1alpha1.Delegation{}, &fleetv1alpha1.Member{}, &fleetv1alpha1.Profile{}} {
+	// Member token Secrets are watched so that a deleted or rotated one
+	// stops its token at once.
+	for _, obj := range []client.Object{&fleetv1alpha1.Delegation{}, &fleetv1alpha1.Member{}, &fleetv1alpha1.Profile{}, &corev1.Secret{}} {
 		inf, err := mgr.GetCache().GetInformer(ctx, obj, cache.BlockUntilSynced(false))
 		if err != nil {
 			return nil, fmt.Errorf("getting the informer for %T: %w", obj, err)
@@ -370,6 +393,9 @@ func newGateway(opts Options, log logr.Logger, d gatewayDeps) *Gateway {
 			Reviews:      d.client,
 			Namespace:    opts.Namespace,
 			Clock:        opts.Clock,
+
+			FailureBurst:    opts.AuthFailureBurst,
+			FailureInterval: opts.AuthFailureInterval,
 		}),
 		rv:             newRendezvous(),
 		viewers:        newViewers(),
@@ -381,7 +407,10 @@ func newGateway(opts Options, log logr.Logger, d gatewayDeps) *Gateway {
 		cancelHolds:    cancel,
 		stopping:       make(chan struct{}),
 		detachSlots:    make(chan struct{}, detachWriters),
+		heldCalls:      newPrincipalSlots(opts.MaxHeldCalls),
+		streams:        newPrincipalSlots(opts.MaxDashboardStreams),
 	}
+	g.screens = newScreenFeeds(g)
 	g.setUpMCP()
 	g.handler = g.routes()
 	return g
@@ -530,10 +559,13 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 		if !ok {
 			f = &identity.Failure{Code: toolerr.Unauthorized, Reason: "missing_token", Message: "send a bearer token: Authorization: Bearer <token>"}
 		} else {
-			p, f = g.auth.Authenticate(r.Context(), token)
+			p, f = g.auth.AuthenticateFrom(r.Context(), token, clientAddress(r))
 		}
 		if f != nil {
 			g.metrics.authFailures.WithLabelValues(f.Reason).Inc()
+			if f.Code == toolerr.Throttled {
+				w.Header().Set("Retry-After", "1")
+			}
 			if f.Code == toolerr.Unauthorized {
 				challenge := `Bearer realm="fleetd"`
 				if ok {
@@ -548,4 +580,15 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 		ctx = context.WithValue(ctx, requestContextKey{}, r.Context())
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// clientAddress is the address a request came from, which failed
+// authentications are counted by: the connection's peer, never a header a
+// client writes.
+func clientAddress(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }

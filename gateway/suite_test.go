@@ -340,7 +340,9 @@ func giveToken(t testing.TB, m *fleetv1alpha1.Member) string {
 		},
 		Data: map[string][]byte{fleetv1alpha1.TokenSecretKey: []byte(token)},
 	})
-	setMemberStatus(t, m, func(st *fleetv1alpha1.MemberStatus) { st.TokenHash = fleetv1alpha1.TokenHash(token) })
+	setMemberStatus(t, m, func(st *fleetv1alpha1.MemberStatus) {
+		st.TokenHash, st.TokenSecretName = fleetv1alpha1.TokenHash(token), m.Name+"-fleetd-token"
+	})
 	return token
 }
 

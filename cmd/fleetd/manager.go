@@ -55,6 +55,8 @@ type options struct {
 	maxQueue           int
 	maxSpawns          int
 	maxMembers         int
+	maxHeldCalls       int
+	maxStreams         int
 	retention          time.Duration
 	cancelledRetention time.Duration
 	maxQueuePerSender  int
@@ -109,6 +111,8 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.Float64Var(&o.senderRate, "sender-rate", gateway.DefaultSenderRate, "Messages a second one principal may send through the gateway; more are refused with rate_limited (negative: no bound).")
 	fs.IntVar(&o.senderBurst, "sender-burst", gateway.DefaultSenderBurst, "Messages one principal may send at once above --sender-rate (a broadcast is one per recipient).")
 	fs.IntVar(&o.maxSpawns, "max-spawns", gateway.DefaultMaxSpawns, "Members one principal may answer for through the gateway: those it spawned, those they spawned, and a lead's team; one more spawn is refused with spawn_limit (negative: no bound).")
+	fs.IntVar(&o.maxHeldCalls, "max-held-calls", gateway.DefaultMaxHeldCalls, "Calls one principal may hold open at once (bridge_send, bridge_ask waiting for an outcome); one more is refused with throttled (negative: no bound).")
+	fs.IntVar(&o.maxStreams, "max-dashboard-streams", gateway.DefaultMaxDashboardStreams, "Dashboard streams (fleet views and member pages) one principal may keep open at once; one more is refused with 429 (negative: no bound).")
 	fs.IntVar(&o.maxMembers, "max-members", gateway.DefaultMaxMembers, "Members a namespace may hold for the gateway to spawn another (negative: no bound). A ResourceQuota on count/members.fleet.fleetd.dev is the API server's bound beneath it.")
 	fs.DurationVar(&o.retention, "delegation-retention", delegation.DefaultPolicy.Retention, "How long a settled Delegation stays after its last change before it is deleted (0 keeps them all). An outcome its sender has not collected with bridge_poll stays until bridge_ack.")
 	fs.DurationVar(&o.cancelledRetention, "cancelled-retention", delegation.DefaultPolicy.CancelledRetention, "How long a cancelled Delegation stays after its last change, when shorter than --delegation-retention, so that sending and cancelling again and again does not keep a day of messages. An outcome its sender has not collected with bridge_poll stays until bridge_ack.")
@@ -201,6 +205,7 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 	for name, v := range map[string]int64{
 		"--max-queue": int64(o.maxQueue), "--max-queue-per-sender": int64(o.maxQueuePerSender), "--max-sender-messages": int64(o.maxSenderMessages),
 		"--max-sender-bytes": o.maxSenderBytes, "--sender-burst": int64(o.senderBurst), "--max-spawns": int64(o.maxSpawns), "--max-members": int64(o.maxMembers),
+		"--max-held-calls": int64(o.maxHeldCalls), "--max-dashboard-streams": int64(o.maxStreams),
 	} {
 		if v == 0 || (name == "--sender-burst" && v < 0) {
 			return fmt.Errorf("%s=%d: want a positive bound, or a negative value for none", name, v)
@@ -325,6 +330,9 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 			SenderBurst:       o.senderBurst,
 			MaxSpawns:         o.maxSpawns,
 			MaxMembers:        o.maxMembers,
+			// Per-principal bounds on what stays open.
+			MaxHeldCalls:        o.maxHeldCalls,
+			MaxDashboardStreams: o.maxStreams,
 			// bridge_read reads members' terminals through herdr.
 			Panes: shared,
 		}

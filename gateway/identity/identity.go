@@ -8,7 +8,9 @@
 // labelled Secret, for local use. A service account's every action is also
 // asked of RBAC (a SubjectAccessReview for the Access it amounts to), so the
 // gateway never does more than its caller could do with kubectl. Answers of
-// both reviews are reused for a short while.
+// both reviews are reused for a short while, refusals apart from
+// acceptances so that a flood of made-up tokens cannot push a good answer
+// out, and each source may fail only so often (throttle.go).
 package identity
 
 import (
@@ -34,13 +36,17 @@ import (
 )
 
 // How long the results of TokenReviews and SubjectAccessReviews are reused.
-// Short, so a revoked token or a removed RoleBinding takes effect quickly,
-// and long enough that a burst of calls costs one review.
+// Short, so a revoked token or a removed RoleBinding takes effect within
+// seconds, and long enough that a burst of calls costs one review. (A
+// member token needs no review: it stops the moment its Secret or Member
+// is gone from the cache.)
 const (
-	reviewTTL         = 30 * time.Second
+	reviewTTL         = 5 * time.Second
 	reviewNegativeTTL = 5 * time.Second
 	// reviewCacheSize bounds each review cache; a full cache is swept of
-	// expired entries, then cleared.
+	// expired entries, then cleared. Acceptances and refusals are kept in
+	// caches of their own: refusals of made-up tokens fill and clear only
+	// theirs.
 	reviewCacheSize = 4096
 )
 
@@ -92,16 +98,26 @@ type Config struct {
 	Reviews client.Client
 	// Namespace is where static principals act.
 	Namespace string
-	// Clock times the reviews' reuse.
+	// Clock times the reviews' reuse and the throttle.
 	Clock clock.PassiveClock
+	// FailureBurst is how many authentications one source may fail before
+	// it is throttled, and FailureInterval how often it may then try once
+	// more. Zero takes DefaultFailureBurst and DefaultFailureInterval; a
+	// negative burst switches the throttle off.
+	FailureBurst    int
+	FailureInterval time.Duration
 }
 
 // Authenticator resolves bearer tokens to principals and asks RBAC what
 // service accounts may do.
 type Authenticator struct {
-	cfg    Config
-	tokens *ttlCache[*tokenReview]
-	access *ttlCache[bool]
+	cfg Config
+	// tokens and rejected are the recent TokenReviews that accepted a
+	// token and that refused one; access and denied, the
+	// SubjectAccessReviews.
+	tokens, rejected *ttlCache[*tokenReview]
+	access, denied   *ttlCache[bool]
+	failures         *failureThrottle
 	// pods remembers the UIDs of Pods found to be no member's.
 	pods *ttlCache[bool]
 }
@@ -111,7 +127,21 @@ func NewAuthenticator(cfg Config) *Authenticator {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	return &Authenticator{cfg: cfg, tokens: newTTLCache[*tokenReview](cfg.Clock), access: newTTLCache[bool](cfg.Clock), pods: newTTLCache[bool](cfg.Clock)}
+	if cfg.FailureBurst == 0 {
+		cfg.FailureBurst = DefaultFailureBurst
+	}
+	if cfg.FailureInterval <= 0 {
+		cfg.FailureInterval = DefaultFailureInterval
+	}
+	return &Authenticator{
+		cfg:      cfg,
+		tokens:   newTTLCache[*tokenReview](cfg.Clock),
+		rejected: newTTLCache[*tokenReview](cfg.Clock),
+		access:   newTTLCache[bool](cfg.Clock),
+		denied:   newTTLCache[bool](cfg.Clock),
+		failures: newFailureThrottle(cfg.Clock, cfg.FailureBurst, cfg.FailureInterval),
+		pods:     newTTLCache[bool](cfg.Clock),
+	}
 }
 
 // tokenReview is a remembered TokenReview verdict.
@@ -126,17 +156,43 @@ type tokenReview struct {
 // in its namespace; each of its actions is checked again for what it
 // amounts to (Authorize).
 func (a *Authenticator) Authenticate(ctx context.Context, token string) (*Principal, *Failure) {
+	return a.AuthenticateFrom(ctx, token, "")
+}
+
+// AuthenticateFrom is Authenticate for a request from source (the
+// client's address), which may fail only so often: a token that is not
+// known to be good takes one of source's attempts before it is checked,
+// and a source with none left is refused with toolerr.Throttled before
+// any review. Member and static tokens, and service-account tokens a
+// review accepted a moment ago, never wait for the throttle, so a
+// neighbour's flood does not lock out the members that share its address.
+func (a *Authenticator) AuthenticateFrom(ctx context.Context, token, source string) (*Principal, *Failure) {
 	raw := []byte(token)
 	if p, f := a.memberToken(ctx, raw); p != nil || f != nil {
+		if f != nil && f.Code == toolerr.Unauthorized {
+			// A revoked token counts against its source; it cost
+			// nothing to check, so it is not refused for the count.
+			_, _ = a.failures.take(source)
+		}
 		return p, f
 	}
 	if p, f := a.staticToken(ctx, raw); p != nil || f != nil {
 		return p, f
 	}
-	if !looksLikeJWT(token) {
-		return nil, unauthorized("unknown_token", "the bearer token is not a member, static or service-account token")
+	review, known := a.tokens.get(fleetv1alpha1.TokenHash(token))
+	if !known {
+		refund, ok := a.failures.take(source)
+		if !ok {
+			return nil, &Failure{Code: toolerr.Throttled, Reason: "throttled",
+				Message: "too many failed authentications from your address; wait a moment and send a valid token"}
+		}
+		if !looksLikeJWT(token) {
+			return nil, unauthorized("unknown_token", "the bearer token is not a member, static or service-account token")
+		}
+		if review = a.review(ctx, token); review.failure == nil || review.failure.Code == toolerr.Internal {
+			refund()
+		}
 	}
-	review := a.review(ctx, token)
 	if review.failure != nil {
 		return nil, review.failure
 	}
@@ -153,8 +209,11 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (*Princi
 }
 
 // memberToken resolves a member token: the Member whose status, which only
-// fleetd writes, holds the token's hash. No Secret is read, so a Secret
-// made by anyone else never authenticates anyone.
+// fleetd writes, holds the token's hash. A Secret made by anyone else never
+// authenticates anyone; but the token works only while the Member's token
+// Secret (status.tokenSecretName, fleetd's, for this Member's UID) holds
+// it, read from the informer's cache: a deleted or rotated Secret revokes
+// the token as soon as the watch brings the change.
 func (a *Authenticator) memberToken(ctx context.Context, token []byte) (*Principal, *Failure) {
 	var members fleetv1alpha1.MemberList
 	if err := a.cfg.Cache.List(ctx, &members, client.MatchingFields{IndexMemberTokenHash: fleetv1alpha1.TokenHash(string(token))}); err != nil {
@@ -168,11 +227,36 @@ func (a *Authenticator) memberToken(ctx context.Context, token []byte) (*Princip
 		if m.DeletionTimestamp != nil {
 			return nil, unauthorized("member_closed", "member %s is stopped (being deleted): its token no longer works", m.Name)
 		}
+		if f := a.tokenSecretHolds(ctx, m); f != nil {
+			return nil, f
+		}
 		return &Principal{Kind: fleetv1alpha1.PrincipalMember, Name: m.Name, Namespace: m.Namespace, Member: m}, nil
 	}
 	// 256 random bits do not collide: two Members claiming one token
 	// means one status was copied.
 	return nil, unauthorized("ambiguous_token", "the token belongs to more than one member")
+}
+
+// tokenSecretHolds checks that m's token Secret still holds the token
+// whose hash m's status records.
+func (a *Authenticator) tokenSecretHolds(ctx context.Context, m *fleetv1alpha1.Member) *Failure {
+	revoked := unauthorized("revoked_token", "member %s's token was revoked (its token Secret was deleted or rotated)", m.Name)
+	if m.Status.TokenSecretName == "" {
+		return revoked
+	}
+	var s corev1.Secret
+	err := a.cfg.Cache.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: m.Status.TokenSecretName}, &s)
+	switch {
+	case apierrors.IsNotFound(err):
+		return revoked
+	case err != nil:
+		return internal("lookup_error", "reading member %s's token Secret: %v", m.Name, err)
+	}
+	held := fleetv1alpha1.TokenHash(string(s.Data[fleetv1alpha1.TokenSecretKey]))
+	if s.Labels[fleetv1alpha1.LabelMemberUID] != string(m.UID) || subtle.ConstantTimeCompare([]byte(held), []byte(m.Status.TokenHash)) != 1 {
+		return revoked
+	}
+	return nil
 }
 
 // podMember resolves a service-account token bound to a Member's Pod to
@@ -330,17 +414,20 @@ func (a *Authenticator) review(ctx context.Context, token string) *tokenReview {
 	if r, ok := a.tokens.get(key); ok {
 		return r
 	}
+	if r, ok := a.rejected.get(key); ok {
+		return r
+	}
 	tr := &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{fleetv1alpha1.GatewayAudience}}}
 	if err := a.cfg.Reviews.Create(ctx, tr); err != nil {
 		// Not cached: the next request asks again.
 		return &tokenReview{failure: internal("review_error", "reviewing the token: %v", err)}
 	}
 	r := verdictOf(tr)
-	ttl := reviewTTL
 	if r.failure != nil {
-		ttl = reviewNegativeTTL
+		a.rejected.put(key, r, reviewNegativeTTL)
+	} else {
+		a.tokens.put(key, r, reviewTTL)
 	}
-	a.tokens.put(key, r, ttl)
 	return r
 }
 
@@ -433,6 +520,9 @@ func (a *Authenticator) Authorize(ctx context.Context, p *Principal, acc Access)
 	key := p.Name + "\x00" + p.Namespace + "\x00" + acc.Verb + "\x00" + acc.Resource
 	allowed, ok := a.access.get(key)
 	if !ok {
+		_, ok = a.denied.get(key)
+	}
+	if !ok {
 		extra := make(map[string]authzv1.ExtraValue, len(user.Extra))
 		for k, v := range user.Extra {
 			extra[k] = authzv1.ExtraValue(v)
@@ -453,11 +543,11 @@ func (a *Authenticator) Authorize(ctx context.Context, p *Principal, acc Access)
 			return internal("review_error", "checking access: %v", err)
 		}
 		allowed = sar.Status.Allowed && !sar.Status.Denied
-		ttl := reviewTTL
-		if !allowed {
-			ttl = reviewNegativeTTL
+		if allowed {
+			a.access.put(key, true, reviewTTL)
+		} else {
+			a.denied.put(key, false, reviewNegativeTTL)
 		}
-		a.access.put(key, allowed, ttl)
 	}
 	if !allowed {
 		return &Failure{Code: toolerr.Forbidden, Reason: "forbidden", Message: fmt.Sprintf("%s may not %s %s.%s in namespace %s; bind it to a Role that allows it (README: the tools and their RBAC verbs)",

@@ -68,6 +68,10 @@ const (
 	// QuotaExceeded: the API server refused the object for a
 	// ResourceQuota of the namespace.
 	QuotaExceeded Code = "quota_exceeded"
+	// Throttled: the caller holds as many calls or streams open at once
+	// as it may, or failed to authenticate too often; retry once some
+	// have ended.
+	Throttled Code = "throttled"
 	// Internal: the gateway failed; retrying may help.
 	Internal Code = "internal"
 )
@@ -77,7 +81,7 @@ var Known = []Code{
 	WorkerGone, DeliveryFailed, Cancelled, SubscriptionBoundary,
 	FeatureDisabled, Unauthorized, Forbidden, NotTeamMember, NotFound,
 	InvalidArgument, Conflict, UnsupportedProviderImages, ImageTooLarge,
-	QueueFull, HopLimit, SpawnLimit, SenderLimit, RateLimited, QuotaExceeded,
+	QueueFull, HopLimit, SpawnLimit, SenderLimit, RateLimited, QuotaExceeded, Throttled,
 	Internal,
 }
 
@@ -132,7 +136,7 @@ func (c Code) HTTPStatus() int {
 		return http.StatusUnauthorized
 	case Forbidden, SubscriptionBoundary, FeatureDisabled, NotTeamMember, QuotaExceeded:
 		return http.StatusForbidden
-	case QueueFull, SpawnLimit, SenderLimit, RateLimited:
+	case QueueFull, SpawnLimit, SenderLimit, RateLimited, Throttled:
 		return http.StatusTooManyRequests
 	case NotFound:
 		return http.StatusNotFound

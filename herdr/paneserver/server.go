@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -84,7 +85,33 @@ type Options struct {
 	// in; every caller it admits may do everything.
 	TLSAddress string
 	TLSConfig  *tls.Config
+	// MaxConnsPerUser bounds the connections one workspace user (any
+	// caller but the server's own identity) keeps open at once; one more
+	// is answered server_unavailable and closed. DefaultMaxConnsPerUser if
+	// zero; negative: no bound.
+	MaxConnsPerUser int
+	// MaxOutputWatchesPerUser bounds the pane.output_matched
+	// subscriptions one workspace user holds across its streams, each a
+	// read of its pane every event interval; a subscribe past it is
+	// answered server_unavailable. DefaultMaxOutputWatchesPerUser if zero;
+	// negative: no bound.
+	MaxOutputWatchesPerUser int
+	// OutputRate bounds the bytes of a pane's output the server takes into
+	// its terminal each second, OutputBurst more at once. A program that
+	// writes faster is held back by its terminal, as on a slow one: its
+	// writes block until the server reads on. It is never killed and
+	// nothing it writes is dropped. DefaultOutputRate and
+	// DefaultOutputBurst if zero; a negative rate: no bound.
+	OutputRate, OutputBurst int
 }
+
+// Defaults of the per-user and per-pane bounds in Options.
+const (
+	DefaultMaxConnsPerUser         = 64
+	DefaultMaxOutputWatchesPerUser = 16
+	DefaultOutputRate              = 2 << 20
+	DefaultOutputBurst             = 1 << 20
+)
 
 // Extension serves a method beyond herdr's protocol.
 type Extension func(ctx context.Context, params json.RawMessage) (any, *herdr.Error)
@@ -120,6 +147,10 @@ func (o Options) withDefaults() (Options, error) {
 	o.ScrollbackLines = orDefault(o.ScrollbackLines, 10000)
 	o.Version = orDefault(o.Version, "0.8.2")
 	o.Protocol = orDefault(o.Protocol, herdr.MinProtocol)
+	o.MaxConnsPerUser = orDefault(o.MaxConnsPerUser, DefaultMaxConnsPerUser)
+	o.MaxOutputWatchesPerUser = orDefault(o.MaxOutputWatchesPerUser, DefaultMaxOutputWatchesPerUser)
+	o.OutputRate = orDefault(o.OutputRate, DefaultOutputRate)
+	o.OutputBurst = orDefault(o.OutputBurst, DefaultOutputBurst)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -161,6 +192,13 @@ type Server struct {
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	closed bool
+	// usage is what each workspace user holds open, by uid.
+	usage map[uint32]*userUsage
+}
+
+// userUsage is what one workspace user holds open.
+type userUsage struct {
+	conns, watches int
 }
 
 // New listens on opts.SocketPath with mode 0600. A stale socket left by a
@@ -195,6 +233,7 @@ func New(opts Options) (*Server, error) {
 		ctx:    ctx,
 		cancel: cancel,
 		conns:  map[net.Conn]struct{}{},
+		usage:  map[uint32]*userUsage{},
 	}
 	s.sess = newSession(&s.opts, newHub())
 	if opts.Users != nil {
@@ -370,6 +409,41 @@ func (s *Server) untrack(conn net.Conn) {
 	delete(s.conns, conn)
 }
 
+// reserve counts n more of what a workspace user holds open (connections
+// or output watches, as of picks) against max; ok is false, and nothing is
+// counted, when it would pass max. The server's own identity, and the
+// users it trusts, are not bounded. release gives them back.
+func (s *Server) reserve(c caller, n int, max int, of func(*userUsage) *int) (release func(), ok bool) {
+	if c.full || max < 0 || n == 0 || s.sess.users != nil && slices.Contains(s.sess.users.opts.Trusted, c.uid) {
+		return func() {}, true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.usage[c.uid]
+	if u == nil {
+		u = &userUsage{}
+		s.usage[c.uid] = u
+	}
+	if *of(u)+n > max {
+		return nil, false
+	}
+	*of(u) += n
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			*of(u) -= n
+			if u.conns == 0 && u.watches == 0 {
+				delete(s.usage, c.uid)
+			}
+		})
+	}, true
+}
+
+func connsOf(u *userUsage) *int   { return &u.conns }
+func watchesOf(u *userUsage) *int { return &u.watches }
+
 func (s *Server) sample() {
 	t := time.NewTicker(samplePeriod)
 	defer t.Stop()
@@ -404,6 +478,18 @@ func (s *Server) serveConn(conn net.Conn) {
 		}
 	}()
 
+	// One user's connections are bounded before anything is read from
+	// them: idle ones cost the server a file and a goroutine each.
+	who := callerOf(conn)
+	release, ok := s.reserve(who, 1, s.opts.MaxConnsPerUser, connsOf)
+	if !ok {
+		s.log.Warn("Refusing a connection: its user has as many open as it may", "uid", who.uid, "max", s.opts.MaxConnsPerUser)
+		s.writeLine(conn, errorResponse{ID: "", Error: errorf(herdr.CodeServerUnavailable,
+			"user %d has %d connections open, the most one user may; close some first", who.uid, s.opts.MaxConnsPerUser)})
+		return
+	}
+	defer release()
+
 	_ = conn.SetReadDeadline(time.Now().Add(requestReadTimeout))
 	r := bufio.NewReaderSize(conn, 64<<10)
 	line, err := readRequestLine(r, maxRequestLine)
@@ -424,7 +510,7 @@ func (s *Server) serveConn(conn net.Conn) {
 		s.writeLine(conn, errorResponse{ID: "", Error: herr})
 		return
 	}
-	if herr := s.authorize(callerOf(conn), req.method, req.params); herr != nil {
+	if herr := s.authorize(who, req.method, req.params); herr != nil {
 		s.writeLine(conn, errorResponse{ID: req.id, Error: herr})
 		return
 	}
@@ -439,7 +525,7 @@ func (s *Server) serveConn(conn net.Conn) {
 	}
 	m := methods[req.method]
 	if req.method == herdr.MethodEventsSubscribe {
-		s.stream(heldContext(s.ctx, r), conn, req)
+		s.stream(heldContext(s.ctx, r), conn, req, who)
 		return
 	}
 	ctx := s.ctx
@@ -532,13 +618,21 @@ func (s *Server) writeRaw(conn net.Conn, line []byte) bool {
 // events until the client goes away or stops reading. Like herdr, it sends
 // each subscription at most one event per event interval, in the order of
 // the subscriptions, so a replay or a burst drips out.
-func (s *Server) stream(ctx context.Context, conn net.Conn, req request) {
+func (s *Server) stream(ctx context.Context, conn net.Conn, req request, who caller) {
 	params := req.params.(herdr.EventsSubscribeParams)
 	sub, herr := s.sess.subscribe(params.Subscriptions)
 	if herr != nil {
 		s.writeLine(conn, errorResponse{ID: req.id, Error: herr})
 		return
 	}
+	release, ok := s.reserve(who, len(sub.outputs), s.opts.MaxOutputWatchesPerUser, watchesOf)
+	if !ok {
+		s.log.Warn("Refusing output subscriptions: their user watches as many as it may", "uid", who.uid, "max", s.opts.MaxOutputWatchesPerUser)
+		s.writeLine(conn, errorResponse{ID: req.id, Error: errorf(herdr.CodeServerUnavailable,
+			"user %d may watch at most %d panes' output at once (pane.output_matched); end some subscriptions first", who.uid, s.opts.MaxOutputWatchesPerUser)})
+		return
+	}
+	defer release()
 	if !s.writeLine(conn, successResponse{ID: req.id, Result: typed{Type: herdr.ResultSubscriptionStarted}}) {
 		return
 	}

@@ -243,6 +243,8 @@ func (s *session) startPaneLocked(ws *workspace, t *tab, id, cwd string, env map
 		rows:       s.opts.Rows,
 		scrollback: s.opts.ScrollbackLines,
 		history:    historyInput(history),
+		outputRate: s.opts.OutputRate,
+		burst:      s.opts.OutputBurst,
 	}
 	spec.user = ws.user
 	sh, err := startShell(spec, func() { s.shellExited(p) })

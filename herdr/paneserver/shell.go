@@ -33,6 +33,9 @@ type shellSpec struct {
 	// user runs the shell as a Unix user of its own; nil runs it as the
 	// server.
 	user *workspaceUser
+	// outputRate bounds the output bytes taken into the terminal each
+	// second, burst more at once; not positive: no bound.
+	outputRate, burst int
 }
 
 // shell is a pane's process tree: a shell on a pty, leading a session of its
@@ -43,6 +46,11 @@ type shell struct {
 	ptmx   *os.File
 	term   *terminal
 	exited chan struct{}
+	// stopped is closed when the shell is terminated: an output pump
+	// held back by the rate stops waiting.
+	stopped chan struct{}
+	// outputRate and burst hold back the output pump (shellSpec).
+	outputRate, burst int
 
 	inputMu  sync.Mutex
 	stopOnce sync.Once
@@ -64,6 +72,10 @@ func startShell(spec shellSpec, onExit func()) (*shell, error) {
 		ptmx:   ptmx,
 		term:   newTerminal(spec.cols, spec.rows, spec.scrollback),
 		exited: make(chan struct{}),
+
+		stopped:    make(chan struct{}),
+		outputRate: spec.outputRate,
+		burst:      max(spec.burst, 1),
 	}
 	if len(spec.history) > 0 {
 		sh.term.feed(spec.history)
@@ -110,9 +122,19 @@ func startOnPty(cmd *exec.Cmd, spec shellSpec) (*os.File, error) {
 	return ptmx, nil
 }
 
+// pumpOutput feeds the program's output to the terminal, no faster than
+// the pane's output rate: past it the pump waits before it reads on, the
+// pty's buffer fills and the program's writes block until the pump
+// catches up, so a program that floods its terminal slows down instead of
+// taking the server's processor from every other pane. Nothing is
+// dropped, and the program is never stopped.
 func (sh *shell) pumpOutput() {
 	defer sh.pumps.Done()
 	buf := make([]byte, 32<<10)
+	if sh.outputRate > 0 {
+		buf = buf[:min(len(buf), sh.burst)]
+	}
+	budget, at := float64(sh.burst), time.Now()
 	for {
 		n, err := sh.ptmx.Read(buf)
 		if n > 0 {
@@ -120,6 +142,20 @@ func (sh *shell) pumpOutput() {
 		}
 		if err != nil {
 			return
+		}
+		if sh.outputRate <= 0 {
+			continue
+		}
+		now := time.Now()
+		budget = min(budget+now.Sub(at).Seconds()*float64(sh.outputRate), float64(sh.burst)) - float64(n)
+		at = now
+		if budget < 0 {
+			wait := time.NewTimer(time.Duration(-budget / float64(sh.outputRate) * float64(time.Second)))
+			select {
+			case <-wait.C:
+			case <-sh.stopped:
+				wait.Stop()
+			}
 		}
 	}
 }
@@ -191,6 +227,7 @@ func (sh *shell) cwd() (string, bool) {
 // It is safe to call more than once and from the exit path.
 func (sh *shell) terminate() {
 	sh.stopOnce.Do(func() {
+		close(sh.stopped)
 		killSession(sh.pid)
 		select {
 		case <-sh.exited:

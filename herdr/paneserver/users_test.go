@@ -26,6 +26,9 @@ type clientCall struct {
 	Socket string          `json:"socket"`
 	Method string          `json:"method"`
 	Params json.RawMessage `json:"params"`
+	// Conns, when set, opens that many idle connections instead of a
+	// call (holdConns).
+	Conns int `json:"conns,omitempty"`
 }
 
 func runAsClient() int {
@@ -33,6 +36,9 @@ func runAsClient() int {
 	if err := json.Unmarshal([]byte(os.Getenv(asClientEnv)), &c); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
+	}
+	if c.Conns > 0 {
+		return holdConns(c.Socket, c.Conns)
 	}
 	var out json.RawMessage
 	err := herdr.NewClient(c.Socket).Call(context.Background(), c.Method, c.Params, "", &out)
