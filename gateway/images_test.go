@@ -128,7 +128,7 @@ func TestTeamMessageImages(t *testing.T) {
 		"paths from a primary":                 {as: "primary", args: map[string]any{"team": "t", "recipient": "cc", "content": "x", "imagePaths": []string{"/etc/hostname"}}, want: toolerr.InvalidArgument},
 		"a path up and out":                    {as: "member", args: map[string]any{"recipient": "cc", "content": "x", "imagePaths": []string{"../outside.png"}}, want: toolerr.Forbidden},
 		"an absolute path outside":             {as: "member", args: map[string]any{"recipient": "cc", "content": "x", "imagePaths": []string{filepath.Join(dir, "outside.png")}}, want: toolerr.Forbidden},
-		"a link out":                           {as: "member", args: map[string]any{"recipient": "cc", "content": "x", "imagePaths": []string{"escape.png"}}, want: toolerr.Forbidden},
+		"a link out":                           {as: "member", args: map[string]any{"recipient": "cc", "content": "x", "imagePaths": []string{"escape.png"}}, want: toolerr.InvalidArgument}, // a link is never followed: it is no regular file
 		"a file that is not there":             {as: "member", args: map[string]any{"recipient": "cc", "content": "x", "imagePaths": []string{"gone.png"}}, want: toolerr.NotFound},
 		"a file that is no image":              {as: "member", args: map[string]any{"recipient": "cc", "content": "x", "imagePaths": []string{"notes.txt"}}, want: toolerr.InvalidArgument},
 		"bytes that are no image":              {as: "primary", args: map[string]any{"team": "t", "recipient": "cc", "content": "x", "images": []map[string]any{{"data": base64.StdEncoding.EncodeToString([]byte("hello"))}}}, want: toolerr.InvalidArgument},
