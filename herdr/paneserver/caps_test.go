@@ -167,3 +167,122 @@ func errIf(cond bool, format string, args ...any) error {
 	}
 	return nil
 }
+
+// holdWatches opens n subscriptions to pane.output_matched of pane at
+// once, each on a connection of its own, and keeps every one open until
+// all have been answered; it prints how many the server refused
+// (server_unavailable) and how many it started.
+func holdWatches(socket, pane string, n int) int {
+	line := fmt.Sprintf(`{"id":"w","method":"events.subscribe","params":{"subscriptions":[{"type":"pane.output_matched","pane_id":%q,"source":"recent","match":{"type":"substring","value":"never-printed"}}]}}`+"\n", pane)
+	conns := make([]net.Conn, 0, n)
+	defer func() {
+		for _, conn := range conns {
+			conn.Close()
+		}
+	}()
+	for range n {
+		conn, err := net.Dial("unix", socket)
+		if err != nil {
+			fmt.Printf("dial: %v", err)
+			return 0
+		}
+		conns = append(conns, conn)
+	}
+	refused, started, other := 0, 0, ""
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, conn := range conns {
+		wg.Go(func() {
+			_ = conn.SetDeadline(time.Now().Add(time.Minute))
+			if _, err := conn.Write([]byte(line)); err != nil {
+				mu.Lock()
+				other = err.Error()
+				mu.Unlock()
+				return
+			}
+			answer, _ := bufio.NewReader(conn).ReadBytes('\n')
+			var resp struct {
+				Result *struct {
+					Type string `json:"type"`
+				} `json:"result"`
+				Error *herdr.Error `json:"error"`
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case json.Unmarshal(answer, &resp) != nil:
+				other = string(answer)
+			case resp.Error != nil && resp.Error.Code == herdr.CodeServerUnavailable:
+				refused++
+			case resp.Result != nil && resp.Result.Type == herdr.ResultSubscriptionStarted:
+				started++
+			default:
+				other = string(answer)
+			}
+		})
+	}
+	wg.Wait()
+	if other != "" {
+		fmt.Printf("unexpected answer: %s", other)
+		return 0
+	}
+	fmt.Printf("refused=%d started=%d", refused, started)
+	return 0
+}
+
+// TestOutputWatchesPerUser: a member's user subscribing to its own
+// pane's output many times at once is refused past
+// MaxOutputWatchesPerUser, however the subscriptions are spread over
+// connections, and may watch again once they end.
+func TestOutputWatchesPerUser(t *testing.T) {
+	const limit, watches = 3, 12
+	if !paneserver.CanSwitchUsers() {
+		t.Skip("needs root, or CAP_SETUID and CAP_SETGID")
+	}
+	dir := shortTempDir(t)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	socket := filepath.Join(dir, "herdr.sock")
+	srv, err := paneserver.New(paneserver.Options{
+		SocketPath: socket, Shell: "/bin/sh", Cwd: dir, MaxOutputWatchesPerUser: limit,
+		Users: &paneserver.UserOptions{HomeRoot: filepath.Join(dir, "users")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve() }()
+	defer srv.Close()
+	created, err := herdr.NewClient(socket).WorkspaceCreate(context.Background(), herdr.WorkspaceCreateParams{Label: "fleetd:ns/a:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pane := created.RootPane.PaneID
+	uid, _, _ := srv.WorkspaceUser("fleetd:ns/a:1")
+
+	call, _ := json.Marshal(clientCall{Socket: socket, Watches: watches, Pane: pane})
+	cmd := exec.Command(clientBinary(t, dir))
+	cmd.Env = []string{asClientEnv + "=" + string(call)}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("watching pane %s as user %d: %v", pane, uid, err)
+	}
+	if want := fmt.Sprintf("refused=%d started=%d", watches-limit, limit); string(out) != want {
+		t.Fatalf("user %d's %d watches of its own pane: %s, want %s", uid, watches, out, want)
+	}
+
+	// The watches end with the user's connections: once the server has
+	// seen them go, it may watch as much again.
+	call, _ = json.Marshal(clientCall{Socket: socket, Watches: limit, Pane: pane})
+	testutil.Eventually(t, "watching again after the connections closed", func() error {
+		cmd := exec.Command(clientBinary(t, dir))
+		cmd.Env = []string{asClientEnv + "=" + string(call)}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
+		out, err := cmd.Output()
+		if err != nil {
+			return err
+		}
+		return errIf(string(out) != fmt.Sprintf("refused=0 started=%d", limit), "user %d: %s", uid, out)
+	})
+}

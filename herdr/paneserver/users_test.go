@@ -29,6 +29,10 @@ type clientCall struct {
 	// Conns, when set, opens that many idle connections instead of a
 	// call (holdConns).
 	Conns int `json:"conns,omitempty"`
+	// Watches, when set, opens that many subscriptions at once to the
+	// output of Pane, each on a connection of its own (holdWatches).
+	Watches int    `json:"watches,omitempty"`
+	Pane    string `json:"pane,omitempty"`
 }
 
 func runAsClient() int {
@@ -39,6 +43,9 @@ func runAsClient() int {
 	}
 	if c.Conns > 0 {
 		return holdConns(c.Socket, c.Conns)
+	}
+	if c.Watches > 0 {
+		return holdWatches(c.Socket, c.Pane, c.Watches)
 	}
 	var out json.RawMessage
 	err := herdr.NewClient(c.Socket).Call(context.Background(), c.Method, c.Params, "", &out)
