@@ -69,13 +69,6 @@ func hasCapabilities(caps ...int) bool {
 	return true
 }
 
-// hasAnyCapability reports whether this process holds any capability in
-// its effective set, or cannot tell.
-func hasAnyCapability() bool {
-	eff, ok := effectiveCapabilities()
-	return !ok || eff != 0
-}
-
 // effectiveCapabilities reads this process's effective capability set.
 func effectiveCapabilities() (uint64, bool) {
 	f, err := os.Open("/proc/self/status")
