@@ -53,6 +53,10 @@
 //     workspace's user may report, read, type and close only in its own
 //     panes (permission_denied otherwise); the server's own user and TLS
 //     callers may do everything. herdr has one user and a 0600 socket.
+//   - Panes are confined. Every pane's shell runs with no_new_privs; with
+//     Options.Users and CAP_SYS_ADMIN its /proc shows only its own user's
+//     processes; when a user's last pane goes, every process of that user
+//     ends, in whatever session. The network stays shared.
 //   - Typed text is text. pane.send_input and agent.prompt show every
 //     control in their text (but newline and tab) instead of acting on it;
 //     keys go through keys.

@@ -2,6 +2,7 @@ package paneserver
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -247,6 +248,7 @@ func (s *session) startPaneLocked(ws *workspace, t *tab, id, cwd string, env map
 		burst:      s.opts.OutputBurst,
 	}
 	spec.user = ws.user
+	spec.hideProcesses = s.users != nil && s.users.hideProcesses
 	sh, err := startShell(spec, func() { s.shellExited(p) })
 	if err != nil {
 		return nil, err
@@ -325,6 +327,7 @@ func (s *session) closePane(id string) *herdr.Error {
 		return errorf(herdr.CodePaneNotFound, "pane %s not found", id)
 	}
 	s.removePaneLocked(p, herdr.EventPaneClosed)
+	s.endUsersLocked([]*pane{p})
 	s.mu.Unlock()
 	p.sh.terminate()
 	return nil
@@ -338,8 +341,41 @@ func (s *session) shellExited(p *pane) {
 		return
 	}
 	s.removePaneLocked(p, herdr.EventPaneExited)
+	s.endUsersLocked([]*pane{p})
 	s.mu.Unlock()
 	p.sh.terminate()
+}
+
+// endUsersLocked ends every process of the users of panes, gone from the
+// session, that no pane runs as any more: a member's processes that left
+// its pane's session (setsid, daemons) end with its last pane. It runs
+// under the lock, so no pane of such a user starts meanwhile, and before
+// the panes' shells are terminated, whose terminals a process that left
+// would otherwise hold open.
+func (s *session) endUsersLocked(panes []*pane) {
+	done := map[uint32]bool{}
+	for _, p := range panes {
+		u := p.ws.user
+		if u == nil || done[u.uid] {
+			continue
+		}
+		done[u.uid] = true
+		if s.userHasPaneLocked(u.uid) {
+			continue
+		}
+		if err := endUser(u.uid); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+			s.opts.Logger.Error("Ending the processes of a workspace's user", "uid", u.uid, "err", err)
+		}
+	}
+}
+
+func (s *session) userHasPaneLocked(uid uint32) bool {
+	for _, p := range s.panes {
+		if p.ws.user != nil && p.ws.user.uid == uid {
+			return true
+		}
+	}
+	return false
 }
 
 // removePaneLocked takes a pane out of the layout, and its tab and workspace
@@ -386,6 +422,7 @@ func (s *session) closeWorkspace(id string) *herdr.Error {
 	s.removeWorkspaceLocked(ws)
 	s.hub.publish(lifecycle(herdr.EventWorkspaceClosed, herdr.EventData{WorkspaceID: ws.id, Workspace: &info}))
 	s.notifyLocked()
+	s.endUsersLocked(doomed)
 	s.mu.Unlock()
 	terminateAll(doomed)
 	return nil
@@ -418,6 +455,7 @@ func (s *session) shutdown() {
 	clear(s.panes)
 	s.workspaces, s.active = nil, nil
 	s.notifyLocked()
+	s.endUsersLocked(doomed)
 	s.mu.Unlock()
 	terminateAll(doomed)
 }

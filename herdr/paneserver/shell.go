@@ -33,6 +33,8 @@ type shellSpec struct {
 	// user runs the shell as a Unix user of its own; nil runs it as the
 	// server.
 	user *workspaceUser
+	// hideProcesses shows the shell only its own user's processes.
+	hideProcesses bool
 	// outputRate bounds the output bytes taken into the terminal each
 	// second, burst more at once; not positive: no bound.
 	outputRate, burst int
@@ -92,9 +94,9 @@ func startShell(spec shellSpec, onExit func()) (*shell, error) {
 }
 
 // startOnPty starts cmd as a session leader with a new pty as its
-// controlling terminal (its process group id is its pid), as the
-// workspace's user when it has one, who then owns the terminal too, as a
-// login does.
+// controlling terminal (its process group id is its pid), confined
+// (startConfined): as the workspace's user when it has one, who then owns
+// the terminal too, as a login does.
 func startOnPty(cmd *exec.Cmd, spec shellSpec) (*os.File, error) {
 	ptmx, tty, err := pty.Open()
 	if err != nil {
@@ -105,17 +107,15 @@ func startOnPty(cmd *exec.Cmd, spec shellSpec) (*os.File, error) {
 		_ = ptmx.Close()
 		return nil, err
 	}
-	attrs := &syscall.SysProcAttr{Setsid: true, Setctty: true}
 	if u := spec.user; u != nil {
 		if err := tty.Chown(int(u.uid), int(u.uid)); err != nil {
 			_ = ptmx.Close()
 			return nil, fmt.Errorf("giving the terminal to user %d: %w", u.uid, err)
 		}
-		attrs.Credential = &syscall.Credential{Uid: u.uid, Gid: u.uid, Groups: []uint32{}}
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
-	cmd.SysProcAttr = attrs
-	if err := cmd.Start(); err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	if err := startConfined(cmd, spec.user, spec.hideProcesses); err != nil {
 		_ = ptmx.Close()
 		return nil, err
 	}

@@ -51,12 +51,29 @@ const MinFirstUID = 65536
 // CanSwitchUsers reports whether this process may run children as other
 // users: it is root, or holds CAP_SETUID and CAP_SETGID.
 func CanSwitchUsers() bool {
-	if os.Geteuid() == 0 {
-		return true
+	return os.Geteuid() == 0 || hasCapabilities(unix.CAP_SETUID, unix.CAP_SETGID)
+}
+
+// hasCapabilities reports whether this process holds every one of caps in
+// its effective set.
+func hasCapabilities(caps ...int) bool {
+	eff, ok := effectiveCapabilities()
+	if !ok {
+		return false
 	}
+	for _, c := range caps {
+		if eff&(1<<c) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// effectiveCapabilities reads this process's effective capability set.
+func effectiveCapabilities() (uint64, bool) {
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
-		return false
+		return 0, false
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -66,12 +83,9 @@ func CanSwitchUsers() bool {
 			continue
 		}
 		caps, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
-		if err != nil {
-			return false
-		}
-		return caps&(1<<unix.CAP_SETUID) != 0 && caps&(1<<unix.CAP_SETGID) != 0
+		return caps, err == nil
 	}
-	return false
+	return 0, false
 }
 
 // workspaceUser is the Unix user a workspace's processes run as.
@@ -93,6 +107,10 @@ type users struct {
 	byLabel map[string]uint32
 	used    map[uint32]string
 	next    uint32
+	// hideProcesses gives each pane a /proc that shows only its user's
+	// processes; it takes CAP_SYS_ADMIN, which the server in fleetd's Pod
+	// does not hold.
+	hideProcesses bool
 }
 
 func newUsers(opts UserOptions) (*users, error) {
@@ -111,7 +129,10 @@ func newUsers(opts UserOptions) (*users, error) {
 	if err := os.Chmod(opts.HomeRoot, 0o711); err != nil {
 		return nil, err
 	}
-	return &users{opts: opts, byLabel: map[string]uint32{}, used: map[uint32]string{}, next: opts.FirstUID + labelUIDs}, nil
+	return &users{
+		opts: opts, byLabel: map[string]uint32{}, used: map[uint32]string{}, next: opts.FirstUID + labelUIDs,
+		hideProcesses: hasCapabilities(unix.CAP_SYS_ADMIN),
+	}, nil
 }
 
 // forLabel is the user of the workspace labelled label, given out on first
