@@ -12,6 +12,10 @@
 // keeps the agent's directory (--agent-root) and forwards the agent's MCP
 // traffic to the gateway with the pod's token (--gateway, --gateway-listen,
 // --token-file).
+//
+// As PID 1 (a container's first process), or with --subreaper, it runs the
+// server as the child of a small init of its own that reaps the orphans
+// the panes' programs leave behind.
 package main
 
 import (
@@ -72,7 +76,18 @@ func run() error {
 		trusted = append(trusted, uint32(uid))
 		return nil
 	})
+	subreaper := flag.Bool("subreaper", false, "reap the orphans of the panes' programs, as a child subreaper: run the server under a small init that reaps and forwards signals (always so as PID 1)")
 	flag.Parse()
+	if flag.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", flag.Args())
+	}
+	if *subreaper || os.Getpid() == 1 {
+		code, err := runInit(append(os.Args[1:], "--subreaper=false"))
+		if err != nil {
+			return err
+		}
+		os.Exit(code)
+	}
 	if opts.SocketPath == "" {
 		return fmt.Errorf("no socket: pass --socket or set %s", herdr.SocketPathEnv)
 	}
