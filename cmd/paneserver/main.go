@@ -76,6 +76,15 @@ func run() error {
 		trusted = append(trusted, uint32(uid))
 		return nil
 	})
+	var guarded []string
+	flag.Func("guard-dir", "a `directory` shared with the members' users, made this server's and --guard-group's only at start (mode 0771: the others only pass through); repeatable", func(v string) error {
+		if !filepath.IsAbs(v) {
+			return fmt.Errorf("want an absolute path, got %q", v)
+		}
+		guarded = append(guarded, filepath.Clean(v))
+		return nil
+	})
+	guardGroup := flag.Int("guard-group", 0, "the group that may change the --guard-dir directories besides this server (fleetd's)")
 	subreaper := flag.Bool("subreaper", false, "reap the orphans of the panes' programs, as a child subreaper: run the server under a small init that reaps and forwards signals (always so as PID 1)")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -93,6 +102,12 @@ func run() error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	opts.Logger = log
+	// Before the socket listens: no member's process runs yet.
+	for _, dir := range guarded {
+		if err := guardDir(dir, *guardGroup); err != nil {
+			return err
+		}
+	}
 	if opts.TLSAddress != "" {
 		if *tlsDir == "" {
 			return fmt.Errorf("--tls-listen needs --tls-dir")
