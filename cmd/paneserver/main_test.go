@@ -165,7 +165,16 @@ func TestOrphansAreReaped(t *testing.T) {
 				t.Fatal(err)
 			}
 			pane := created.RootPane.PaneID
-			backgroundJob(t, client, pane) // the shell is up
+			// No job of the shell's own is left running: in a PID namespace
+			// of its own under the machine's /proc the server could not
+			// find its process group to end it.
+			testutil.Eventually(t, "the shell prompts", func() error {
+				read, err := client.PaneRead(t.Context(), herdr.ReadParams{PaneID: pane, Source: herdr.ReadSourceVisible})
+				if err == nil && strings.TrimSpace(read.Text) == "" {
+					err = errors.New("empty screen")
+				}
+				return err
+			})
 			orphan := fmt.Sprintf("for i in $(seq %d); do (sleep 600 &); done", orphans)
 			if err := client.PaneSendInput(t.Context(), herdr.PaneSendInputParams{PaneID: pane, Text: orphan, Keys: []string{"enter"}}); err != nil {
 				t.Fatal(err)
