@@ -27,8 +27,11 @@ func TestGuardDirShutsMembersOut(t *testing.T) {
 		t.Skip("switching to a member's user needs root")
 	}
 	parent := t.TempDir()
-	if err := os.Chmod(parent, 0o711); err != nil {
-		t.Fatal(err)
+	// The member's user passes through the test's directories.
+	for _, dir := range []string{filepath.Dir(parent), parent} {
+		if err := os.Chmod(dir, 0o711); err != nil {
+			t.Fatal(err)
+		}
 	}
 	shared := filepath.Join(parent, "fleetd")
 	if err := os.Mkdir(shared, 0o777); err != nil {
