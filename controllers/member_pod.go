@@ -68,11 +68,17 @@ const (
 	podMCPURL = "http://" + podGatewayListen + "/mcp"
 	// podUser is the Pod's default user, the agent user of fleetd's images.
 	podUser = 65532
+	// paneHostUser runs the pane host: a user other than the agent's, in
+	// a container of its own.
+	paneHostUser = 65533
 	// podTokenSeconds is the lifetime of the Pod's projected token; the
 	// kubelet rotates it at 80%.
 	podTokenSeconds = 3600
-	// agentContainer is the container of the pane host and the agent.
+	// agentContainer runs the pane server, and in its pane the agent.
 	agentContainer = "agent"
+	// paneHostContainer runs the pane host: the only container with the
+	// Pod's token and the member's TLS key.
+	paneHostContainer = "pane-host"
 )
 
 // PaneHostSecretName is the Secret with a pod member's pane host
@@ -120,6 +126,13 @@ func judgePod(pod *corev1.Pod, node *corev1.Node) (podVerdict, string) {
 	case corev1.PodFailed, corev1.PodSucceeded:
 		return podLost, fmt.Sprintf("pod %s ended: %s", pod.Name, podEnd(pod))
 	}
+	// The Pod restarts no container: one that ended leaves the other
+	// running in a Pod that never gets Ready again.
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.State.Terminated != nil {
+			return podLost, fmt.Sprintf("pod %s ended: %s", pod.Name, podEnd(pod))
+		}
+	}
 	if node != nil && pod.Spec.NodeName != "" {
 		if c := nodeReady(node); c == nil || c.Status != corev1.ConditionTrue {
 			why := "its Ready condition is missing"
@@ -142,10 +155,18 @@ func judgePod(pod *corev1.Pod, node *corev1.Node) (podVerdict, string) {
 	return podStarting, podWaiting(pod)
 }
 
-// podEnd says how a Pod's agent container ended.
+// podEnd says how a Pod's container ended, the agent's first.
 func podEnd(pod *corev1.Pod) string {
-	for _, cs := range pod.Status.ContainerStatuses {
-		if t := cs.State.Terminated; t != nil && cs.Name == agentContainer {
+	statuses := slices.Clone(pod.Status.ContainerStatuses)
+	agentFirst := func(cs corev1.ContainerStatus) int {
+		if cs.Name == agentContainer {
+			return 0
+		}
+		return 1
+	}
+	slices.SortStableFunc(statuses, func(a, b corev1.ContainerStatus) int { return cmp.Compare(agentFirst(a), agentFirst(b)) })
+	for _, cs := range statuses {
+		if t := cs.State.Terminated; t != nil {
 			s := fmt.Sprintf("container %s %s (exit code %d)", cs.Name, cmp.Or(t.Reason, "terminated"), t.ExitCode)
 			if t.Message != "" {
 				s += ": " + t.Message
@@ -468,10 +489,12 @@ func (r *MemberReconciler) ensureWorkspaceClaim(ctx context.Context, m *fleetv1a
 }
 
 // desiredPod is a member's Pod: an init container brings fleetd's binaries
-// from its own image, and the agent container runs the pane host, which
-// runs the agent in its pane. The Pod has no token for the Kubernetes API;
-// its projected token, for audience fleetd, is how the agent is known to
-// the gateway, through the pane host's forwarder.
+// from its own image, the agent container runs the pane server, which
+// runs the agent in its pane, and the pane host container, as another
+// user, relays fleetd's calls to it. The Pod has no token for the
+// Kubernetes API; its projected token, for audience fleetd, is how the
+// agent is known to the gateway, through the pane host's forwarder, and
+// only the pane host's container mounts it.
 func desiredPod(m *fleetv1alpha1.Member, spec *fleetv1alpha1.MemberPod, set PodSettings, claim string) *corev1.Pod {
 	if spec == nil {
 		spec = &fleetv1alpha1.MemberPod{}
@@ -492,10 +515,19 @@ func desiredPod(m *fleetv1alpha1.Member, spec *fleetv1alpha1.MemberPod, set PodS
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		}
 	}
+	if podSecurity.FSGroup == nil {
+		// The pane host, a user other than the Pod's, reads its token and
+		// TLS key through the group the kubelet gives their files.
+		podSecurity = podSecurity.DeepCopy()
+		podSecurity.FSGroup = ptr.To[int64](podUser)
+	}
 	containerSecurity := &corev1.SecurityContext{
 		AllowPrivilegeEscalation: ptr.To(false),
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 	}
+	paneHostSecurity := containerSecurity.DeepCopy()
+	paneHostSecurity.RunAsUser = ptr.To[int64](paneHostUser)
+	paneHostSecurity.RunAsNonRoot = ptr.To(true)
 	tools := corev1.VolumeMount{Name: "fleetd-tools", MountPath: podToolsDir}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
@@ -530,6 +562,16 @@ func desiredPod(m *fleetv1alpha1.Member, spec *fleetv1alpha1.MemberPod, set PodS
 				SecurityContext: containerSecurity,
 				VolumeMounts:    []corev1.VolumeMount{tools},
 			}},
+			// The pane host and the agent run in two containers as two
+			// users, and only the pane host's mounts the Pod's token and
+			// the member's TLS key. Pod Security restricted lets no
+			// process switch users, and a file of the agent's own user
+			// (or group) it could read or chmod back however the pane
+			// host set it; a volume its container does not mount it
+			// cannot reach at all, as its container shares no process
+			// namespace with the pane host's. The agent owns the pane
+			// server in its container, as it did before; the pane host
+			// only relays fleetd's authenticated calls to its socket.
 			Containers: []corev1.Container{{
 				Name:            agentContainer,
 				Image:           cmp.Or(spec.Image, set.WorkerImage),
@@ -537,30 +579,45 @@ func desiredPod(m *fleetv1alpha1.Member, spec *fleetv1alpha1.MemberPod, set PodS
 				Command: []string{
 					podToolsDir + "/paneserver",
 					"--socket=" + podSocketDir + "/herdr.sock",
+					"--socket-group",
 					"--shell=/bin/sh",
 					"--cwd=" + podWorkspace,
-					fmt.Sprintf("--tls-listen=:%d", port),
-					"--tls-dir=" + podTLSDir,
 					"--agent-root=" + podAgentRoot,
-					"--gateway=" + set.GatewayURL,
-					"--gateway-listen=" + podGatewayListen,
-					"--token-file=" + podTokenDir + "/token",
 				},
 				Env: []corev1.EnvVar{
 					{Name: "HOME", Value: podWorkspace},
 					{Name: "PATH", Value: podToolsDir + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
 				},
-				Ports:      []corev1.ContainerPort{{Name: "pane-host", ContainerPort: int32(port)}},
-				WorkingDir: podWorkspace,
-				ReadinessProbe: &corev1.Probe{
-					ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(int32(port))}},
-					PeriodSeconds: 1,
-				},
+				WorkingDir:      podWorkspace,
 				Resources:       resources,
 				SecurityContext: containerSecurity,
 				VolumeMounts: []corev1.VolumeMount{
 					{Name: "workspace", MountPath: podWorkspace},
 					{Name: "fleetd-tools", MountPath: podToolsDir, ReadOnly: true},
+					{Name: "run", MountPath: podSocketDir},
+				},
+			}, {
+				Name:            paneHostContainer,
+				Image:           set.ToolsImage,
+				ImagePullPolicy: set.PullPolicy,
+				Command: []string{
+					"/paneserver", "--relay",
+					"--socket=" + podSocketDir + "/herdr.sock",
+					fmt.Sprintf("--tls-listen=:%d", port),
+					"--tls-dir=" + podTLSDir,
+					"--gateway=" + set.GatewayURL,
+					"--gateway-listen=" + podGatewayListen,
+					"--token-file=" + podTokenDir + "/token",
+				},
+				Ports: []corev1.ContainerPort{{Name: "pane-host", ContainerPort: int32(port)}},
+				// The relay listens once the pane server answers.
+				ReadinessProbe: &corev1.Probe{
+					ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(int32(port))}},
+					PeriodSeconds: 1,
+				},
+				Resources:       *paneHostResources.DeepCopy(),
+				SecurityContext: paneHostSecurity,
+				VolumeMounts: []corev1.VolumeMount{
 					{Name: "pane-host-tls", MountPath: podTLSDir, ReadOnly: true},
 					{Name: "fleetd-token", MountPath: podTokenDir, ReadOnly: true},
 					{Name: "run", MountPath: podSocketDir},

@@ -25,6 +25,20 @@ var (
 			corev1.ResourceEphemeralStorage: resource.MustParse("10Gi"),
 		},
 	}
+	// paneHostResources bound the pane host container: a relay of
+	// fleetd's calls and the agent's gateway traffic.
+	paneHostResources = corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{
+			corev1.ResourceCPU:              resource.MustParse("10m"),
+			corev1.ResourceMemory:           resource.MustParse("32Mi"),
+			corev1.ResourceEphemeralStorage: resource.MustParse("16Mi"),
+		},
+		Limits: corev1.ResourceList{
+			corev1.ResourceCPU:              resource.MustParse("500m"),
+			corev1.ResourceMemory:           resource.MustParse("128Mi"),
+			corev1.ResourceEphemeralStorage: resource.MustParse("64Mi"),
+		},
+	}
 	// toolsResources bound the init container that copies fleetd's
 	// binaries.
 	toolsResources = corev1.ResourceRequirements{

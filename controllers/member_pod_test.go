@@ -118,9 +118,18 @@ func TestDesiredPod(t *testing.T) {
 	if diff := cmp.Diff(agentResources(limits), agent.Resources); diff != "" {
 		t.Errorf("resources (-want +got):\n%s", diff)
 	}
-	for _, flag := range []string{"--tls-listen=:7443", "--tls-dir=" + podTLSDir, "--agent-root=" + podAgentRoot, "--gateway=" + set.GatewayURL, "--token-file=" + podTokenDir + "/token"} {
+	for _, flag := range []string{"--agent-root=" + podAgentRoot, "--socket-group"} {
 		if !slices.Contains(agent.Command, flag) {
-			t.Errorf("pane host command %v lacks %s", agent.Command, flag)
+			t.Errorf("pane server command %v lacks %s", agent.Command, flag)
+		}
+	}
+	host := s.Containers[1]
+	if host.Name != paneHostContainer || host.Image != "fleetd:1" {
+		t.Errorf("pane host container %s runs %s, want %s from fleetd's image", host.Name, host.Image, paneHostContainer)
+	}
+	for _, flag := range []string{"--relay", "--tls-listen=:7443", "--tls-dir=" + podTLSDir, "--gateway=" + set.GatewayURL, "--token-file=" + podTokenDir + "/token"} {
+		if !slices.Contains(host.Command, flag) {
+			t.Errorf("pane host command %v lacks %s", host.Command, flag)
 		}
 	}
 	if s.InitContainers[0].Image != "fleetd:1" || !slices.Contains(s.InitContainers[0].Command, podToolsDir+"/") {
@@ -146,6 +155,89 @@ func TestDesiredPod(t *testing.T) {
 	}
 	if img := desiredPod(m, &fleetv1alpha1.MemberPod{Image: "mine:2"}, set, "").Spec.Containers[0].Image; img != "mine:2" {
 		t.Errorf("the member's image %s", img)
+	}
+}
+
+// TestMemberPodKeepsCredentialsFromTheAgent: the agent runs as a user
+// other than the pane host's, in a container that mounts neither the
+// Pod's token nor the member's TLS key and shares no process namespace
+// with the pane host's; no container gets a capability, so the Pod stays
+// within Pod Security restricted.
+func TestMemberPodKeepsCredentialsFromTheAgent(t *testing.T) {
+	m := &fleetv1alpha1.Member{ObjectMeta: metav1.ObjectMeta{Name: "w1", Namespace: "team", UID: "uid-1"}}
+	set := PodSettings{WorkerImage: "worker:1", ToolsImage: "fleetd:1", GatewayURL: "http://gw"}
+	credentials := []string{"pane-host-tls", "fleetd-token"}
+	cases := map[string]*fleetv1alpha1.MemberPod{
+		"fleetd's security context": nil,
+		"the member's own user": {SecurityContext: &corev1.PodSecurityContext{
+			RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](1000),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		}},
+	}
+	for name, spec := range cases {
+		t.Run(name, func(t *testing.T) {
+			pod := desiredPod(m, spec, set, "")
+			if pod.Spec.SecurityContext.FSGroup == nil {
+				t.Error("the Pod has no fsGroup: the pane host, not the files' owner, could not read its credentials")
+			}
+			if ptr.Deref(pod.Spec.ShareProcessNamespace, false) {
+				t.Error("the agent shares a process namespace with the pane host")
+			}
+			containers := map[string]corev1.Container{}
+			for _, c := range pod.Spec.Containers {
+				containers[c.Name] = c
+			}
+			agent, host := containers[agentContainer], containers[paneHostContainer]
+			userOf := func(c corev1.Container) int64 {
+				if c.SecurityContext != nil && c.SecurityContext.RunAsUser != nil {
+					return *c.SecurityContext.RunAsUser
+				}
+				return ptr.Deref(pod.Spec.SecurityContext.RunAsUser, 0)
+			}
+			if a, h := userOf(agent), userOf(host); a == h || a == 0 || h == 0 {
+				t.Errorf("agent runs as %d, pane host as %d: want two users, neither root", a, h)
+			}
+			mounts := func(c corev1.Container) []string {
+				var names []string
+				for _, vm := range c.VolumeMounts {
+					names = append(names, vm.Name)
+				}
+				return names
+			}
+			for _, v := range credentials {
+				if slices.Contains(mounts(agent), v) {
+					t.Errorf("the agent's container mounts %s", v)
+				}
+				if !slices.Contains(mounts(host), v) {
+					t.Errorf("the pane host's container does not mount %s", v)
+				}
+			}
+			for _, arg := range agent.Command {
+				if strings.HasPrefix(arg, "--tls-") || strings.HasPrefix(arg, "--token-file") || strings.HasPrefix(arg, "--gateway") {
+					t.Errorf("the agent's pane server is given %s", arg)
+				}
+			}
+			for _, v := range pod.Spec.Volumes {
+				var mode *int32
+				switch {
+				case v.Secret != nil:
+					mode = v.Secret.DefaultMode
+				case v.Projected != nil:
+					mode = v.Projected.DefaultMode
+				default:
+					continue
+				}
+				if ptr.Deref(mode, 0o644) != 0o400 {
+					t.Errorf("volume %s's files are mode %o, want 0400", v.Name, ptr.Deref(mode, 0o644))
+				}
+			}
+			for _, c := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
+				sc := c.SecurityContext
+				if sc == nil || ptr.Deref(sc.AllowPrivilegeEscalation, true) || sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || len(sc.Capabilities.Add) > 0 || ptr.Deref(sc.Privileged, false) {
+					t.Errorf("container %s's security context %+v is beyond Pod Security restricted", c.Name, sc)
+				}
+			}
+		})
 	}
 }
 
@@ -264,6 +356,12 @@ func TestJudgePod(t *testing.T) {
 			p.Status.Phase = corev1.PodFailed
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: agentContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "OOMKilled", ExitCode: 137}}}}
 		}), want: podLost, wantWhy: "container agent OOMKilled (exit code 137)"},
+		"one container ended, the other runs on": {pod: pod(func(p *corev1.Pod) {
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{
+				{Name: paneHostContainer, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}},
+				{Name: agentContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 1}}},
+			}
+		}), want: podLost, wantWhy: "container agent Error (exit code 1)"},
 		"evicted": {pod: pod(func(p *corev1.Pod) {
 			p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "Evicted", "The node was low on resource: memory."
 		}), want: podLost, wantWhy: "Evicted: The node was low on resource: memory."},

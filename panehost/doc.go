@@ -9,6 +9,10 @@
 //   - agent.go: two methods beyond herdr's protocol, so the controllers can
 //     seed a known agent's configuration in the pod and read what its hooks
 //     recorded there (fleetd.agent.install, fleetd.agent.observe).
+//   - relay.go: the pane host's own container, as a user other than the
+//     agent's: it alone mounts the member's TLS key and the Pod's token,
+//     and relays fleetd's authenticated connections to the pane server's
+//     socket in the agent's container.
 //   - forward.go: the gateway forwarder. The agent mounts the gateway on
 //     loopback; the forwarder adds the pod's current service-account token
 //     (projected for audience fleetd, bound to the Pod, rotated by the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -20,11 +21,12 @@ import (
 
 const memberUID = "0f4d3c1e-6b7a-4e0b-9d62-3a9b0c1d2e3f"
 
-// paneHost is a pane server serving TLS with a member's credentials, as a
-// member's pod runs it.
+// paneHost is a pane server and the relay that serves it over TLS with a
+// member's credentials, as a member's pod runs them.
 type paneHost struct {
 	ca    *CA
 	srv   *paneserver.Server
+	addr  string
 	root  string
 	agent string
 }
@@ -58,12 +60,11 @@ func startPaneHost(t *testing.T) *paneHost {
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
 	srv, err := paneserver.New(paneserver.Options{
-		SocketPath: filepath.Join(sockDir, "herdr.sock"),
-		Shell:      "/bin/sh",
-		Cwd:        dir,
-		TLSAddress: "127.0.0.1:0",
-		TLSConfig:  cfg,
-		Extensions: Extensions(root, nil),
+		SocketPath:  filepath.Join(sockDir, "herdr.sock"),
+		Shell:       "/bin/sh",
+		Cwd:         dir,
+		SocketGroup: true,
+		Extensions:  Extensions(root, nil),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +79,23 @@ func startPaneHost(t *testing.T) *paneHost {
 			t.Error(err)
 		}
 	})
-	return &paneHost{ca: ca, srv: srv, root: root, agent: filepath.Join(root, "ns", "w1")}
+	relay := &Relay{Socket: srv.SocketPath(), TLS: cfg}
+	if err := relay.WaitForSocket(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	relayed := make(chan error, 1)
+	go func() { relayed <- relay.Serve(ln) }()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		if err := <-relayed; err != nil {
+			t.Error(err)
+		}
+	})
+	return &paneHost{ca: ca, srv: srv, addr: ln.Addr().String(), root: root, agent: filepath.Join(root, "ns", "w1")}
 }
 
 // client is the controllers' client of the pane host.
@@ -88,7 +105,7 @@ func (h *paneHost) client(t *testing.T, ca *CA, uid string) *herdr.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return herdr.NewTLSClient(h.srv.TLSAddress(), ClientConfig(h.ca.Pool(), func() (*tls.Certificate, error) { return &cert, nil }, uid))
+	return herdr.NewTLSClient(h.addr, ClientConfig(h.ca.Pool(), func() (*tls.Certificate, error) { return &cert, nil }, uid))
 }
 
 // TestPaneHostOverTLS: the controllers reach a member's pane host over
@@ -117,7 +134,7 @@ func TestPaneHostOverTLS(t *testing.T) {
 	if _, err := h.client(t, h.ca, "another-member-uid").Ping(ctx); err == nil {
 		t.Error("the controllers accepted a pane host serving another member's name")
 	}
-	anonymous := herdr.NewTLSClient(h.srv.TLSAddress(), &tls.Config{RootCAs: h.ca.Pool(), ServerName: ServerName(memberUID), MinVersion: tls.VersionTLS13})
+	anonymous := herdr.NewTLSClient(h.addr, &tls.Config{RootCAs: h.ca.Pool(), ServerName: ServerName(memberUID), MinVersion: tls.VersionTLS13})
 	if _, err := anonymous.Ping(ctx); err == nil {
 		t.Error("a client without a certificate was admitted")
 	}
@@ -131,7 +148,7 @@ func TestPaneHostOverTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	imposter := herdr.NewTLSClient(h.srv.TLSAddress(), ClientConfig(h.ca.Pool(), func() (*tls.Certificate, error) { return &pair, nil }, memberUID))
+	imposter := herdr.NewTLSClient(h.addr, ClientConfig(h.ca.Pool(), func() (*tls.Certificate, error) { return &pair, nil }, memberUID))
 	if _, err := imposter.Ping(ctx); err == nil {
 		t.Error("a certificate that is not the controllers' was admitted")
 	}

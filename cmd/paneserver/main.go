@@ -7,15 +7,24 @@
 // The socket defaults to $HERDR_SOCKET_PATH. SIGTERM or SIGINT kills every
 // pane's processes and removes the socket.
 //
-// In a member's Pod it also serves the protocol over TLS to fleetd's
-// controllers (--tls-listen with the member's credentials in --tls-dir),
-// keeps the agent's directory (--agent-root) and forwards the agent's MCP
-// traffic to the gateway with the pod's token (--gateway, --gateway-listen,
-// --token-file).
+// A member's Pod runs it twice. In the agent's container it is the pane
+// server, keeping the agent's directory (--agent-root) and opening its
+// socket to the Pod's group (--socket-group). In a container of its own,
+// as another user, it is the pane host (--relay): it alone holds the
+// member's TLS credentials and the Pod's token, serves fleetd's
+// controllers over TLS (--tls-listen with --tls-dir) relayed to that
+// socket, and forwards the agent's MCP traffic to the gateway with the
+// token (--gateway, --gateway-listen, --token-file).
+//
+// As PID 1 (a container's first process), or with --subreaper, it runs the
+// server as the child of a small init of its own that reaps the orphans
+// the panes' programs leave behind.
 package main
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -72,12 +81,40 @@ func run() error {
 		trusted = append(trusted, uint32(uid))
 		return nil
 	})
+	var guarded []string
+	flag.Func("guard-dir", "a `directory` shared with the members' users, made this server's and --guard-group's only at start (mode 0771: the others only pass through); repeatable", func(v string) error {
+		if !filepath.IsAbs(v) {
+			return fmt.Errorf("want an absolute path, got %q", v)
+		}
+		guarded = append(guarded, filepath.Clean(v))
+		return nil
+	})
+	guardGroup := flag.Int("guard-group", 0, "the group that may change the --guard-dir directories besides this server (fleetd's)")
+	relay := flag.Bool("relay", false, "be a member Pod's pane host only: relay fleetd's connections over TLS (--tls-listen, --tls-dir) to the pane server on --socket, which runs the agent in another container as another user, and forward the agent's gateway traffic (--gateway); the TLS key and the token stay with this process")
+	flag.BoolVar(&opts.SocketGroup, "socket-group", false, "open the socket to its group as well (mode 0660), for a --relay running as a user of that group")
+	subreaper := flag.Bool("subreaper", false, "reap the orphans of the panes' programs, as a child subreaper: run the server under a small init that reaps and forwards signals (always so as PID 1)")
 	flag.Parse()
+	if flag.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", flag.Args())
+	}
+	if *subreaper || os.Getpid() == 1 {
+		code, err := runInit(append(os.Args[1:], "--subreaper=false"))
+		if err != nil {
+			return err
+		}
+		os.Exit(code)
+	}
 	if opts.SocketPath == "" {
 		return fmt.Errorf("no socket: pass --socket or set %s", herdr.SocketPathEnv)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	opts.Logger = log
+	// Before the socket listens: no member's process runs yet.
+	for _, dir := range guarded {
+		if err := guardDir(dir, *guardGroup); err != nil {
+			return err
+		}
+	}
 	if opts.TLSAddress != "" {
 		if *tlsDir == "" {
 			return fmt.Errorf("--tls-listen needs --tls-dir")
@@ -89,6 +126,8 @@ func run() error {
 		opts.TLSConfig = cfg
 	}
 	switch users := *memberUsers; {
+	case *relay:
+		// The relay runs no panes.
 	case users == "on" && *agentRoot == "":
 		return fmt.Errorf("--member-users=on needs --agent-root: each workspace's user gets its home there")
 	case users == "on" || users == "auto" && *agentRoot != "" && paneserver.CanSwitchUsers():
@@ -123,6 +162,9 @@ func run() error {
 		go func() { _ = (&http.Server{Handler: fwd, ReadHeaderTimeout: 10 * time.Second}).Serve(ln) }()
 		log.Info("Forwarding the agent's gateway traffic", "listen", ln.Addr().String(), "gateway", *gateway)
 	}
+	if *relay {
+		return runRelay(opts.SocketPath, opts.TLSAddress, opts.TLSConfig, log)
+	}
 
 	var err error
 	srv, err = paneserver.New(opts)
@@ -147,6 +189,35 @@ func run() error {
 		return err
 	}
 	return <-served
+}
+
+// runRelay serves fleetd's controllers over TLS, relayed to the pane
+// server on socket, from when the pane server answers until SIGTERM.
+func runRelay(socket, address string, cfg *tls.Config, log *slog.Logger) error {
+	if cfg == nil {
+		return errors.New("--relay needs --tls-listen and --tls-dir")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	r := &panehost.Relay{Socket: socket, TLS: cfg, Log: log}
+	if err := r.WaitForSocket(ctx); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", address)
+	if err != nil {
+		return fmt.Errorf("listening for fleetd: %w", err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- r.Serve(ln) }()
+	log.Info("Relaying fleetd's connections to the pane server", "tls", ln.Addr().String(), "socket", socket)
+	select {
+	case <-ctx.Done():
+		log.Info("Shutting down")
+		_ = ln.Close()
+		return nil
+	case err := <-served:
+		return err
+	}
 }
 
 func isLoopback(a net.Addr) bool {

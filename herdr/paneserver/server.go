@@ -85,6 +85,12 @@ type Options struct {
 	// in; every caller it admits may do everything.
 	TLSAddress string
 	TLSConfig  *tls.Config
+	// SocketGroup opens the socket to its group as well (mode 0660): a
+	// member Pod's pane host, which runs as a user of its own beside the
+	// agent's container, relays fleetd's calls through it. Without
+	// workspace users the socket's mode is the only gate, as herdr's is:
+	// every caller it lets in may do everything.
+	SocketGroup bool
 	// MaxConnsPerUser bounds the connections one workspace user (any
 	// caller but the server's own identity) keeps open at once; one more
 	// is answered server_unavailable and closed. DefaultMaxConnsPerUser if
@@ -201,7 +207,7 @@ type userUsage struct {
 	conns, watches int
 }
 
-// New listens on opts.SocketPath with mode 0600. A stale socket left by a
+// New listens on opts.SocketPath with mode 0600 (0660 with SocketGroup). A stale socket left by a
 // dead server is replaced; a live one is an error. Call Serve to answer
 // requests and Close to stop.
 func New(opts Options) (*Server, error) {
@@ -209,7 +215,11 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln, err := listen(opts.SocketPath)
+	mode := os.FileMode(0o600)
+	if opts.SocketGroup {
+		mode = 0o660
+	}
+	ln, err := listen(opts.SocketPath, mode)
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +276,7 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
-func listen(path string) (*net.UnixListener, error) {
+func listen(path string, mode os.FileMode) (*net.UnixListener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("paneserver: creating socket directory: %w", err)
 	}
@@ -283,7 +293,7 @@ func listen(path string) (*net.UnixListener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("paneserver: listening on %s: %w", path, err)
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
+	if err := os.Chmod(path, mode); err != nil {
 		_ = ln.Close()
 		return nil, fmt.Errorf("paneserver: restricting socket: %w", err)
 	}
@@ -481,6 +491,10 @@ func (s *Server) serveConn(conn net.Conn) {
 	// One user's connections are bounded before anything is read from
 	// them: idle ones cost the server a file and a goroutine each.
 	who := callerOf(conn)
+	if s.sess.users == nil {
+		// Without workspace users the socket's mode decides who gets in.
+		who.full = true
+	}
 	release, ok := s.reserve(who, 1, s.opts.MaxConnsPerUser, connsOf)
 	if !ok {
 		s.log.Warn("Refusing a connection: its user has as many open as it may", "uid", who.uid, "max", s.opts.MaxConnsPerUser)

@@ -237,7 +237,8 @@ func (c *cluster) receivedLog(member string) string {
 const (
 	memberWorkspace = "/workspace"
 	receivedSuffix  = ".received"
-	// memberContainer runs the pane host and the agent in a member Pod.
+	// memberContainer runs the pane server and the agent in a member Pod;
+	// the pane host runs beside it, as another user, in "pane-host".
 	memberContainer = "agent"
 )
 

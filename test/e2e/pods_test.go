@@ -180,8 +180,14 @@ func TestMemberPodsAreIsolated(t *testing.T) {
 		}
 		return string(out)
 	}
-	certPEM := attacker(`cat /etc/fleetd/pane-host/tls.crt`)
-	keyPEM := attacker(`cat /etc/fleetd/pane-host/tls.key`)
+	// The attacker's agent cannot read its own pane host's credentials
+	// (TestMemberPodAgentHoldsNoCredential); were it to have them, from
+	// the API, they still open no other member's pane host.
+	var own corev1.Secret
+	if err := w.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "e2e-iso-a-fleetd-pane-host"}, &own); err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM := string(own.Data[panehost.CertKey]), string(own.Data[panehost.KeyKey])
 	stolen, err := tls.X509KeyPair([]byte(certPEM), []byte(keyPEM))
 	if err != nil {
 		t.Fatalf("the attacker's own pane host credentials: %v", err)
@@ -193,14 +199,14 @@ func TestMemberPodsAreIsolated(t *testing.T) {
 	fromPod := attacker(`node -e '
 const tls = require("tls"), fs = require("fs");
 const s = tls.connect({host: process.argv[1], port: +process.argv[2], rejectUnauthorized: false,
-	cert: fs.readFileSync("/etc/fleetd/pane-host/tls.crt"), key: fs.readFileSync("/etc/fleetd/pane-host/tls.key")}, () => {
+	cert: process.argv[3], key: process.argv[4]}, () => {
 	s.write(JSON.stringify({id: "1", method: "pane.read", params: {pane_id: "w1:p1", source: "visible"}}) + "\n");
 });
 s.setTimeout(10000, () => { console.log("refused: timeout"); process.exit(0); });
 s.on("data", d => { console.log("answered: " + d); process.exit(0); });
 s.on("error", e => { console.log("refused: " + e.message); process.exit(0); });
 s.on("close", () => { console.log("refused: closed"); process.exit(0); });
-' "$1" "$2"`, victimPod.Status.PodIP, fmt.Sprint(panehost.DefaultPort))
+' "$1" "$2" "$3" "$4"`, victimPod.Status.PodIP, fmt.Sprint(panehost.DefaultPort), certPEM, keyPEM)
 	if !strings.HasPrefix(fromPod, "refused: ") {
 		t.Errorf("from the attacker's Pod, the victim's pane host: %s", fromPod)
 	}
@@ -250,6 +256,53 @@ s.on("close", () => { console.log("refused: closed"); process.exit(0); });
 		t.Errorf("no network policy guards the member Pods: %v", err)
 	}
 	t.Log("the local cluster's bridge CNI does not enforce NetworkPolicy: the refusals above are the pane hosts' mutual TLS")
+}
+
+// TestMemberPodAgentHoldsNoCredential: in a member's Pod the agent runs
+// as a user other than the pane host's, in a container that mounts
+// neither the Pod's token nor the member's TLS key: the agent's shell
+// reads neither, at its path or through any process it can see, and no
+// process it sees runs as the pane host's user. The agent still reaches
+// the gateway through the pane host's forwarder.
+func TestMemberPodAgentHoldsNoCredential(t *testing.T) {
+	c := clusterMode(t)
+	dumpOnFailure(t)
+	podMember(t, "e2e-cred", "")
+	pod := podNow(t, "e2e-cred")
+	hostUser := int64(-1)
+	for _, ct := range pod.Spec.Containers {
+		if ct.Name == "pane-host" && ct.SecurityContext != nil && ct.SecurityContext.RunAsUser != nil {
+			hostUser = *ct.SecurityContext.RunAsUser
+		}
+	}
+	if hostUser < 0 {
+		t.Fatalf("the member's Pod has no pane host container of a user of its own: %+v", pod.Spec.Containers)
+	}
+	agent := func(script string, args ...string) string {
+		t.Helper()
+		out, err := c.memberExec("e2e-cred", script, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if uid := agent(`id -u`); uid == fmt.Sprint(hostUser) {
+		t.Errorf("the agent runs as the pane host's user %s", uid)
+	}
+	for _, path := range []string{"/var/run/secrets/fleetd/token", "/etc/fleetd/pane-host/tls.key", "/etc/fleetd/pane-host/tls.crt"} {
+		out := agent(`for f in "$1" /proc/[0-9]*/root"$1"; do if cat "$f" >/dev/null 2>&1; then echo "read $f"; fi; done`, path)
+		if out != "" {
+			t.Errorf("the agent reads the pane host's credential: %s", out)
+		}
+	}
+	if out := agent(`grep -h '^Uid:' /proc/[0-9]*/status | awk '$2 == '"$1"' || $3 == '"$1"' { print }'`, fmt.Sprint(hostUser)); out != "" {
+		t.Errorf("the agent sees processes of the pane host's user: %s", out)
+	}
+	// The agent's reply goes to the gateway through the forwarder, with
+	// the token the agent cannot read.
+	r := call(t, session(t, w.token), "bridge_send", map[string]any{"sessionId": "e2e-cred", "content": "reply: through the pane host"})
+	wantOutcome(t, r, "reply")
+	t.Logf("the agent runs as %s, the pane host as %d", agent(`id -u`), hostUser)
 }
 
 // busyWithQueue sends member a message that keeps it working, waits until
@@ -304,8 +357,9 @@ func TestMemberPodDeleted(t *testing.T) {
 	}
 }
 
-// TestMemberPodCrashed: the pane host, the Pod's main process, ends (as on
-// a crash); the container exits, and the member is the same as above.
+// TestMemberPodCrashed: the pane server, the agent container's main
+// process, ends (as on a crash); the container exits while the pane
+// host's runs on, and the member is the same as above.
 func TestMemberPodCrashed(t *testing.T) {
 	c := clusterMode(t)
 	dumpOnFailure(t)
@@ -313,7 +367,8 @@ func TestMemberPodCrashed(t *testing.T) {
 	inFlight, queued := busyWithQueue(t, "e2e-pod-crash")
 	pod := podNow(t, "e2e-pod-crash")
 	// SIGKILL from inside the Pod's PID namespace does not reach its init;
-	// the pane host ends on SIGTERM at once, with its panes.
+	// the init passes SIGTERM on, and the pane server ends at once, with
+	// its panes.
 	if _, err := c.memberExec("e2e-pod-crash", `kill -TERM 1`); err != nil {
 		t.Fatal(err)
 	}
