@@ -7,6 +7,7 @@ BIN ?= $(CURDIR)/bin
 CONTROLPLANE_BIN ?= $(BIN)/controlplane
 export KUBEBUILDER_ASSETS ?= $(CONTROLPLANE_BIN)
 GO_TOOL := go tool -modfile=$(CURDIR)/hack/tools/go.mod
+HELM := $(BIN)/helm
 CONTROLLER_GEN := $(GO_TOOL) controller-gen
 STATICCHECK := $(GO_TOOL) staticcheck
 # Packages of the main module (the nested tool modules build on their own).
@@ -29,6 +30,15 @@ help: ## Show this help.
 manifests: ## Generate CRDs and RBAC from the API types and controller markers.
 	$(CONTROLLER_GEN) rbac:roleName=fleetd-manager crd paths="./api/..." paths="./controllers/..." paths="./gateway/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	@# The chart installs what config/ holds: its CRDs, RBAC, Service and
+	@# admission policies are copies, kept here so that verify sees drift.
+	rm -f charts/fleetd/crds/*.yaml charts/fleetd/files/*/*.yaml
+	cp config/crd/bases/*.yaml charts/fleetd/crds/
+	cp config/rbac/role.yaml config/rbac/role_binding.yaml config/rbac/service_account.yaml \
+		config/rbac/leader_election_role.yaml config/rbac/leader_election_role_binding.yaml \
+		config/rbac/delegator_role.yaml charts/fleetd/files/rbac/
+	cp config/manager/service.yaml charts/fleetd/files/manager/
+	cp config/admission/policy_*.yaml charts/fleetd/files/admission/
 
 .PHONY: generate
 generate: ## Generate deepcopy functions and apply configurations.
@@ -53,13 +63,20 @@ lint: ## Run gofmt -l and staticcheck.
 	$(STATICCHECK) $(PKGS)
 
 .PHONY: verify
-verify: manifests generate ui ## Regenerate everything and fail if the tree changed.
-	@git diff --exit-code -- api config gateway/ui/dist || { echo "generated files drifted: run 'make manifests generate ui' and commit"; exit 1; }
-	@test -z "$$(git status --porcelain -- api config gateway/ui/dist)" || { git status --porcelain -- api config gateway/ui/dist; echo "generated files are not committed"; exit 1; }
+verify: manifests generate ui chart-lint ## Regenerate everything and fail if the tree changed; lint and render the Helm chart.
+	@git diff --exit-code -- api config charts gateway/ui/dist || { echo "generated files drifted: run 'make manifests generate ui' and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- api config charts gateway/ui/dist)" || { git status --porcelain -- api config charts gateway/ui/dist; echo "generated files are not committed"; exit 1; }
+
+.PHONY: chart-lint
+chart-lint: helm ## Lint charts/fleetd and render it with its default values and with ci/all-values.yaml (every value set).
+	$(HELM) lint --strict charts/fleetd
+	$(HELM) lint --strict charts/fleetd -f charts/fleetd/ci/all-values.yaml
+	$(HELM) template fleetd charts/fleetd --namespace fleetd-system --include-crds >/dev/null
+	$(HELM) template fleetd charts/fleetd --namespace fleetd-system --include-crds -f charts/fleetd/ci/all-values.yaml >/dev/null
 
 .PHONY: test
-test: controlplane build agents chromium conformance ## Run unit, integration, browser, MCP conformance and e2e tests (the real agent CLIs included) against a real API server.
-	FLEETD_REQUIRE_APISERVER=1 FLEETD_REQUIRE_BROWSER=1 FLEETD_REQUIRE_CONFORMANCE=1 go test $(TEST_FLAGS) $(PKGS)
+test: controlplane build agents chromium conformance helm ## Run unit, integration, browser, MCP conformance, Helm chart and e2e tests (the real agent CLIs included) against a real API server.
+	FLEETD_REQUIRE_APISERVER=1 FLEETD_REQUIRE_BROWSER=1 FLEETD_REQUIRE_CONFORMANCE=1 FLEETD_REQUIRE_HELM=1 go test $(TEST_FLAGS) $(PKGS)
 	$(MAKE) fuzz
 
 .PHONY: test-e2e
@@ -83,7 +100,7 @@ bench: controlplane chromium ## Run the benchmarks.
 	go test -run '^$$' -bench . -benchmem $(PKGS)
 
 .PHONY: test-cluster
-test-cluster: cluster-bin controlplane agents cluster ## Run the local cluster's tests (root; a test cluster of their own: machine unchanged after up and down, reuse, killed bring-up, NotReady node, fleetd deployed), then the end-to-end suite in cluster mode on make cluster's.
+test-cluster: cluster-bin controlplane agents helm cluster ## Run the local cluster's tests (root; a test cluster of their own: machine unchanged after up and down, reuse, killed bring-up, NotReady node, fleetd deployed with kustomize and with Helm), then the end-to-end suite in cluster mode on make cluster's.
 	FLEETD_CLUSTER_TESTS=1 go test -count=1 -v -timeout 60m ./test/cluster/...
 	hack/e2e-cluster.sh
 
@@ -113,6 +130,10 @@ build: ## Build the fleetd binaries into bin/.
 	go build -o $(BIN)/ ./cmd/...
 	go build -o $(BIN)/scripted-agent ./hack/scriptedagent
 	go build -o $(BIN)/stubmodel ./hack/stubmodel
+
+.PHONY: helm
+helm: ## Build the pinned Helm CLI (hack/helm) into bin/helm.
+	cd hack/helm && go build -o $(HELM) helm.sh/helm/v4/cmd/helm
 
 .PHONY: cluster-bin
 cluster-bin: controlplane ## Build the local cluster's node components (kube-scheduler, kubelet, kube-proxy) and CoreDNS into bin/controlplane.

@@ -100,14 +100,17 @@ func TestDeployFleetd(t *testing.T) {
 }
 
 // diagnose is what a failed deploy shows: pods, events and fleetd's logs.
-func diagnose(cl *localcluster.Cluster) string {
+func diagnose(cl *localcluster.Cluster) string { return diagnoseIn(cl, "fleetd-system") }
+
+// diagnoseIn is diagnose for fleetd deployed in namespace ns.
+func diagnoseIn(cl *localcluster.Cluster, ns string) string {
 	var b strings.Builder
 	for _, args := range [][]string{
 		{"get", "pods", "-A", "-o", "wide"},
 		{"get", "members,delegations", "-A"},
 		{"get", "events", "-A", "--sort-by=.lastTimestamp"},
-		{"-n", "fleetd-system", "logs", "deployment/fleetd", "-c", "fleetd", "--tail=50"},
-		{"-n", "fleetd-system", "logs", "deployment/fleetd", "-c", "herdr", "--tail=50"},
+		{"-n", ns, "logs", "deployment/fleetd", "-c", "fleetd", "--tail=50"},
+		{"-n", ns, "logs", "deployment/fleetd", "-c", "herdr", "--tail=50"},
 	} {
 		out, _ := kubectlErr(cl, args...)
 		b.WriteString("$ kubectl " + strings.Join(args, " ") + "\n" + out + "\n")
