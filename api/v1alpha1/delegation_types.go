@@ -364,16 +364,6 @@ type DelegationStatus struct {
 	// +optional
 	AcknowledgedAt *metav1.Time `json:"acknowledgedAt,omitempty"`
 
-	// usageAtDelivery is the member's usage when the message was typed:
-	// what its turn used is counted from there.
-	// +optional
-	UsageAtDelivery *TokenUsage `json:"usageAtDelivery,omitempty"`
-
-	// usage is what the member's model calls used in the turn the message
-	// started, set once that turn ended.
-	// +optional
-	Usage *TokenUsage `json:"usage,omitempty"`
-
 	// observedGeneration is the generation the status was computed from.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`

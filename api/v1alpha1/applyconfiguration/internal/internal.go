@@ -205,12 +205,6 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: terminalID
       type:
         scalar: string
-    - name: usage
-      type:
-        namedType: com.github.fleetd.fleetd.api.v1alpha1.TokenUsage
-    - name: usageAtDelivery
-      type:
-        namedType: com.github.fleetd.fleetd.api.v1alpha1.TokenUsage
 - name: com.github.fleetd.fleetd.api.v1alpha1.Effort
   scalar: string
 - name: com.github.fleetd.fleetd.api.v1alpha1.EnvVar

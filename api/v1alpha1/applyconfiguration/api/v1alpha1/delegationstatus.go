@@ -82,12 +82,6 @@ type DelegationStatusApplyConfiguration struct {
 	// re-attached bridge_send, or, for a member sender, when the Delegation
 	// named in replyDeliveredAs was typed into its pane.
 	AcknowledgedAt *metav1.Time `json:"acknowledgedAt,omitempty"`
-	// usageAtDelivery is the member's usage when the message was typed:
-	// what its turn used is counted from there.
-	UsageAtDelivery *TokenUsageApplyConfiguration `json:"usageAtDelivery,omitempty"`
-	// usage is what the member's model calls used in the turn the message
-	// started, set once that turn ended.
-	Usage *TokenUsageApplyConfiguration `json:"usage,omitempty"`
 	// observedGeneration is the generation the status was computed from.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
 }
@@ -265,22 +259,6 @@ func (b *DelegationStatusApplyConfiguration) WithReplyDeliveredAs(value string) 
 // If called multiple times, the AcknowledgedAt field is set to the value of the last call.
 func (b *DelegationStatusApplyConfiguration) WithAcknowledgedAt(value metav1.Time) *DelegationStatusApplyConfiguration {
 	b.AcknowledgedAt = &value
-	return b
-}
-
-// WithUsageAtDelivery sets the UsageAtDelivery field in the declarative configuration to the given value
-// and returns the receiver, so that objects can be built by chaining "With" function invocations.
-// If called multiple times, the UsageAtDelivery field is set to the value of the last call.
-func (b *DelegationStatusApplyConfiguration) WithUsageAtDelivery(value *TokenUsageApplyConfiguration) *DelegationStatusApplyConfiguration {
-	b.UsageAtDelivery = value
-	return b
-}
-
-// WithUsage sets the Usage field in the declarative configuration to the given value
-// and returns the receiver, so that objects can be built by chaining "With" function invocations.
-// If called multiple times, the Usage field is set to the value of the last call.
-func (b *DelegationStatusApplyConfiguration) WithUsage(value *TokenUsageApplyConfiguration) *DelegationStatusApplyConfiguration {
-	b.Usage = value
 	return b
 }
 
