@@ -47,6 +47,8 @@ type Worker struct {
 	// Profile's), empty for fleetd's default; Pod shapes its Pod.
 	Runtime fleetv1alpha1.Runtime
 	Pod     *fleetv1alpha1.MemberPod
+	// Pricing is what the model costs (the Profile's), nil for none.
+	Pricing *fleetv1alpha1.Pricing
 }
 
 // resolveWorker merges a Member's spec with its Profile (nil for an inline
@@ -77,6 +79,7 @@ func resolveWorker(m *fleetv1alpha1.Member, p *fleetv1alpha1.Profile) Worker {
 		AllowedTools:   p.Spec.AllowedTools,
 		Runtime:        cmp.Or(m.Spec.Runtime, p.Spec.Runtime),
 		Pod:            mergePod(p.Spec.Pod, m.Spec.Pod),
+		Pricing:        p.Spec.Pricing,
 	}
 	return w
 }

@@ -45,7 +45,11 @@ func (r *MemberReconciler) observeHooks(ctx context.Context, s *memberScope) {
 	m := s.member
 	var hookMessage string
 	if agents.Hooked(m.Status.AgentKind) {
-		o, err := s.files.Observe(ctx, m.Status.AgentKind, r.home(m).Dir)
+		var tokens fleetv1alpha1.TranscriptCursor
+		if m.Status.Usage != nil && m.Status.Usage.Transcript != nil {
+			tokens = *m.Status.Usage.Transcript
+		}
+		o, err := s.files.Observe(ctx, m.Status.AgentKind, r.home(m).Dir, tokens)
 		switch {
 		case err != nil:
 			log.FromContext(ctx).Info("Reading the agent's hook record", "member", klog.KObj(m), "error", err.Error())
@@ -62,10 +66,42 @@ func (r *MemberReconciler) observeHooks(ctx context.Context, s *memberScope) {
 		if o.Context != nil {
 			m.Status.ContextRemainingPercent = ptr.To(o.Context.RemainingPercent())
 		}
+		if o.Tokens != nil {
+			m.Status.Usage = addTokens(m.Status.Usage, *o.Tokens)
+			r.countTokens(m, o.Tokens.Added)
+		}
 	}
+	priceUsage(m.Status.Usage, s.pricing)
 	m.Status.AgentMessage = ""
 	if m.Status.AgentStatus == fleetv1alpha1.AgentBlocked {
 		m.Status.AgentMessage = cmp.Or(r.Screens.Dialog(client.ObjectKeyFromObject(m)), hookMessage)
+	}
+}
+
+// addTokens is usage with what a count of the transcript added, counted
+// on from the count's cursor.
+func addTokens(usage *fleetv1alpha1.MemberUsage, count agents.TokenCount) *fleetv1alpha1.MemberUsage {
+	u := &fleetv1alpha1.MemberUsage{}
+	if usage != nil {
+		u = usage.DeepCopy()
+	}
+	u.TokenUsage = u.TokenUsage.Plus(count.Added)
+	u.Transcript = &count.Cursor
+	return u
+}
+
+// priceUsage sets usage's cost at pricing: cleared without one, or when a
+// price cannot be read (the schema allows none such).
+func priceUsage(usage *fleetv1alpha1.MemberUsage, pricing *fleetv1alpha1.Pricing) {
+	if usage == nil {
+		return
+	}
+	usage.Cost, usage.Currency = "", ""
+	if pricing == nil {
+		return
+	}
+	if cost, err := pricing.Cost(usage.TokenUsage); err == nil {
+		usage.Cost, usage.Currency = cost, pricing.Currency
 	}
 }
 

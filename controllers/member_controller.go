@@ -121,6 +121,8 @@ type memberScope struct {
 	// sawWorking is what this pass took from the PaneWatch: given back if
 	// the pass's status is not written.
 	sawWorking bool
+	// pricing is what the Member's model costs, from its Profile.
+	pricing *fleetv1alpha1.Pricing
 	// tokenStale says the token Secret was written by someone else: the
 	// pass knows no token a new pane may start with (freshToken).
 	tokenStale bool
@@ -210,6 +212,7 @@ func (r *MemberReconciler) reconcileNormal(ctx context.Context, s *memberScope) 
 		return ctrl.Result{}, err
 	}
 	m.Status.AgentKind = worker.Agent
+	s.pricing = worker.Pricing
 	m.Status.Runtime = runtimeOf(m, worker, r.DefaultRuntime)
 	mcpURL, token := r.MCPURL, ""
 	if m.Status.Runtime == fleetv1alpha1.RuntimePod {

@@ -45,7 +45,7 @@ type PaneHosts interface {
 // runs.
 type AgentFiles interface {
 	Install(ctx context.Context, dir, workingDir string, files []agents.File) error
-	Observe(ctx context.Context, kind fleetv1alpha1.AgentKind, dir string) (panehost.Observation, error)
+	Observe(ctx context.Context, kind fleetv1alpha1.AgentKind, dir string, tokens fleetv1alpha1.TranscriptCursor) (panehost.Observation, error)
 	// ReadFile reads a file within root, a member's working directory.
 	ReadFile(ctx context.Context, root, path string, maxBytes int64) ([]byte, error)
 }

@@ -88,6 +88,8 @@ type ObserveParams struct {
 	// User is the workspace's label, as for install: the record is read
 	// as that user, so a link in the directory reaches nothing it may not.
 	User string `json:"user,omitempty"`
+	// Tokens is where counting the agent's transcript stopped last time.
+	Tokens fleetv1alpha1.TranscriptCursor `json:"tokens,omitzero"`
 }
 
 // Observation is what an agent's hooks recorded: nil Hooks when no hook
@@ -96,12 +98,16 @@ type ObserveParams struct {
 type Observation struct {
 	Hooks   *agents.HookStatus   `json:"hooks,omitempty"`
 	Context *agents.ContextUsage `json:"context,omitempty"`
+	// Tokens is what the transcript gained since the cursor the
+	// observation was asked from; nil when there is no transcript (yet).
+	Tokens *agents.TokenCount `json:"tokens,omitempty"`
 	// Error says why part of it could not be read; what could be is there.
 	Error string `json:"error,omitempty"`
 }
 
-// ObserveAgent reads an agent's record from its directory dir.
-func ObserveAgent(kind fleetv1alpha1.AgentKind, dir string) Observation {
+// ObserveAgent reads an agent's record from its directory dir, and counts
+// the tokens its transcript gained since tokens.
+func ObserveAgent(kind fleetv1alpha1.AgentKind, dir string, tokens fleetv1alpha1.TranscriptCursor) Observation {
 	var o Observation
 	st, ok, err := agents.ReadHookStatus(dir)
 	switch {
@@ -121,6 +127,13 @@ func ObserveAgent(kind fleetv1alpha1.AgentKind, dir string) Observation {
 		o.Error = "reading the context usage: " + err.Error()
 	case ok:
 		o.Context = &u
+	}
+	count, ok, err := agents.CountTokens(kind, dir, st.TranscriptPath, tokens)
+	switch {
+	case err != nil:
+		o.Error = strings.TrimPrefix(o.Error+"; ", "; ") + "counting the transcript's tokens: " + err.Error()
+	case ok:
+		o.Tokens = &count
 	}
 	return o
 }
@@ -206,7 +219,7 @@ func Extensions(root string, users func() Users) map[string]paneserver.Extension
 				return nil, herr
 			}
 			o := Observation{}
-			observe := func() error { o = ObserveAgent(p.Kind, dir); return nil }
+			observe := func() error { o = ObserveAgent(p.Kind, dir, p.Tokens); return nil }
 			if switched {
 				_ = memberfs.As(uid, observe)
 			} else {
@@ -260,10 +273,11 @@ func (r Remote) Install(ctx context.Context, dir, workingDir string, files []age
 	return r.Client.Call(ctx, MethodAgentInstall, p, resultAgentInstalled, nil)
 }
 
-// Observe reads what the agent's hooks recorded in the pane host.
-func (r Remote) Observe(ctx context.Context, kind fleetv1alpha1.AgentKind, dir string) (Observation, error) {
+// Observe reads what the agent's hooks recorded in the pane host, and
+// counts its transcript's tokens from tokens on.
+func (r Remote) Observe(ctx context.Context, kind fleetv1alpha1.AgentKind, dir string, tokens fleetv1alpha1.TranscriptCursor) (Observation, error) {
 	var o Observation
-	err := r.Client.Call(ctx, MethodAgentObserve, ObserveParams{Dir: dir, Kind: kind, User: r.User}, resultAgentObservation, &o)
+	err := r.Client.Call(ctx, MethodAgentObserve, ObserveParams{Dir: dir, Kind: kind, User: r.User, Tokens: tokens}, resultAgentObservation, &o)
 	return o, err
 }
 
@@ -276,9 +290,10 @@ func (Local) Install(_ context.Context, _ string, workingDir string, files []age
 	return agents.Install(files, workingDir)
 }
 
-// Observe reads what the agent's hooks recorded.
-func (Local) Observe(_ context.Context, kind fleetv1alpha1.AgentKind, dir string) (Observation, error) {
-	return ObserveAgent(kind, dir), nil
+// Observe reads what the agent's hooks recorded, and counts its
+// transcript's tokens from tokens on.
+func (Local) Observe(_ context.Context, kind fleetv1alpha1.AgentKind, dir string, tokens fleetv1alpha1.TranscriptCursor) (Observation, error) {
+	return ObserveAgent(kind, dir, tokens), nil
 }
 
 // ownDir makes dir a directory of uid's own, mode 0700, creating it (and,

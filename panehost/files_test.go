@@ -111,7 +111,7 @@ func TestMemberFilesNeverHangThePaneHost(t *testing.T) {
 	if _, err := (Local{}).ReadFile(ctx, root, "fifo.png", 64); !errors.Is(err, ErrNotRegular) {
 		t.Errorf("Local: sending a FIFO as an image = %v, want %v", err, ErrNotRegular)
 	}
-	o, err := remote.Observe(ctx, fleetv1alpha1.AgentClaude, h.agent)
+	o, err := remote.Observe(ctx, fleetv1alpha1.AgentClaude, h.agent, fleetv1alpha1.TranscriptCursor{})
 	if err != nil || o.Hooks != nil || o.Error == "" {
 		t.Errorf("observing a FIFO as the hook record = %+v, %v; want the record refused", o, err)
 	}
@@ -139,7 +139,7 @@ func TestMemberFilesNeverHangThePaneHost(t *testing.T) {
 	_ = f.Close()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	o, err = (Local{}).Observe(ctx, fleetv1alpha1.AgentClaude, h.agent)
+	o, err = (Local{}).Observe(ctx, fleetv1alpha1.AgentClaude, h.agent, fleetv1alpha1.TranscriptCursor{})
 	runtime.ReadMemStats(&after)
 	if err != nil || o.Hooks != nil || !strings.Contains(o.Error, ErrTooLarge.Error()) {
 		t.Errorf("observing a sparse 256 MiB hook record = %+v, %v; want it refused as too large", o, err)
@@ -147,7 +147,7 @@ func TestMemberFilesNeverHangThePaneHost(t *testing.T) {
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 16<<20 {
 		t.Errorf("observing a sparse 256 MiB hook record allocated %d MiB", grew>>20)
 	}
-	if o, err := remote.Observe(ctx, fleetv1alpha1.AgentClaude, h.agent); err != nil || !strings.Contains(o.Error, ErrTooLarge.Error()) {
+	if o, err := remote.Observe(ctx, fleetv1alpha1.AgentClaude, h.agent, fleetv1alpha1.TranscriptCursor{}); err != nil || !strings.Contains(o.Error, ErrTooLarge.Error()) {
 		t.Errorf("through the pane host: %+v, %v; want it refused as too large", o, err)
 	}
 }

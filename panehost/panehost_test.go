@@ -176,16 +176,39 @@ func TestAgentInstallAndObserve(t *testing.T) {
 		t.Errorf("working dir: %v", err)
 	}
 
-	o, err := remote.Observe(ctx, fleetv1alpha1.AgentClaude, h.agent)
+	o, err := remote.Observe(ctx, fleetv1alpha1.AgentClaude, h.agent, fleetv1alpha1.TranscriptCursor{})
 	if err != nil || o.Hooks != nil {
 		t.Fatalf("observe before any hook = %+v, %v", o, err)
 	}
 	if err := agents.WriteHookStatus(h.agent, agents.HookStatus{Agent: fleetv1alpha1.AgentClaude, SessionID: "s-1", Event: "Stop", Seq: 1}); err != nil {
 		t.Fatal(err)
 	}
-	o, err = remote.Observe(ctx, fleetv1alpha1.AgentClaude, h.agent)
+	o, err = remote.Observe(ctx, fleetv1alpha1.AgentClaude, h.agent, fleetv1alpha1.TranscriptCursor{})
 	if err != nil || o.Hooks == nil || o.Hooks.SessionID != "s-1" {
 		t.Fatalf("observe = %+v, %v", o, err)
+	}
+
+	// The pane host counts the transcript's tokens from the cursor it is
+	// given, and says where the next count starts.
+	transcript := filepath.Join(h.agent, "claude", "projects", "p", "s-1.jsonl")
+	if err := os.MkdirAll(filepath.Dir(transcript), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	call := `{"type":"assistant","message":{"id":"m1","model":"m","usage":{"input_tokens":12,"output_tokens":34,"cache_read_input_tokens":56,"cache_creation_input_tokens":78}}}` + "\n"
+	if err := os.WriteFile(transcript, []byte(call), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := agents.WriteHookStatus(h.agent, agents.HookStatus{Agent: fleetv1alpha1.AgentClaude, SessionID: "s-1", Event: "Stop", Seq: 2, TranscriptPath: transcript}); err != nil {
+		t.Fatal(err)
+	}
+	o, err = remote.Observe(ctx, fleetv1alpha1.AgentClaude, h.agent, fleetv1alpha1.TranscriptCursor{})
+	want := fleetv1alpha1.TokenUsage{InputTokens: 12, OutputTokens: 34, CachedTokens: 56, CacheCreationTokens: 78, Calls: 1}
+	if err != nil || o.Tokens == nil || o.Tokens.Added != want || o.Tokens.Cursor.Offset != int64(len(call)) {
+		t.Fatalf("observe with a transcript = %+v, %v; want %+v added", o.Tokens, err, want)
+	}
+	o, err = remote.Observe(ctx, fleetv1alpha1.AgentClaude, h.agent, o.Tokens.Cursor)
+	if err != nil || o.Tokens == nil || o.Tokens.Added != (fleetv1alpha1.TokenUsage{}) {
+		t.Fatalf("observe again from the cursor = %+v, %v; want nothing added", o.Tokens, err)
 	}
 
 	for name, dir := range map[string]string{

@@ -190,6 +190,11 @@ type MemberStatus struct {
 	// +kubebuilder:validation:Maximum=100
 	ContextRemainingPercent *int32 `json:"contextRemainingPercent,omitempty"`
 
+	// usage is what the agent's model calls used, from the transcripts of
+	// Claude Code and Codex, and its cost at the Profile's pricing.
+	// +optional
+	Usage *MemberUsage `json:"usage,omitempty"`
+
 	// stateChangeSeq is herdr's state_change_seq for the pane's agent: it
 	// advances on every status change, so a pickup between two samples shows.
 	// +optional
@@ -276,6 +281,10 @@ type MemberStatus struct {
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.nodeName`,priority=1
 // +kubebuilder:printcolumn:name="Pod",type=string,JSONPath=`.status.podName`,priority=1
 // +kubebuilder:printcolumn:name="Profile",type=string,JSONPath=`.spec.profile`,priority=1
+// +kubebuilder:printcolumn:name="Input",type=integer,JSONPath=`.status.usage.inputTokens`,priority=1
+// +kubebuilder:printcolumn:name="Output",type=integer,JSONPath=`.status.usage.outputTokens`,priority=1
+// +kubebuilder:printcolumn:name="Cached",type=integer,JSONPath=`.status.usage.cachedTokens`,priority=1
+// +kubebuilder:printcolumn:name="Cost",type=string,JSONPath=`.status.usage.cost`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // Member is one AI coding agent running in one herdr pane. The controller

@@ -61,6 +61,11 @@ type ProfileSpec struct {
 	// +kubebuilder:default=subscription
 	Billing Billing `json:"billing,omitempty"`
 
+	// pricing is what the model costs; with it, each member's status says
+	// what its tokens cost. fleetd has no prices of its own.
+	// +optional
+	Pricing *Pricing `json:"pricing,omitempty"`
+
 	// permissionMode is how the agent asks before it runs a tool that is
 	// not allowed. For claude: dontAsk (the default: allowed tools run,
 	// every other one is refused without asking), default (a dialog asks,

@@ -150,50 +150,89 @@ func read(open func() (int, error), path string, maxBytes int64, tail bool, chec
 	if maxBytes < 0 {
 		return nil, fmt.Errorf("reading %s: negative limit %d", path, maxBytes)
 	}
+	var b []byte
+	err := withRegular(open, path, check, func(f *os.File, size int64) error {
+		if size > maxBytes && !tail {
+			return fmt.Errorf("%w: %s has %d bytes, at most %d", ErrTooLarge, path, size, maxBytes)
+		}
+		if size > maxBytes {
+			if _, err := f.Seek(size-maxBytes, io.SeekStart); err != nil {
+				return err
+			}
+		}
+		// The file may grow while it is read.
+		var err error
+		if b, err = io.ReadAll(io.LimitReader(f, maxBytes+1)); err != nil {
+			return err
+		}
+		if int64(len(b)) > maxBytes {
+			if !tail {
+				return fmt.Errorf("%w: %s has more than %d bytes", ErrTooLarge, path, maxBytes)
+			}
+			b = b[:maxBytes]
+		}
+		return nil
+	})
+	return b, err
+}
+
+// ReadRangeWithin reads at most n bytes of the file path within root,
+// from offset on, opened as ReadFileWithin opens it, and says how large
+// the file was when opened: a transcript read on from where the last
+// reading stopped. From an offset at or past the end it reads nothing.
+func ReadRangeWithin(root, path string, offset, n int64) ([]byte, int64, error) {
+	if n < 0 || offset < 0 {
+		return nil, 0, fmt.Errorf("reading %s: negative offset %d or limit %d", path, offset, n)
+	}
+	rel, err := relativeWithin(root, path)
+	if err != nil {
+		return nil, 0, err
+	}
+	var (
+		b    []byte
+		size int64
+	)
+	err = withRegular(func() (int, error) { return openWithin(root, rel) }, path, nil, func(f *os.File, sz int64) error {
+		size = sz
+		if offset >= sz {
+			return nil
+		}
+		var err error
+		b, err = io.ReadAll(io.NewSectionReader(f, offset, min(n, sz-offset)))
+		return err
+	})
+	return b, size, err
+}
+
+// withRegular opens a file with open, checks that it is a regular file
+// (and check, when there is one) and reads it with f, holding one of the
+// reading user's slots throughout.
+func withRegular(open func() (int, error), path string, check func(*unix.Stat_t) error, f func(*os.File, int64) error) error {
 	release, err := reserve(fsUID())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer release()
 	fd, err := open()
 	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", path, err)
+		return fmt.Errorf("opening %s: %w", path, err)
 	}
-	f := os.NewFile(uintptr(fd), path)
-	defer f.Close()
+	file := os.NewFile(uintptr(fd), path)
+	defer file.Close()
 	whileReading()
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	if check != nil {
 		if err := check(&st); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	size := st.Size
-	switch {
-	case st.Mode&unix.S_IFMT != unix.S_IFREG:
-		return nil, fmt.Errorf("%w: %s", ErrNotRegular, path)
-	case size > maxBytes && !tail:
-		return nil, fmt.Errorf("%w: %s has %d bytes, at most %d", ErrTooLarge, path, size, maxBytes)
-	case size > maxBytes:
-		if _, err := f.Seek(size-maxBytes, io.SeekStart); err != nil {
-			return nil, err
-		}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return fmt.Errorf("%w: %s", ErrNotRegular, path)
 	}
-	// The file may grow while it is read.
-	b, err := io.ReadAll(io.LimitReader(f, maxBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > maxBytes {
-		if !tail {
-			return nil, fmt.Errorf("%w: %s has more than %d bytes", ErrTooLarge, path, maxBytes)
-		}
-		b = b[:maxBytes]
-	}
-	return b, nil
+	return f(file, st.Size)
 }
 
 // openWithin opens rel beneath root one name at a time, refusing links.

@@ -131,6 +131,40 @@ func TestReadTailWithin(t *testing.T) {
 	}
 }
 
+func TestReadRangeWithin(t *testing.T) {
+	root, _ := tree(t)
+	if err := os.WriteFile(filepath.Join(root, "log"), []byte("0123456789"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		offset, n int64
+		want      string
+	}{
+		"from the start":   {0, 4, "0123"},
+		"from the middle":  {6, 64, "6789"},
+		"at the end":       {10, 64, ""},
+		"past the end":     {99, 64, ""},
+		"a bounded middle": {2, 3, "234"},
+	}
+	for name, tc := range cases {
+		got, size, err := ReadRangeWithin(root, "log", tc.offset, tc.n)
+		if err != nil || string(got) != tc.want || size != 10 {
+			t.Errorf("%s: ReadRangeWithin(log, %d, %d) = %q, %d, %v; want %q, 10", name, tc.offset, tc.n, got, size, err, tc.want)
+		}
+	}
+	if got, size, err := ReadRangeWithin(root, "huge", 1<<39, 16); err != nil || len(got) != 16 || size != 1<<40 {
+		t.Errorf("16 bytes in the middle of a sparse terabyte = %d bytes of %d, %v; want 16 of %d", len(got), size, err, int64(1<<40))
+	}
+	for name, want := range map[string]error{"inside": ErrLink, "fifo": ErrNotRegular, "../secret": ErrOutside} {
+		if _, _, err := ReadRangeWithin(root, name, 0, 16); !errors.Is(err, want) {
+			t.Errorf("ReadRangeWithin(%s) = %v, want %v", name, err, want)
+		}
+	}
+	if _, _, err := ReadRangeWithin(root, "log", -1, 16); err == nil {
+		t.Error("a negative offset was read")
+	}
+}
+
 // TestFIFOsNeverBlock: many reads of a FIFO at once all end, and none of
 // them is left holding it open (a writer finds no reader).
 func TestFIFOsNeverBlock(t *testing.T) {

@@ -121,7 +121,10 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		stop = "tool_use"
 	}
 	s.record(logged)
-	usage := map[string]int{"input_tokens": len(raw)/4 + 1, "output_tokens": 8}
+	usage := map[string]int{
+		"input_tokens": UsageInputTokens, "cache_read_input_tokens": UsageCachedTokens,
+		"cache_creation_input_tokens": UsageCacheCreationTokens, "output_tokens": UsageOutputTokens,
+	}
 	if !req.Stream {
 		writeJSON(w, http.StatusOK, map[string]any{
 			"id": newID("msg"), "type": "message", "role": "assistant", "model": req.Model,
@@ -235,7 +238,10 @@ func streamMessage(w http.ResponseWriter, model string, blocks []block, stop str
 	send := eventStream(w)
 	send("message_start", map[string]any{"type": "message_start", "message": map[string]any{
 		"id": newID("msg"), "type": "message", "role": "assistant", "model": model, "content": []any{},
-		"stop_reason": nil, "stop_sequence": nil, "usage": map[string]int{"input_tokens": usage["input_tokens"], "output_tokens": 1},
+		"stop_reason": nil, "stop_sequence": nil, "usage": map[string]int{
+			"input_tokens": usage["input_tokens"], "cache_read_input_tokens": usage["cache_read_input_tokens"],
+			"cache_creation_input_tokens": usage["cache_creation_input_tokens"], "output_tokens": 1,
+		},
 	}})
 	for i, b := range blocks {
 		switch b.Type {

@@ -109,7 +109,12 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.record(logged)
-	usage := map[string]int{"input_tokens": len(raw)/4 + 1, "output_tokens": 8, "total_tokens": len(raw)/4 + 9}
+	// The Responses API counts cached input within input_tokens.
+	usage := map[string]any{
+		"input_tokens": UsageInputTokens + UsageCachedTokens, "input_tokens_details": map[string]int{"cached_tokens": UsageCachedTokens},
+		"output_tokens": UsageOutputTokens, "output_tokens_details": map[string]int{"reasoning_tokens": 0},
+		"total_tokens": UsageInputTokens + UsageCachedTokens + UsageOutputTokens,
+	}
 	id := newID("resp")
 	if !req.Stream {
 		writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response", "status": "completed", "output": []any{item}, "usage": usage})

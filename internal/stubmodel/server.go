@@ -41,6 +41,17 @@ const maxBody = 64 << 20
 type Kind string
 
 // Request kinds.
+// The usage every answer reports, whatever it was sent, so a test can
+// assert exact sums: per model call, the input not read from a cache, the
+// input read from one, the input written to one (the Messages API only)
+// and the output.
+const (
+	UsageInputTokens         = 1000
+	UsageCachedTokens        = 2000
+	UsageCacheCreationTokens = 300
+	UsageOutputTokens        = 40
+)
+
 const (
 	// KindTurn is a step of a turn: the agent's main loop, with tools.
 	KindTurn Kind = "turn"

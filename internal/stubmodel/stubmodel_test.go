@@ -289,3 +289,50 @@ func TestTurnAttachments(t *testing.T) {
 		t.Errorf("responsesTurnImages() = %+v, want the one PNG", got)
 	}
 }
+
+// TestUsageIsKnown: both APIs report the same known usage for every call,
+// whatever the request, in each API's own shape, so tests can assert the
+// exact sums the agents record.
+func TestUsageIsKnown(t *testing.T) {
+	s, err := New("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	post := func(path, body string, into any) {
+		t.Helper()
+		resp, err := http.Post(srv.URL+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, prompt := range []string{"reply: hi", "reply: " + strings.Repeat("a much longer prompt ", 100)} {
+		var m struct {
+			Usage map[string]int `json:"usage"`
+		}
+		post("/v1/messages", `{"model":"m","messages":[{"role":"user","content":"`+prompt+`"}]}`, &m)
+		want := map[string]int{"input_tokens": UsageInputTokens, "cache_read_input_tokens": UsageCachedTokens, "cache_creation_input_tokens": UsageCacheCreationTokens, "output_tokens": UsageOutputTokens}
+		if diff := cmp.Diff(want, m.Usage); diff != "" {
+			t.Errorf("Messages usage (-want +got):\n%s", diff)
+		}
+		var r struct {
+			Usage struct {
+				InputTokens  int `json:"input_tokens"`
+				InputDetails struct {
+					CachedTokens int `json:"cached_tokens"`
+				} `json:"input_tokens_details"`
+				OutputTokens int `json:"output_tokens"`
+				TotalTokens  int `json:"total_tokens"`
+			} `json:"usage"`
+		}
+		post("/v1/responses", `{"model":"m","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"`+prompt+`"}]}]}`, &r)
+		if u := r.Usage; u.InputTokens != UsageInputTokens+UsageCachedTokens || u.InputDetails.CachedTokens != UsageCachedTokens || u.OutputTokens != UsageOutputTokens || u.TotalTokens != UsageInputTokens+UsageCachedTokens+UsageOutputTokens {
+			t.Errorf("Responses usage = %+v", u)
+		}
+	}
+}

@@ -54,6 +54,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1alpha1.MemberSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("MemberStatus"):
 		return &apiv1alpha1.MemberStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("MemberUsage"):
+		return &apiv1alpha1.MemberUsageApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("Pricing"):
+		return &apiv1alpha1.PricingApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("Principal"):
 		return &apiv1alpha1.PrincipalApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("Profile"):
@@ -64,6 +68,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1alpha1.ProfileStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("Question"):
 		return &apiv1alpha1.QuestionApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("TokenUsage"):
+		return &apiv1alpha1.TokenUsageApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("TranscriptCursor"):
+		return &apiv1alpha1.TranscriptCursorApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("WorkerSpec"):
 		return &apiv1alpha1.WorkerSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("Workspace"):

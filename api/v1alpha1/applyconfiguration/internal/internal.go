@@ -408,6 +408,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: tokenSecretName
       type:
         scalar: string
+    - name: usage
+      type:
+        namedType: com.github.fleetd.fleetd.api.v1alpha1.MemberUsage
     - name: workingDir
       type:
         scalar: string
@@ -417,8 +420,53 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: workspaceID
       type:
         scalar: string
+- name: com.github.fleetd.fleetd.api.v1alpha1.MemberUsage
+  map:
+    fields:
+    - name: cacheCreationTokens
+      type:
+        scalar: numeric
+    - name: cachedTokens
+      type:
+        scalar: numeric
+    - name: calls
+      type:
+        scalar: numeric
+    - name: cost
+      type:
+        scalar: string
+    - name: currency
+      type:
+        scalar: string
+    - name: inputTokens
+      type:
+        scalar: numeric
+    - name: outputTokens
+      type:
+        scalar: numeric
+    - name: transcript
+      type:
+        namedType: com.github.fleetd.fleetd.api.v1alpha1.TranscriptCursor
 - name: com.github.fleetd.fleetd.api.v1alpha1.Outcome
   scalar: string
+- name: com.github.fleetd.fleetd.api.v1alpha1.Pricing
+  map:
+    fields:
+    - name: cacheWritePerMTok
+      type:
+        scalar: string
+    - name: cachedInputPerMTok
+      type:
+        scalar: string
+    - name: currency
+      type:
+        scalar: string
+    - name: inputPerMTok
+      type:
+        scalar: string
+    - name: outputPerMTok
+      type:
+        scalar: string
 - name: com.github.fleetd.fleetd.api.v1alpha1.Principal
   map:
     fields:
@@ -502,6 +550,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: pod
       type:
         namedType: com.github.fleetd.fleetd.api.v1alpha1.MemberPod
+    - name: pricing
+      type:
+        namedType: com.github.fleetd.fleetd.api.v1alpha1.Pricing
     - name: runtime
       type:
         namedType: com.github.fleetd.fleetd.api.v1alpha1.Runtime
@@ -553,6 +604,39 @@ var schemaYAML = typed.YAMLObject(`types:
   scalar: string
 - name: com.github.fleetd.fleetd.api.v1alpha1.Runtime
   scalar: string
+- name: com.github.fleetd.fleetd.api.v1alpha1.TokenUsage
+  map:
+    fields:
+    - name: cacheCreationTokens
+      type:
+        scalar: numeric
+    - name: cachedTokens
+      type:
+        scalar: numeric
+    - name: calls
+      type:
+        scalar: numeric
+    - name: inputTokens
+      type:
+        scalar: numeric
+    - name: outputTokens
+      type:
+        scalar: numeric
+- name: com.github.fleetd.fleetd.api.v1alpha1.TranscriptCursor
+  map:
+    fields:
+    - name: last
+      type:
+        namedType: com.github.fleetd.fleetd.api.v1alpha1.TokenUsage
+    - name: lastID
+      type:
+        scalar: string
+    - name: offset
+      type:
+        scalar: numeric
+    - name: path
+      type:
+        scalar: string
 - name: com.github.fleetd.fleetd.api.v1alpha1.Workspace
   map:
     fields:

@@ -60,6 +60,9 @@ type MemberStatusApplyConfiguration struct {
 	// session had left at its latest model call, where the agent reports
 	// its usage (the transcripts of Claude Code and Codex).
 	ContextRemainingPercent *int32 `json:"contextRemainingPercent,omitempty"`
+	// usage is what the agent's model calls used, from the transcripts of
+	// Claude Code and Codex, and its cost at the Profile's pricing.
+	Usage *MemberUsageApplyConfiguration `json:"usage,omitempty"`
 	// stateChangeSeq is herdr's state_change_seq for the pane's agent: it
 	// advances on every status change, so a pickup between two samples shows.
 	StateChangeSeq *int64 `json:"stateChangeSeq,omitempty"`
@@ -205,6 +208,14 @@ func (b *MemberStatusApplyConfiguration) WithAgentStatusSince(value metav1.Time)
 // If called multiple times, the ContextRemainingPercent field is set to the value of the last call.
 func (b *MemberStatusApplyConfiguration) WithContextRemainingPercent(value int32) *MemberStatusApplyConfiguration {
 	b.ContextRemainingPercent = &value
+	return b
+}
+
+// WithUsage sets the Usage field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Usage field is set to the value of the last call.
+func (b *MemberStatusApplyConfiguration) WithUsage(value *MemberUsageApplyConfiguration) *MemberStatusApplyConfiguration {
+	b.Usage = value
 	return b
 }
 

@@ -37,6 +37,9 @@ type ProfileSpecApplyConfiguration struct {
 	// billing is subscription (the agent's own login) or api (an endpoint in
 	// env). Defaults to subscription.
 	Billing *apiv1alpha1.Billing `json:"billing,omitempty"`
+	// pricing is what the model costs; with it, each member's status says
+	// what its tokens cost. fleetd has no prices of its own.
+	Pricing *PricingApplyConfiguration `json:"pricing,omitempty"`
 	// permissionMode is how the agent asks before it runs a tool that is
 	// not allowed. For claude: dontAsk (the default: allowed tools run,
 	// every other one is refused without asking), default (a dialog asks,
@@ -153,6 +156,14 @@ func (b *ProfileSpecApplyConfiguration) WithEffort(value apiv1alpha1.Effort) *Pr
 // If called multiple times, the Billing field is set to the value of the last call.
 func (b *ProfileSpecApplyConfiguration) WithBilling(value apiv1alpha1.Billing) *ProfileSpecApplyConfiguration {
 	b.Billing = &value
+	return b
+}
+
+// WithPricing sets the Pricing field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Pricing field is set to the value of the last call.
+func (b *ProfileSpecApplyConfiguration) WithPricing(value *PricingApplyConfiguration) *ProfileSpecApplyConfiguration {
+	b.Pricing = value
 	return b
 }
 
