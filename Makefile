@@ -60,7 +60,12 @@ verify: manifests generate ui ## Regenerate everything and fail if the tree chan
 .PHONY: test
 test: controlplane build agents chromium conformance ## Run unit, integration, browser, MCP conformance and e2e tests (the real agent CLIs included) against a real API server.
 	FLEETD_REQUIRE_APISERVER=1 FLEETD_REQUIRE_BROWSER=1 FLEETD_REQUIRE_CONFORMANCE=1 go test $(TEST_FLAGS) $(PKGS)
+	$(MAKE) test-monitoring
 	$(MAKE) fuzz
+
+.PHONY: test-monitoring
+test-monitoring: ## Load config/monitoring's alerts and dashboard with Prometheus' own parsers (test/monitoring, a module of its own).
+	cd test/monitoring && go test -count=1 ./...
 
 .PHONY: test-e2e
 test-e2e: controlplane agents chromium ## Run only the end-to-end suite (real fleetd, pane server and agents as processes).
