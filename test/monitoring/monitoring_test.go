@@ -46,7 +46,7 @@ func TestPrometheusRuleLoads(t *testing.T) {
 		Kind       string          `json:"kind"`
 		Spec       json.RawMessage `json:"spec"`
 	}
-	if err := yaml.UnmarshalStrict(raw, &obj); err != nil {
+	if err := yaml.Unmarshal(raw, &obj); err != nil {
 		t.Fatalf("prometheusrule.yaml: %v", err)
 	}
 	if obj.APIVersion != "monitoring.coreos.com/v1" || obj.Kind != "PrometheusRule" {
