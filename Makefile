@@ -75,9 +75,14 @@ chart-lint: helm ## Lint charts/fleetd and render it with its default values and
 	$(HELM) template fleetd charts/fleetd --namespace fleetd-system --include-crds -f charts/fleetd/ci/all-values.yaml >/dev/null
 
 .PHONY: test
-test: controlplane build agents chromium conformance helm ## Run unit, integration, browser, MCP conformance, Helm chart and e2e tests (the real agent CLIs included) against a real API server.
+test: controlplane build agents chromium conformance helm ## Run unit, integration, browser, MCP conformance, Helm chart, monitoring and e2e tests (the real agent CLIs included) against a real API server.
 	FLEETD_REQUIRE_APISERVER=1 FLEETD_REQUIRE_BROWSER=1 FLEETD_REQUIRE_CONFORMANCE=1 FLEETD_REQUIRE_HELM=1 go test $(TEST_FLAGS) $(PKGS)
+	$(MAKE) test-monitoring
 	$(MAKE) fuzz
+
+.PHONY: test-monitoring
+test-monitoring: ## Load config/monitoring's alerts and dashboard with Prometheus' own parsers (test/monitoring, a module of its own).
+	cd test/monitoring && go test -count=1 ./...
 
 .PHONY: test-e2e
 test-e2e: controlplane agents chromium ## Run only the end-to-end suite (real fleetd, pane server and agents as processes).

@@ -55,6 +55,9 @@ type DelegationReconciler struct {
 	Recorder recorder.EventRecorder
 	Clock    clock.PassiveClock
 	Policy   delegation.Policy
+	// Metrics records what the Delegations went through; nil records
+	// nothing.
+	Metrics *Metrics
 	// MaxConcurrentReconciles bounds how many members' queues are worked on
 	// at once (default 16). herdr waits 300 ms after typing a prompt before
 	// it presses Enter, so this caps the fleet's delivery rate at about 3 per worker
@@ -75,6 +78,9 @@ type DelegationReconciler struct {
 
 	// own is what this injector wrote that its cache may not show yet.
 	own ownWrites
+
+	// recorded records each step of each Delegation once.
+	recorded delegationRecorder
 }
 
 // +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=delegations,verbs=get;list;watch;create;delete
@@ -107,6 +113,7 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{}, fmt.Errorf("listing delegations to %s: %w", req.Name, err)
 	}
 	r.own.overlayQueue(req.NamespacedName, list.Items)
+	r.recorded.observe(req.NamespacedName, list.Items, r.Clock.Now())
 	byName := make(map[string]*fleetv1alpha1.Delegation, len(list.Items))
 	for i := range list.Items {
 		byName[list.Items[i].Name] = &list.Items[i]
@@ -597,6 +604,7 @@ func (r *DelegationReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 	if r.Reader == nil {
 		r.Reader = mgr.GetAPIReader()
 	}
+	r.recorded.metrics = r.Metrics
 	if err := IndexDelegations(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}

@@ -86,6 +86,8 @@ type MemberReconciler struct {
 	HookCommand []string
 	// MaxConcurrentReconciles bounds parallel reconciles (default 16).
 	MaxConcurrentReconciles int
+	// Metrics counts restarts; nil counts nothing.
+	Metrics *Metrics
 
 	// turns is when each Member's agent was first seen working in its
 	// current turn (holdWorking).
@@ -368,6 +370,7 @@ func (r *MemberReconciler) writeStatus(ctx context.Context, original *fleetv1alp
 			return fmt.Errorf("writing member status: %w", err)
 		}
 		r.own.wrote(original.ResourceVersion, m)
+		r.Metrics.restarted(original, m)
 	}
 	for _, e := range s.events {
 		r.Recorder.Eventf(m, nil, e.kind, e.reason, "Reconcile", "%s", e.note)

@@ -54,6 +54,10 @@ type Config struct {
 	// PaneCollectInterval is how often the shared pane server is swept for
 	// workspaces whose Member is gone (DefaultPaneCollectInterval if zero).
 	PaneCollectInterval time.Duration
+	// Metrics, when set, records Delegations' phases and outcomes and
+	// Members' restarts; the Member and Delegation gauges join them on its
+	// registry.
+	Metrics *Metrics
 }
 
 // DefaultAgentDir is where agents' directories go when none is configured:
@@ -102,6 +106,12 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 			return fmt.Errorf("adding the pane collector: %w", err)
 		}
 	}
+	if cfg.Metrics != nil {
+		state := &stateCollector{reader: mgr.GetCache(), clock: cfg.Clock, elected: mgr.Elected()}
+		if err := cfg.Metrics.reg.Register(state); err != nil {
+			return fmt.Errorf("registering the member and delegation gauges: %w", err)
+		}
+	}
 	hosts := NewPaneHosts(cfg.Panes, cfg.PaneHosts)
 	members := &MemberReconciler{
 		Hosts:                   hosts,
@@ -119,6 +129,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		Clock:                   cfg.Clock,
 		MCPURL:                  cfg.MCPURL,
 		MaxConcurrentReconciles: cfg.MemberConcurrency,
+		Metrics:                 cfg.Metrics,
 	}
 	if err := members.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the member controller: %w", err)
@@ -132,6 +143,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		Clock:                   cfg.Clock,
 		Policy:                  cfg.Policy,
 		MaxConcurrentReconciles: cfg.QueueConcurrency,
+		Metrics:                 cfg.Metrics,
 	}
 	if err := delegations.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the delegation controller: %w", err)

@@ -42,7 +42,29 @@ func newMetrics() *metrics {
 			Help: "Calls, streams and authentications refused for a per-caller bound, by bound.",
 		}, []string{"bound"}),
 	}
-	m.registry.MustRegister(m.toolCalls, m.holdDuration, m.openHolds, m.authFailures, m.throttled,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.registry.MustRegister(m.own()...)
+	m.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// own are the gateway's fleetd_gateway_* metrics.
+func (m *metrics) own() []prometheus.Collector {
+	return []prometheus.Collector{m.toolCalls, m.holdDuration, m.openHolds, m.authFailures, m.throttled}
+}
+
+// MetricDescs describes the gateway's own metrics, as its /metrics serves
+// them: what dashboards and alerts may name.
+func MetricDescs() []*prometheus.Desc {
+	ch := make(chan *prometheus.Desc, 16)
+	go func() {
+		defer close(ch)
+		for _, c := range newMetrics().own() {
+			c.Describe(ch)
+		}
+	}()
+	var out []*prometheus.Desc
+	for d := range ch {
+		out = append(out, d)
+	}
+	return out
 }

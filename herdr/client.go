@@ -39,6 +39,11 @@ type Client struct {
 	// ReconnectMax caps the delay between Stream reconnects; zero means the
 	// default.
 	ReconnectMax time.Duration
+	// OnError, when set, is told of every call that failed, with herdr's
+	// method name and the error the call returns: fleetd counts the ones
+	// that say the server could not be reached or answered with a fault of
+	// its own.
+	OnError func(method string, err error)
 
 	// address is what the client dials: a socket path, or host:port.
 	address string
@@ -257,7 +262,11 @@ func (c *Client) call(ctx context.Context, method string, params any, wantType s
 // callHeld makes a call bounded by ctx alone.
 func (c *Client) callHeld(ctx context.Context, method string, params any, wantType string, out any) error {
 	if err := c.roundTrip(ctx, method, params, wantType, out); err != nil {
-		return fmt.Errorf("herdr %s: %w", method, err)
+		err = fmt.Errorf("herdr %s: %w", method, err)
+		if c.OnError != nil {
+			c.OnError(method, err)
+		}
+		return err
 	}
 	return nil
 }

@@ -39,6 +39,9 @@ type Hosts struct {
 	Shared *herdr.Client
 	// Port is the pods' pane host port; DefaultPort if zero.
 	Port int
+	// OnError is each pod client's herdr.Client.OnError; set it before the
+	// first For.
+	OnError func(method string, err error)
 
 	pool *x509.CertPool
 	ca   *CA
@@ -90,6 +93,7 @@ func (h *Hosts) For(m *fleetv1alpha1.Member) (*herdr.Client, error) {
 		}
 	}
 	c := herdr.NewTLSClient(addr, ClientConfig(h.pool, h.clientCert, string(m.UID)))
+	c.OnError = h.OnError
 	h.clients[key] = c
 	return c, nil
 }

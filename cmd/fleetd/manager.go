@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
@@ -99,7 +100,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&o.teamPolicy.NonLeadCanRemove, "team-non-lead-can-remove", false, "Let team members that are not the lead remove members (never the lead) from their team with team_manage.")
 	fs.BoolVar(&o.teamTools, "team-tools", true, "Serve the team_* tools.")
 	fs.BoolVar(&o.processTools, "process-tools", false, "Serve the process_* tools, which run commands on the gateway's host.")
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "Controller metrics address (0 disables; the gateway serves its own /metrics).")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "0", "Address of the controllers' /metrics: fleetd's fleetd_delegation_*, fleetd_member*, fleetd_pane_host_* and controller-runtime's own (0 disables; the gateway serves its fleetd_gateway_* at its own /metrics).")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", "", "Controller health probe address (empty disables).")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader among controller replicas.")
 	fs.StringVar(&o.leaderElectNS, "leader-election-namespace", "", "Namespace of the leader election lease.")
@@ -255,7 +256,14 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 	if runtime != fleetv1alpha1.RuntimeShared && runtime != fleetv1alpha1.RuntimePod {
 		return fmt.Errorf("--default-runtime=%q: want %s or %s", o.defaultRuntime, fleetv1alpha1.RuntimeShared, fleetv1alpha1.RuntimePod)
 	}
+	// fleetd's metrics join controller-runtime's, served at
+	// --metrics-bind-address; the gateway serves its own at /metrics.
+	metrics, err := controllers.NewMetrics(ctrlmetrics.Registry)
+	if err != nil {
+		return fmt.Errorf("registering fleetd's metrics: %w", err)
+	}
 	shared := herdr.NewClient(socket)
+	shared.OnError = metrics.PaneHostErrors(fleetv1alpha1.RuntimeShared)
 	var ca *panehost.CA
 	var hosts *panehost.Hosts
 	if o.paneHostCA != "" {
@@ -272,6 +280,7 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 		}
 		hosts = panehost.NewHosts(shared, ca)
 		hosts.Port = o.paneHostPort
+		hosts.OnError = metrics.PaneHostErrors(fleetv1alpha1.RuntimePod)
 	} else if runtime == fleetv1alpha1.RuntimePod {
 		return fmt.Errorf("--default-runtime=Pod needs --pane-host-ca")
 	}
@@ -306,6 +315,7 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 			HookCommand:       hookCommand,
 			ScreenManifests:   o.screenManifests,
 			ScreenInterval:    o.screenInterval,
+			Metrics:           metrics,
 		}); err != nil {
 			return err
 		}
