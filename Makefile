@@ -58,8 +58,8 @@ verify: manifests generate ui ## Regenerate everything and fail if the tree chan
 	@test -z "$$(git status --porcelain -- api config gateway/ui/dist)" || { git status --porcelain -- api config gateway/ui/dist; echo "generated files are not committed"; exit 1; }
 
 .PHONY: test
-test: controlplane build agents chromium conformance ## Run unit, integration, browser, MCP conformance and e2e tests (the real agent CLIs included) against a real API server.
-	FLEETD_REQUIRE_APISERVER=1 FLEETD_REQUIRE_BROWSER=1 FLEETD_REQUIRE_CONFORMANCE=1 go test $(TEST_FLAGS) $(PKGS)
+test: controlplane build agents chromium conformance jaeger ## Run unit, integration, browser, MCP conformance, tracing and e2e tests (the real agent CLIs included) against a real API server.
+	FLEETD_REQUIRE_APISERVER=1 FLEETD_REQUIRE_BROWSER=1 FLEETD_REQUIRE_CONFORMANCE=1 FLEETD_REQUIRE_JAEGER=1 go test $(TEST_FLAGS) $(PKGS)
 	$(MAKE) fuzz
 
 .PHONY: test-e2e
@@ -134,6 +134,10 @@ agents: ## Install the pinned agent CLIs (hack/agents: Claude Code, Codex) from 
 .PHONY: conformance
 conformance: ## Install the pinned MCP conformance suite and the Node.js 22 it needs (hack/conformance) from npm into bin/.
 	hack/conformance.sh $(BIN)
+
+.PHONY: jaeger
+jaeger: ## Build the pinned Jaeger all-in-one (hack/jaeger, a module of its own) into bin/, for the tracing tests.
+	cd hack/jaeger && go build -o $(BIN)/jaeger github.com/jaegertracing/jaeger/cmd/jaeger
 
 .PHONY: run
 run: manifests generate ## Run fleetd against the cluster in KUBECONFIG.
