@@ -162,6 +162,10 @@ func Start(ctx context.Context, o Object, name string, opts ...trace.SpanStartOp
 // now: a stretch of the message's life measured after the fact (its time
 // in the queue, the time to its pickup).
 func Record(ctx context.Context, o Object, name string, start time.Time, attrs ...attribute.KeyValue) {
+	if !Carries(o) {
+		// The options would escape to the heap for nothing.
+		return
+	}
 	_, span := Start(ctx, o, name, trace.WithTimestamp(start), trace.WithAttributes(attrs...))
 	span.End()
 }
