@@ -75,8 +75,8 @@ chart-lint: helm ## Lint charts/fleetd and render it with its default values and
 	$(HELM) template fleetd charts/fleetd --namespace fleetd-system --include-crds -f charts/fleetd/ci/all-values.yaml >/dev/null
 
 .PHONY: test
-test: controlplane build agents chromium conformance helm ## Run unit, integration, browser, MCP conformance, Helm chart, monitoring and e2e tests (the real agent CLIs included) against a real API server.
-	FLEETD_REQUIRE_APISERVER=1 FLEETD_REQUIRE_BROWSER=1 FLEETD_REQUIRE_CONFORMANCE=1 FLEETD_REQUIRE_HELM=1 go test $(TEST_FLAGS) $(PKGS)
+test: controlplane build agents chromium conformance helm jaeger ## Run unit, integration, browser, MCP conformance, Helm chart, tracing, monitoring and e2e tests (the real agent CLIs included) against a real API server.
+	FLEETD_REQUIRE_APISERVER=1 FLEETD_REQUIRE_BROWSER=1 FLEETD_REQUIRE_CONFORMANCE=1 FLEETD_REQUIRE_HELM=1 FLEETD_REQUIRE_JAEGER=1 go test $(TEST_FLAGS) $(PKGS)
 	$(MAKE) test-monitoring
 	$(MAKE) fuzz
 
@@ -160,6 +160,10 @@ agents: ## Install the pinned agent CLIs (hack/agents: Claude Code, Codex) from 
 .PHONY: conformance
 conformance: ## Install the pinned MCP conformance suite and the Node.js 22 it needs (hack/conformance) from npm into bin/.
 	hack/conformance.sh $(BIN)
+
+.PHONY: jaeger
+jaeger: ## Build the pinned Jaeger all-in-one (hack/jaeger, a module of its own) into bin/, for the tracing tests.
+	cd hack/jaeger && go build -o $(BIN)/jaeger github.com/jaegertracing/jaeger/cmd/jaeger
 
 .PHONY: run
 run: manifests generate ## Run fleetd against the cluster in KUBECONFIG.

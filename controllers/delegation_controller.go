@@ -30,6 +30,7 @@ import (
 	"github.com/fleetd/fleetd/delegation"
 	"github.com/fleetd/fleetd/herdr"
 	"github.com/fleetd/fleetd/internal/textcut"
+	"github.com/fleetd/fleetd/internal/tracing"
 	"github.com/fleetd/fleetd/panehost"
 )
 
@@ -323,8 +324,17 @@ func (r *DelegationReconciler) endTurn(ctx context.Context, member types.Namespa
 	if err != nil {
 		return nil, err
 	}
+	typedAt := pickupPending(d)
 	delegation.TurnDone(d, now, tail)
-	return func() error { return r.write(ctx, d) }, nil
+	return func() error {
+		if err := r.writeTraced(ctx, d, tracing.SpanSettled); err != nil {
+			return err
+		}
+		// An end of turn the injector saw before the member working picks
+		// the message up too.
+		tracePickup(ctx, d, typedAt)
+		return nil
+	}, nil
 }
 
 // apply carries out one step with one write.
@@ -339,8 +349,13 @@ func (r *DelegationReconciler) apply(ctx context.Context, member types.Namespace
 	case delegation.StepDeliver:
 		return r.deliver(ctx, member, panes, d, m, command, now)
 	case delegation.StepPickup:
+		typedAt := pickupPending(d)
 		delegation.Pickup(d, now)
-		return r.write(ctx, d)
+		if err := r.write(ctx, d); err != nil {
+			return err
+		}
+		tracePickup(ctx, d, typedAt)
+		return nil
 	case delegation.StepTimeOut:
 		delegation.TimeOut(d, now)
 	case delegation.StepWorkerGone:
@@ -364,7 +379,7 @@ func (r *DelegationReconciler) apply(ctx context.Context, member types.Namespace
 	default:
 		return fmt.Errorf("unknown step %q", step.Kind)
 	}
-	if err := r.write(ctx, d); err != nil {
+	if err := r.writeTraced(ctx, d, tracing.SpanSettled); err != nil {
 		return err
 	}
 	// The status tells the ordinary story; events are for what went wrong,
@@ -385,7 +400,7 @@ func (r *DelegationReconciler) deliver(ctx context.Context, member types.Namespa
 		p, err := r.placeImages(ctx, member, panes, d)
 		if reason, ok := isImagesUnavailable(err); ok {
 			delegation.Fail(d, now, fleetv1alpha1.ReasonImagesUnavailable, reason)
-			if err := r.write(ctx, d); err != nil {
+			if err := r.writeTraced(ctx, d, tracing.SpanSettled); err != nil {
 				return err
 			}
 			r.Recorder.Eventf(d, nil, corev1.EventTypeWarning, fleetv1alpha1.ReasonImagesUnavailable, "Deliver", "%s", delegation.SettledMessage(d, ""))
@@ -396,18 +411,21 @@ func (r *DelegationReconciler) deliver(ctx context.Context, member types.Namespa
 		}
 		images = &p
 	}
+	traceQueued(ctx, d, member.Name)
 	delegation.BeginDelivery(d, now, delegation.Target{PaneID: m.PaneID, TerminalID: m.TerminalID, Seq: m.Seq})
-	if err := r.write(ctx, d); err != nil {
+	if err := r.writeTraced(ctx, d, tracing.SpanIntentWritten); err != nil {
 		return err
 	}
 	hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
 	defer cancel()
+	_, typing := tracing.Start(hctx, d, tracing.SpanTyped)
 	var err error
 	if images != nil {
 		err = typeWithImages(hctx, panes, m.PaneID, *images)
 	} else {
 		err = typeMessage(hctx, panes, m.PaneID, command, d.Spec.Content)
 	}
+	endSpan(typing, d, err)
 	var refusal *herdr.Error
 	switch {
 	case err == nil:
@@ -421,7 +439,7 @@ func (r *DelegationReconciler) deliver(ctx context.Context, member types.Namespa
 		return r.write(ctx, d)
 	case errors.As(err, &refusal):
 		delegation.Fail(d, r.Clock.Now(), fleetv1alpha1.ReasonDeliveryRefused, fmt.Sprintf("herdr refused the delivery: %s: %s", refusal.Code, refusal.Message))
-		if err := r.write(ctx, d); err != nil {
+		if err := r.writeTraced(ctx, d, tracing.SpanSettled); err != nil {
 			return err
 		}
 		r.Recorder.Eventf(d, nil, corev1.EventTypeWarning, fleetv1alpha1.ReasonDeliveryRefused, "Deliver", "%s", delegation.SettledMessage(d, ""))
@@ -568,6 +586,7 @@ func (r *DelegationReconciler) carry(ctx context.Context, d *fleetv1alpha1.Deleg
 			Hops:      d.Spec.Hops + 1,
 		},
 	}
+	tracing.Copy(d, carrier)
 	if err := r.Client.Create(ctx, carrier); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -16,6 +18,7 @@ import (
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/delegation"
 	"github.com/fleetd/fleetd/gateway/toolerr"
+	"github.com/fleetd/fleetd/internal/tracing"
 )
 
 var (
@@ -280,6 +283,7 @@ func holdThen[Out any](g *Gateway, ctx context.Context, c *call, seed *fleetv1al
 	if err != nil {
 		return nil, err
 	}
+	ctx, span := startHoldSpan(ctx, seed)
 	if c.parking != nil && c.finish != nil {
 		current := seed
 		var cached fleetv1alpha1.Delegation
@@ -288,6 +292,7 @@ func holdThen[Out any](g *Gateway, ctx context.Context, c *call, seed *fleetv1al
 		}
 		if decide(current) {
 			release()
+			endHoldSpan(span, current, nil)
 			return then(ctx, current, nil)
 		}
 		clk := g.opts.Clock
@@ -301,6 +306,7 @@ func holdThen[Out any](g *Gateway, ctx context.Context, c *call, seed *fleetv1al
 				decide: decide,
 				end: func(ctx context.Context, last *fleetv1alpha1.Delegation, err error) *mcp.CallToolResult {
 					release()
+					endHoldSpan(span, last, err)
 					out, err := then(ctx, last, err)
 					return finish(out, err)
 				},
@@ -311,7 +317,39 @@ func holdThen[Out any](g *Gateway, ctx context.Context, c *call, seed *fleetv1al
 	}
 	last, err := g.hold(ctx, c, key, seed, timeout, decide)
 	release()
+	endHoldSpan(span, last, err)
 	return then(ctx, last, err)
+}
+
+// startHoldSpan starts the span of a held call on d: in the trace of the
+// message, linked to the call's own when that is another (a re-attach, a
+// question's wait), or a child of the call when the message carries none.
+func startHoldSpan(ctx context.Context, d *fleetv1alpha1.Delegation) (context.Context, trace.Span) {
+	caller := trace.SpanContextFromContext(ctx)
+	if msg := tracing.SpanContext(d); msg.IsValid() {
+		var opts []trace.SpanStartOption
+		if caller.IsValid() && caller.TraceID() != msg.TraceID() {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: caller}))
+		}
+		return tracing.Start(ctx, d, tracing.SpanHold, opts...)
+	}
+	return tracing.Tracer().Start(ctx, tracing.SpanHold)
+}
+
+// endHoldSpan ends a held call's span with what the wait came to: the
+// message's phase then, or why it ended without an outcome.
+func endHoldSpan(span trace.Span, last *fleetv1alpha1.Delegation, err error) {
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
+	if last != nil {
+		span.SetAttributes(tracing.AttrPhase.String(string(last.Status.Phase)))
+	}
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 }
 
 // reserveHold takes one of the caller's held-call slots, or refuses the

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,6 +16,7 @@ import (
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/gateway/identity"
 	"github.com/fleetd/fleetd/gateway/toolerr"
+	"github.com/fleetd/fleetd/internal/tracing"
 )
 
 // The limits no caller talks the gateway past: how long a chain of
@@ -66,6 +68,11 @@ func (g *Gateway) chain(ctx context.Context, p *identity.Principal, d *fleetv1al
 		d.Annotations = map[string]string{}
 	}
 	d.Annotations[fleetv1alpha1.AnnotationSentWhile] = parent.Name
+	if sc := tracing.SpanContext(parent); sc.IsValid() {
+		// A message sent while working on another starts a trace of its
+		// own, linked to the one it came from.
+		trace.SpanFromContext(ctx).AddLink(trace.Link{SpanContext: sc})
+	}
 	if d.Spec.Hops <= g.opts.MaxHops {
 		return nil
 	}

@@ -12,12 +12,17 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/utils/ptr"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/gateway/identity"
 	"github.com/fleetd/fleetd/gateway/process"
 	"github.com/fleetd/fleetd/gateway/toolerr"
+	"github.com/fleetd/fleetd/internal/tracing"
 )
 
 // principalContextKey carries the resolved Principal in a request context.
@@ -176,8 +181,10 @@ func addTool[In, Out any, PO interface {
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: spec.readOnly, OpenWorldHint: ptr.To(false)},
 	}
 	mcp.AddTool(g.server, tool, func(ctx context.Context, req *mcp.CallToolRequest, input In) (*mcp.CallToolResult, *Out, error) {
+		ctx, span := startCallSpan(ctx, spec.name, req)
 		c := &call{tool: spec.name, req: req, who: principalOf(req), parking: parkingOf(ctx)}
 		c.finish = func(v any, err error) *mcp.CallToolResult {
+			defer endCallSpan(span, err)
 			out, _ := v.(*Out)
 			res, out, te := toolResult[Out, PO](g, spec.name, out, err)
 			if te != nil {
@@ -188,12 +195,32 @@ func addTool[In, Out any, PO interface {
 		out, err := runTool(g, ctx, c, input, h)
 		if errors.Is(err, errParked) {
 			// The gateway answers the call itself; what the SDK answers to
-			// this placeholder is never sent.
+			// this placeholder is never sent. The span ends in finish.
 			return &mcp.CallToolResult{}, nil, nil
 		}
+		endCallSpan(span, err)
 		res, out, _ := toolResult[Out, PO](g, spec.name, out, err)
 		return res, out, nil
 	})
+}
+
+// startCallSpan starts the span of a tool call, named after the tool: a
+// child of the trace context the caller sent in its HTTP headers, when
+// it sent one and the process propagates it, else the root of a trace.
+func startCallSpan(ctx context.Context, tool string, req *mcp.CallToolRequest) (context.Context, trace.Span) {
+	if req != nil && req.Extra != nil && req.Extra.Header != nil {
+		ctx = otel.GetTextMapPropagator().Extract(ctx, propagation.HeaderCarrier(req.Extra.Header))
+	}
+	return tracing.Tracer().Start(ctx, tool, trace.WithSpanKind(trace.SpanKindServer))
+}
+
+// endCallSpan ends a tool call's span, marked as an error when the call
+// failed.
+func endCallSpan(span trace.Span, err error) {
+	if err != nil && span.IsRecording() {
+		span.SetStatus(codes.Error, toolerr.From(err).Error())
+	}
+	span.End()
 }
 
 // toolResult is the result of a handler's output, or of its error (then

@@ -13,6 +13,7 @@ import (
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/gateway/identity"
 	"github.com/fleetd/fleetd/gateway/toolerr"
+	"github.com/fleetd/fleetd/internal/tracing"
 )
 
 // The bounds on the messages a sender keeps, and on how fast it sends.
@@ -373,6 +374,7 @@ func (g *Gateway) createDelegations(ctx context.Context, p *identity.Principal, 
 		}
 	}
 	for i, d := range ds {
+		tracing.Inject(ctx, d)
 		if err := quotaRefusal(g.client.Create(ctx, d), "message to "+d.Spec.To); err != nil {
 			return i, err
 		}

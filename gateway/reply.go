@@ -5,12 +5,15 @@ import (
 	"errors"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/delegation"
 	"github.com/fleetd/fleetd/gateway/identity"
 	"github.com/fleetd/fleetd/gateway/toolerr"
+	"github.com/fleetd/fleetd/internal/tracing"
 )
 
 // cacheGrace is how long a worker's reply or question waits for the cache to
@@ -36,7 +39,15 @@ func (g *Gateway) bridgeReply(ctx context.Context, c *call, in ReplyInput) (*Rep
 		return nil, err
 	}
 	now := g.opts.Clock.Now()
+	started := time.Now()
+	var typedAt *metav1.Time
 	d, late, err := g.onCurrent(ctx, c.who, true, func(d *fleetv1alpha1.Delegation, late bool) error {
+		// A reply that comes before the injector saw the member working is
+		// what picks the message up.
+		typedAt = nil
+		if d.Status.PickedUpAt == nil {
+			typedAt = d.Status.DeliveringAt
+		}
 		if late {
 			return delegation.LateReply(d, now, in.Content)
 		}
@@ -48,7 +59,24 @@ func (g *Gateway) bridgeReply(ctx context.Context, c *call, in ReplyInput) (*Rep
 	if err != nil {
 		return nil, err
 	}
+	recordReply(ctx, d, started, typedAt, late)
 	return &ReplyOutput{DispatchID: d.Name, Late: late}, nil
+}
+
+// recordReply records a worker's reply in the trace of the message it
+// settles, linked to the bridge_reply call's own; and its pickup, from
+// typedAt, when the reply is what picked it up.
+func recordReply(ctx context.Context, d *fleetv1alpha1.Delegation, started time.Time, typedAt *metav1.Time, late bool) {
+	if !tracing.Carries(d) {
+		return
+	}
+	if typedAt != nil {
+		tracing.Record(ctx, d, tracing.SpanPickedUp, typedAt.Time)
+	}
+	_, span := tracing.Start(ctx, d, tracing.SpanReply, trace.WithTimestamp(started),
+		trace.WithLinks(trace.LinkFromContext(ctx)),
+		trace.WithAttributes(tracing.AttrMember.String(d.Spec.To), tracing.AttrLate.Bool(late)))
+	span.End()
 }
 
 // bridgeAsk records a question on the caller's current Delegation and holds

@@ -160,6 +160,11 @@ const (
 	// AnnotationSentWhile names, on a Delegation a member sent, the one it
 	// was working on then: the link its hop count (spec.hops) follows.
 	AnnotationSentWhile = "fleet.fleetd.dev/sent-while"
+	// AnnotationTraceparent carries, on a Delegation, the W3C traceparent
+	// of the call that sent it (the gateway sets it when tracing is on; a
+	// kubectl user may set it): the controllers' and the gateway's spans of
+	// the message join that trace.
+	AnnotationTraceparent = "fleet.fleetd.dev/traceparent"
 	// MemberFinalizer lets the controller close a Member's pane before it goes.
 	MemberFinalizer = "fleet.fleetd.dev/pane"
 	// TokenSecretKey is the key of the member token in its Secret.

@@ -222,6 +222,11 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 	if err != nil {
 		return err
 	}
+	stopTracing, err := setUpTracing(ctx, os.Getenv)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	cacheOpts := fleetcache.Options()
 	if o.namespace != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{o.namespace: {}}

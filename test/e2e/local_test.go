@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -35,6 +36,11 @@ type local struct {
 	fleetd     *devenv.Process
 	fleetdArgs []string
 	gatewayURL string
+
+	// jaeger is where fleetd exports its traces; nil, and jaegerErr says
+	// why, when there is no Jaeger to run.
+	jaeger    *jaeger
+	jaegerErr error
 }
 
 // startLocal builds the binaries and starts the control plane, the pane
@@ -108,6 +114,12 @@ func startLocal() (_ *world, _ func(), err error) {
 		return nil, nil, err
 	}
 	stops = append(stops, func() { l.paneServer.Stop(5 * time.Second) })
+	switch l.jaeger, l.jaegerErr = startJaeger(dir); {
+	case l.jaegerErr == nil:
+		stops = append(stops, func() { l.jaeger.proc.Stop(5 * time.Second) })
+	case !errors.Is(l.jaegerErr, errNoJaeger):
+		return nil, nil, l.jaegerErr
+	}
 	port := freePorts(1)
 	l.gatewayURL = fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
 	w.gatewayURL = l.gatewayURL
@@ -279,6 +291,9 @@ func (l *local) startFleetd() error {
 	l.fleetd = &devenv.Process{
 		Name: "fleetd", Path: filepath.Join(l.bin, "fleetd"), Args: l.fleetdArgs,
 		Env: l.env(), Log: filepath.Join(l.dir, "logs", "fleetd.log"),
+	}
+	if l.jaeger != nil {
+		l.fleetd.Env = append(l.fleetd.Env, l.jaeger.fleetdEnv()...)
 	}
 	if err := l.fleetd.Start(); err != nil {
 		return err
