@@ -33,6 +33,9 @@ type shellSpec struct {
 	// user runs the shell as a Unix user of its own; nil runs it as the
 	// server.
 	user *workspaceUser
+	// view, when set, starts the shell in a mount namespace of its own
+	// that shows it (identity.go).
+	view *paneView
 	// outputRate bounds the output bytes taken into the terminal each
 	// second, burst more at once; not positive: no bound.
 	outputRate, burst int
@@ -115,7 +118,11 @@ func startOnPty(cmd *exec.Cmd, spec shellSpec) (*os.File, error) {
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 	cmd.SysProcAttr = attrs
-	if err := cmd.Start(); err != nil {
+	start := cmd.Start
+	if spec.view != nil {
+		start = func() error { return inNamespace(spec.view, cmd.Start) }
+	}
+	if err := start(); err != nil {
 		_ = ptmx.Close()
 		return nil, err
 	}
