@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/fleetd/fleetd/agents"
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 )
@@ -70,7 +72,7 @@ func resolveWorker(m *fleetv1alpha1.Member, p *fleetv1alpha1.Profile) Worker {
 		Agent:          p.Spec.Agent,
 		Command:        p.Spec.Command,
 		Args:           append(append([]string(nil), p.Spec.Args...), m.Spec.Args...),
-		Env:            p.Spec.Env,
+		Env:            append(gitEnv(p.Spec.Git), p.Spec.Env...),
 		WorkingDir:     p.Spec.WorkingDir,
 		Model:          p.Spec.Model,
 		Effort:         p.Spec.Effort,
@@ -82,6 +84,20 @@ func resolveWorker(m *fleetv1alpha1.Member, p *fleetv1alpha1.Profile) Worker {
 		Pricing:        p.Spec.Pricing,
 	}
 	return w
+}
+
+// gitEnv sets who a worker's commits are by; env listed after it wins.
+func gitEnv(g *fleetv1alpha1.GitIdentity) []fleetv1alpha1.EnvVar {
+	if g == nil {
+		return nil
+	}
+	env := make([]fleetv1alpha1.EnvVar, 0, 4)
+	for _, who := range []string{"AUTHOR", "COMMITTER"} {
+		env = append(env,
+			fleetv1alpha1.EnvVar{Name: "GIT_" + who + "_NAME", Value: ptr.To(g.Name)},
+			fleetv1alpha1.EnvVar{Name: "GIT_" + who + "_EMAIL", Value: ptr.To(g.Email)})
+	}
+	return env
 }
 
 // Launch is everything needed to start a Member's agent in a fresh pane.

@@ -141,6 +141,28 @@ func TestResolveWorker(t *testing.T) {
 	}
 }
 
+// TestResolveWorkerGitIdentity: a Profile's git identity becomes the
+// author and committer variables, and a variable the Profile's env sets
+// wins (it comes later).
+func TestResolveWorkerGitIdentity(t *testing.T) {
+	m := &fleetv1alpha1.Member{Spec: fleetv1alpha1.MemberSpec{Profile: "p"}}
+	p := &fleetv1alpha1.Profile{Spec: fleetv1alpha1.ProfileSpec{
+		WorkerSpec: fleetv1alpha1.WorkerSpec{Agent: "claude", Env: []fleetv1alpha1.EnvVar{{Name: "GIT_COMMITTER_EMAIL", Value: ptr.To("ci@example.com")}}},
+		Git:        &fleetv1alpha1.GitIdentity{Name: "Rita Reviewer", Email: "rita@example.com"},
+	}}
+	env := map[string]string{}
+	for _, e := range resolveWorker(m, p).Env {
+		env[e.Name] = *e.Value
+	}
+	want := map[string]string{
+		"GIT_AUTHOR_NAME": "Rita Reviewer", "GIT_AUTHOR_EMAIL": "rita@example.com",
+		"GIT_COMMITTER_NAME": "Rita Reviewer", "GIT_COMMITTER_EMAIL": "ci@example.com",
+	}
+	if diff := cmp.Diff(want, env); diff != "" {
+		t.Errorf("the worker's env (-want +got):\n%s", diff)
+	}
+}
+
 func TestAgentName(t *testing.T) {
 	valid := regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 	long := strings.Repeat("a", 22) + "-b" + strings.Repeat("c", 8)

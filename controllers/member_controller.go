@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
@@ -344,10 +343,8 @@ func (r *MemberReconciler) reconcileDelete(ctx context.Context, m *fleetv1alpha1
 				"Gave up closing workspace %s after %s: %v", m.Status.WorkspaceID, cleanupTimeout, err)
 		}
 	}
-	if r.AgentDir != "" && m.Status.Runtime != fleetv1alpha1.RuntimePod {
-		if err := os.RemoveAll(r.home(m).Dir); err != nil {
-			log.FromContext(ctx).Info("Removing the agent's directory", "member", klog.KObj(m), "error", err.Error())
-		}
+	if m.Status.Runtime != fleetv1alpha1.RuntimePod {
+		r.removeFiles(ctx, m)
 	}
 	if err := r.deleteToken(ctx, m); err != nil {
 		return ctrl.Result{}, err
@@ -355,6 +352,28 @@ func (r *MemberReconciler) reconcileDelete(ctx context.Context, m *fleetv1alpha1
 	r.hosts().Forget(m.UID)
 	controllerutil.RemoveFinalizer(m, fleetv1alpha1.MemberFinalizer)
 	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, m))
+}
+
+// removeFiles removes what a shared-runtime Member left where its panes
+// ran: its agent directory and, on a pane server that ran it as a user of
+// its own, that user's processes, home and temporary directory. A failure
+// is logged, and never holds the Member's deletion: its directory is one
+// of this Member incarnation's alone (home), so a new Member of the name
+// never reaches it.
+func (r *MemberReconciler) removeFiles(ctx context.Context, m *fleetv1alpha1.Member) {
+	panes, err := r.hosts().For(m)
+	if err != nil {
+		return
+	}
+	dir := ""
+	if r.AgentDir != "" {
+		dir = r.home(m).Dir
+	}
+	hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
+	defer cancel()
+	if err := filesOf(hctx, m, panes, &r.shared).Remove(hctx, dir); err != nil {
+		log.FromContext(ctx).Info("Removing the member's files", "member", klog.KObj(m), "error", err.Error())
+	}
 }
 
 // writeStatus writes the status once, only if it changed, then emits the

@@ -203,6 +203,9 @@ type memberFacts struct {
 	// podForbidden is what the Member's own pod asks for beyond what a
 	// Member may; fleetd makes it no Pod.
 	podForbidden string
+	// claimTaken is why the Member's workspace claim is another Member
+	// incarnation's; fleetd makes it no Pod.
+	claimTaken string
 	// adopted is the pane an earlier pass created and this one took over.
 	adopted string
 	// waiting is a lost pane waiting out the restart backoff.
@@ -351,6 +354,8 @@ func paneReadyCondition(st *fleetv1alpha1.MemberStatus, f memberFacts) condition
 		v = verdict(metav1.ConditionTrue, fleetv1alpha1.ReasonPaneAdopted, "adopted pane "+f.adopted)
 	case f.podForbidden != "":
 		v = verdict(metav1.ConditionFalse, fleetv1alpha1.ReasonPodForbidden, f.podForbidden)
+	case f.claimTaken != "":
+		v = verdict(metav1.ConditionFalse, fleetv1alpha1.ReasonWorkspaceClaimTaken, f.claimTaken)
 	case f.boundary != "":
 		v = verdict(metav1.ConditionFalse, fleetv1alpha1.ReasonSubscriptionBoundary, f.boundary)
 	case f.unresolved != nil:
@@ -432,6 +437,8 @@ func agentReadyCondition(st *fleetv1alpha1.MemberStatus, f memberFacts) conditio
 		v = verdict(metav1.ConditionFalse, cmp.Or(f.waiting.reason, fleetv1alpha1.ReasonPaneLost), f.waiting.why)
 	case f.podForbidden != "":
 		v = verdict(metav1.ConditionFalse, fleetv1alpha1.ReasonPodForbidden, "no Pod is made for a Member that asks for more than a Member may")
+	case f.claimTaken != "":
+		v = verdict(metav1.ConditionFalse, fleetv1alpha1.ReasonWorkspaceClaimTaken, "no Pod is made with another Member's workspace claim")
 	case f.boundary != "":
 		v = verdict(metav1.ConditionFalse, fleetv1alpha1.ReasonSubscriptionBoundary, "no agent is started across the subscription boundary")
 	}

@@ -48,6 +48,10 @@ type AgentFiles interface {
 	Observe(ctx context.Context, kind fleetv1alpha1.AgentKind, dir string, tokens fleetv1alpha1.TranscriptCursor) (panehost.Observation, error)
 	// ReadFile reads a file within root, a member's working directory.
 	ReadFile(ctx context.Context, root, path string, maxBytes int64) ([]byte, error)
+	// Remove removes what a deleted member left: its agent directory dir
+	// ("" for none) and, where it ran as a user of its own, that user's
+	// processes and files.
+	Remove(ctx context.Context, dir string) error
 }
 
 var (

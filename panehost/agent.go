@@ -28,10 +28,15 @@ const (
 	MethodAgentObserve = "fleetd.agent.observe"
 	// MethodHostInfo says what the pane host does beyond herdr.
 	MethodHostInfo = "fleetd.host.info"
+	// MethodMemberRemove removes what a deleted member left: its agent
+	// directory and, where it ran as a user of its own, that user's
+	// processes, home and temporary directory.
+	MethodMemberRemove = "fleetd.member.remove"
 
 	resultAgentInstalled   = "agent_installed"
 	resultAgentObservation = "agent_observation"
 	resultHostInfo         = "host_info"
+	resultMemberRemoved    = "member_removed"
 )
 
 // HostInfo is what a pane host does beyond herdr's protocol.
@@ -92,6 +97,17 @@ type ObserveParams struct {
 	Tokens fleetv1alpha1.TranscriptCursor `json:"tokens,omitzero"`
 }
 
+// RemoveParams are the params of fleetd.member.remove.
+type RemoveParams struct {
+	// Dir is the member's agent directory, within the agents' root and
+	// not the root itself; empty removes none.
+	Dir string `json:"dir,omitempty"`
+	// User is the label of the member's workspace, whose user's files go
+	// where each workspace runs as a user of its own. Its workspace must
+	// be closed.
+	User string `json:"user,omitempty"`
+}
+
 // Observation is what an agent's hooks recorded: nil Hooks when no hook
 // has run yet, nil Context when the transcript shows no model call (or the
 // agent keeps none fleetd reads).
@@ -144,6 +160,9 @@ type Users interface {
 	SwitchesUsers() bool
 	// WorkspaceUser is the Unix user the workspace labelled label runs as.
 	WorkspaceUser(label string) (uid uint32, ok bool, err error)
+	// RemoveWorkspaceUser removes what that user has, once its
+	// workspace is closed.
+	RemoveWorkspaceUser(label string) error
 }
 
 // Extensions are fleetd's methods for a pane host whose agents' directories
@@ -231,6 +250,36 @@ func Extensions(root string, users func() Users) map[string]paneserver.Extension
 			}{resultAgentObservation, o}, nil
 		},
 	}
+	exts[MethodMemberRemove] = func(_ context.Context, raw json.RawMessage) (any, *herdr.Error) {
+		var p RemoveParams
+		if err := decode(raw, &p); err != nil {
+			return nil, err
+		}
+		dir := ""
+		if p.Dir != "" {
+			var herr *herdr.Error
+			if dir, herr = within(root, p.Dir); herr != nil {
+				return nil, herr
+			}
+			if dir == filepath.Clean(root) {
+				return nil, &herdr.Error{Code: herdr.CodeInvalidParams, Message: "refusing to remove the agents' root " + root}
+			}
+		}
+		// The user first: its processes could write on in its directory.
+		if users != nil && p.User != "" && users().SwitchesUsers() {
+			if err := users().RemoveWorkspaceUser(p.User); err != nil {
+				return nil, &herdr.Error{Code: herdr.CodeInternalError, Message: "removing the member's user: " + err.Error()}
+			}
+		}
+		if dir != "" {
+			if err := memberfs.RemoveTree(dir); err != nil {
+				return nil, &herdr.Error{Code: herdr.CodeInternalError, Message: "removing the agent's directory: " + err.Error()}
+			}
+		}
+		return struct {
+			Type string `json:"type"`
+		}{resultMemberRemoved}, nil
+	}
 	maps.Copy(exts, fileExtensions(owner))
 	return exts
 }
@@ -281,6 +330,12 @@ func (r Remote) Observe(ctx context.Context, kind fleetv1alpha1.AgentKind, dir s
 	return o, err
 }
 
+// Remove removes what the member left in the pane host: its agent
+// directory dir ("" for none) and its workspace's user's files.
+func (r Remote) Remove(ctx context.Context, dir string) error {
+	return r.Client.Call(ctx, MethodMemberRemove, RemoveParams{Dir: dir, User: r.User}, resultMemberRemoved, nil)
+}
+
 // Local reaches agent directories on this machine: a pane server beside
 // fleetd that shares its filesystem, such as the real herdr.
 type Local struct{}
@@ -294,6 +349,15 @@ func (Local) Install(_ context.Context, _ string, workingDir string, files []age
 // transcript's tokens from tokens on.
 func (Local) Observe(_ context.Context, kind fleetv1alpha1.AgentKind, dir string, tokens fleetv1alpha1.TranscriptCursor) (Observation, error) {
 	return ObserveAgent(kind, dir, tokens), nil
+}
+
+// Remove removes the member's agent directory dir ("" for none). Its
+// processes run as fleetd's own user: nothing else of theirs is known.
+func (Local) Remove(_ context.Context, dir string) error {
+	if dir == "" {
+		return nil
+	}
+	return os.RemoveAll(dir)
 }
 
 // ownDir makes dir a directory of uid's own, mode 0700, creating it (and,

@@ -56,6 +56,13 @@ const (
 	// account, fleetd's or its Profile's image, no tolerations or runtime
 	// class): fleetd creates no Pod for it. Only a Profile opens more.
 	ReasonPodForbidden = "PodForbidden"
+	// ReasonWorkspaceClaimTaken: the Member's workspace claim exists and
+	// was made for another Member of the same name (its member-uid label
+	// names another UID, or it predates this Member): a kept claim holds
+	// what the old agent left, so fleetd makes no Pod with it. Delete the
+	// claim for a fresh one, or hand it over by labelling it with this
+	// Member's UID.
+	ReasonWorkspaceClaimTaken = "WorkspaceClaimTaken"
 	// ReasonProfileNotFound: the Member names a Profile that does not exist.
 	ReasonProfileNotFound = "ProfileNotFound"
 	// ReasonSecretNotAllowed: an env value refers to a Secret that does not

@@ -31,6 +31,23 @@ func BillingOf(p *Profile) Billing {
 // +kubebuilder:validation:Enum=low;medium;high;xhigh;max
 type Effort string
 
+// GitIdentity is who a worker's git commits are by.
+type GitIdentity struct {
+	// name is the author's and committer's name, as git shows it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="!self.matches('[<>\\n\\x00]')",message="a git name may not hold '<', '>', a newline or NUL"
+	Name string `json:"name"`
+
+	// email is the author's and committer's email address.
+	// +required
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=254
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[^@<>\\s]+@[^@<>\\s]+$')",message="email must be an address such as agent@example.com, with no spaces or angle brackets"
+	Email string `json:"email"`
+}
+
 // ProfileSpec is a named way to run a worker.
 // +kubebuilder:validation:XValidation:rule="!has(self.permissionMode) || (has(self.agent) && ((self.agent == 'claude' && self.permissionMode in ['dontAsk', 'default', 'acceptEdits', 'plan', 'auto', 'bypassPermissions']) || (self.agent == 'codex' && self.permissionMode in ['never', 'on-request'])))",message="permissionMode is one of dontAsk, default, acceptEdits, plan, auto, bypassPermissions for agent: claude, and never or on-request for agent: codex"
 // +kubebuilder:validation:XValidation:rule="!has(self.allowedTools) || (has(self.agent) && self.agent == 'claude')",message="allowedTools applies to agent: claude"
@@ -44,6 +61,12 @@ type ProfileSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Description string `json:"description,omitempty"`
+
+	// git is who the agent's commits are by: its author and committer.
+	// fleetd sets GIT_AUTHOR_NAME, GIT_AUTHOR_EMAIL, GIT_COMMITTER_NAME
+	// and GIT_COMMITTER_EMAIL in the pane; a variable env sets wins.
+	// +optional
+	Git *GitIdentity `json:"git,omitempty"`
 
 	// model is the model the agent runs (passed as --model to claude and codex).
 	// +optional

@@ -53,6 +53,11 @@
 //     workspace's user may report, read, type and close only in its own
 //     panes (permission_denied otherwise); the server's own user and TLS
 //     callers may do everything. herdr has one user and a 0600 socket.
+//     Each such user has a name (the Member's, from a fleetd label), in
+//     USER and LOGNAME, and a TMPDIR of its own; where the server may make
+//     mount namespaces, each pane gets one in which /etc/passwd and
+//     /etc/group name the user and /tmp is its own (identity.go), and
+//     RemoveWorkspaceUser removes what a user left once its Member is gone.
 //   - Panes are confined. Every pane's shell runs with no_new_privs; with
 //     Options.Users and CAP_SYS_ADMIN its /proc shows only its own user's
 //     processes; when a user's last pane goes, every process of that user

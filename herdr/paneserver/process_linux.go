@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -115,4 +116,58 @@ func processComm(pid int) string {
 		return ""
 	}
 	return string(bytes.TrimSpace(c))
+}
+
+// killUser kills every process of user uid (by its real, effective, saved
+// or file system user id), sweeping /proc until a sweep finds none or a
+// few sweeps went by: a process may fork while it is swept. It says how
+// many are left.
+func killUser(uid uint32) int {
+	want := strconv.FormatUint(uint64(uid), 10)
+	left := 0
+	for range 10 {
+		left = 0
+		entries, err := os.ReadDir("/proc")
+		if err != nil {
+			return 0
+		}
+		for _, e := range entries {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || !processOf(pid, want) {
+				continue
+			}
+			if st, ok := readProcStat(pid); !ok || st.state == 'Z' {
+				// Dead already, waiting for its parent.
+				continue
+			}
+			left++
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
+		if left == 0 {
+			return 0
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return left
+}
+
+// processOf reports whether any of process pid's user ids is uid.
+func processOf(pid int, uid string) bool {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return false
+	}
+	for line := range bytes.Lines(raw) {
+		ids, ok := bytes.CutPrefix(line, []byte("Uid:"))
+		if !ok {
+			continue
+		}
+		for _, id := range bytes.Fields(ids) {
+			if string(id) == uid {
+				return true
+			}
+		}
+		return false
+	}
+	return false
 }

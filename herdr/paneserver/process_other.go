@@ -25,3 +25,6 @@ func processIdentity(int) (argv []string, comm string, environ []string, ok bool
 func processComm(int) string {
 	return "sh"
 }
+
+// killUser cannot find a user's processes without /proc.
+func killUser(uint32) int { return 0 }

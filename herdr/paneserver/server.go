@@ -247,7 +247,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.sess = newSession(&s.opts, newHub())
 	if opts.Users != nil {
-		if s.sess.users, err = newUsers(*opts.Users); err != nil {
+		if s.sess.users, err = newUsers(*opts.Users, s.opts.Shell); err != nil {
 			_ = ln.Close()
 			if tlsLn != nil {
 				_ = tlsLn.Close()

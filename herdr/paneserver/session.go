@@ -226,14 +226,28 @@ func (s *session) startPaneLocked(ws *workspace, t *tab, id, cwd string, env map
 		tab:        t,
 		agent:      agentState{status: herdr.AgentStatusUnknown},
 	}
+	var view *paneView
 	if u := ws.user; u != nil {
-		if _, set := env["HOME"]; !set {
-			// The server's own home is not the user's to write.
-			env = maps.Clone(env)
-			if env == nil {
-				env = map[string]string{}
+		// The server's own home, name and temporary directory are not the
+		// user's; the caller's env may still say otherwise.
+		own := map[string]string{"HOME": u.home, "USER": u.name, "LOGNAME": u.name, "TMPDIR": u.tmp}
+		if s.users.namespaces {
+			if err := writeUserFiles(*u, s.users.shell); err != nil {
+				return nil, fmt.Errorf("writing the passwd and group files of user %d: %w", u.uid, err)
 			}
-			env["HOME"] = u.home
+			view = &paneView{passwd: filepath.Join(u.etc, "passwd"), group: filepath.Join(u.etc, "group")}
+			if !underTmp(cwd, u.home, s.opts.SocketPath, s.opts.BinPath) {
+				view.tmp, own["TMPDIR"] = u.tmp, "/tmp"
+			}
+		}
+		env = maps.Clone(env)
+		if env == nil {
+			env = map[string]string{}
+		}
+		for k, v := range own {
+			if _, set := env[k]; !set {
+				env[k] = v
+			}
 		}
 	}
 	spec := shellSpec{
@@ -247,7 +261,7 @@ func (s *session) startPaneLocked(ws *workspace, t *tab, id, cwd string, env map
 		outputRate: s.opts.OutputRate,
 		burst:      s.opts.OutputBurst,
 	}
-	spec.user = ws.user
+	spec.user, spec.view = ws.user, view
 	spec.hideProcesses = s.users != nil && s.users.hideProcesses
 	sh, err := startShell(spec, func() { s.shellExited(p) })
 	if err != nil {

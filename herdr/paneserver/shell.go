@@ -35,6 +35,9 @@ type shellSpec struct {
 	user *workspaceUser
 	// hideProcesses shows the shell only its own user's processes.
 	hideProcesses bool
+	// view, when set, starts the shell in a mount namespace of its own
+	// that shows it (identity.go).
+	view *paneView
 	// outputRate bounds the output bytes taken into the terminal each
 	// second, burst more at once; not positive: no bound.
 	outputRate, burst int
@@ -115,7 +118,14 @@ func startOnPty(cmd *exec.Cmd, spec shellSpec) (*os.File, error) {
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
-	if err := startConfined(cmd, spec.user, spec.hideProcesses); err != nil {
+	start := func() error { return startConfined(cmd, spec.user, spec.hideProcesses) }
+	if spec.view != nil {
+		// The launcher is born in the pane's view, and makes its own
+		// namespace (for /proc) as a copy of it.
+		confined := start
+		start = func() error { return inNamespace(spec.view, confined) }
+	}
+	if err := start(); err != nil {
 		_ = ptmx.Close()
 		return nil, err
 	}

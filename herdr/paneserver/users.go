@@ -2,6 +2,7 @@ package paneserver
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"math"
@@ -15,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/fleetd/fleetd/herdr"
+	"github.com/fleetd/fleetd/internal/memberfs"
 )
 
 // Members on one pane server must not act as each other. Where the server
@@ -88,10 +90,20 @@ func effectiveCapabilities() (uint64, bool) {
 	return 0, false
 }
 
+// CanMakeNamespaces reports whether this process may give each pane a
+// mount namespace of its own, in which its workspace's user has a name and
+// a /tmp of its own: it holds CAP_SYS_ADMIN, as root does.
+func CanMakeNamespaces() bool { return canMakeNamespaces() }
+
 // workspaceUser is the Unix user a workspace's processes run as.
 type workspaceUser struct {
-	uid  uint32
-	home string
+	uid uint32
+	// name is the user's name (userName), and its group's.
+	name string
+	// home is its home directory, tmp its temporary one, both its own.
+	home, tmp string
+	// etc holds the passwd and group files its panes see (identity.go).
+	etc string
 }
 
 // labelUIDs is how many user ids labels hash into; unlabelled workspaces
@@ -111,9 +123,16 @@ type users struct {
 	// processes; it takes CAP_SYS_ADMIN, which the server in fleetd's Pod
 	// does not hold.
 	hideProcesses bool
+	// names are the users' names, given on first use.
+	names map[uint32]string
+	// shell is each user's login shell, in its passwd entry.
+	shell string
+	// namespaces says each pane gets a mount namespace of its own, in
+	// which its user has a name (identity.go).
+	namespaces bool
 }
 
-func newUsers(opts UserOptions) (*users, error) {
+func newUsers(opts UserOptions, shell string) (*users, error) {
 	if opts.FirstUID == 0 {
 		opts.FirstUID = DefaultFirstUID
 	}
@@ -132,6 +151,7 @@ func newUsers(opts UserOptions) (*users, error) {
 	return &users{
 		opts: opts, byLabel: map[string]uint32{}, used: map[uint32]string{}, next: opts.FirstUID + labelUIDs,
 		hideProcesses: hasCapabilities(unix.CAP_SYS_ADMIN),
+		names:         map[uint32]string{}, shell: shell, namespaces: canMakeNamespaces(),
 	}, nil
 }
 
@@ -145,9 +165,7 @@ func (u *users) forLabel(label string) (workspaceUser, error) {
 		u.next++
 		u.used[uid] = ""
 	case !ok:
-		h := fnv.New32a()
-		_, _ = h.Write([]byte(label))
-		uid = u.opts.FirstUID + h.Sum32()%labelUIDs
+		uid = u.opts.FirstUID + labelHash(label)%labelUIDs
 		for _, taken := u.used[uid]; taken; _, taken = u.used[uid] {
 			uid = u.opts.FirstUID + (uid-u.opts.FirstUID+1)%labelUIDs
 		}
@@ -158,16 +176,29 @@ func (u *users) forLabel(label string) (workspaceUser, error) {
 		// user of the system's.
 		return workspaceUser{}, fmt.Errorf("user %d of workspace %q is outside the workspaces' users", uid, label)
 	}
-	home := filepath.Join(u.opts.HomeRoot, strconv.FormatUint(uint64(uid), 10))
-	if err := os.Mkdir(home, 0o700); err != nil && !os.IsExist(err) {
-		return workspaceUser{}, fmt.Errorf("creating the home of user %d: %w", uid, err)
+	wu := u.layout(uid)
+	if wu.name = u.names[uid]; wu.name == "" {
+		wu.name = userName(label, uid, func(name string) bool { return systemNames()[name] })
+		u.names[uid] = wu.name
 	}
-	// Whatever was there is the user's: a home made in an earlier run
-	// may be owned by nobody else.
-	if err := os.Lchown(home, int(uid), int(uid)); err != nil {
+	if err := makeOwnDir(wu.home, uid); err != nil {
 		return workspaceUser{}, fmt.Errorf("giving user %d its home: %w", uid, err)
 	}
-	return workspaceUser{uid: uid, home: home}, nil
+	if err := makeOwnDir(wu.tmp, uid); err != nil {
+		return workspaceUser{}, fmt.Errorf("giving user %d its temporary directory: %w", uid, err)
+	}
+	return wu, nil
+}
+
+// layout is where user uid's files lie.
+func (u *users) layout(uid uint32) workspaceUser {
+	id := strconv.FormatUint(uint64(uid), 10)
+	return workspaceUser{
+		uid:  uid,
+		home: filepath.Join(u.opts.HomeRoot, id),
+		tmp:  filepath.Join(u.opts.HomeRoot, tmpRoot, id),
+		etc:  filepath.Join(u.opts.HomeRoot, etcRoot, id),
+	}
 }
 
 // inRange reports whether uid is one the workspaces' users may have: one
@@ -286,4 +317,69 @@ func (s *Server) authorize(c caller, method string, params any) *herdr.Error {
 		}
 	}
 	return nil
+}
+
+// RemoveWorkspaceUser removes what the user of the workspace labelled
+// label has on the machine, once its Member is gone: every process it
+// still runs (one that left its pane's session too), its home, its
+// temporary directory and its passwd and group files. Its user id is
+// then free for another label. It refuses while a workspace of the label
+// is open; a label with no user is done at once. What the user owns is
+// removed without following a link in it (memberfs.RemoveTree).
+func (s *Server) RemoveWorkspaceUser(label string) error {
+	u := s.sess.users
+	if u == nil || label == "" {
+		return nil
+	}
+	s.sess.mu.Lock()
+	for _, ws := range s.sess.workspaces {
+		if ws.label == label {
+			s.sess.mu.Unlock()
+			return fmt.Errorf("workspace %s of %q is open: close it first", ws.id, label)
+		}
+	}
+	uid, ok := u.byLabel[label]
+	if !ok {
+		uid = u.opts.FirstUID + labelHash(label)%labelUIDs
+		if _, taken := u.used[uid]; taken || !u.inRange(uid) {
+			// The label's hash is another label's user: nothing of this
+			// label's is known to be there.
+			s.sess.mu.Unlock()
+			return nil
+		}
+		// A user given out before the server restarted: its files are
+		// still there.
+		u.used[uid] = label
+	}
+	// Still marked used, so no other label takes the id while its files
+	// go.
+	delete(u.byLabel, label)
+	s.sess.mu.Unlock()
+
+	err := removeUserFiles(u.layout(uid))
+	s.sess.mu.Lock()
+	delete(u.used, uid)
+	delete(u.names, uid)
+	s.sess.mu.Unlock()
+	return err
+}
+
+func removeUserFiles(wu workspaceUser) error {
+	if left := killUser(wu.uid); left > 0 {
+		return fmt.Errorf("user %d still runs %d processes", wu.uid, left)
+	}
+	var errs []error
+	for _, dir := range []string{wu.home, wu.tmp, wu.etc} {
+		if err := memberfs.RemoveTree(dir); err != nil {
+			errs = append(errs, fmt.Errorf("removing %s of user %d: %w", dir, wu.uid, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// labelHash is where a label's user id falls among the labels' ids.
+func labelHash(label string) uint32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(label))
+	return h.Sum32()
 }

@@ -297,3 +297,35 @@ func mapOpenError(err error, dir bool) error {
 	}
 	return err
 }
+
+// RemoveTree removes dir, a member's directory, and everything in it,
+// following no link: a link in it is removed, never what it names, and a
+// directory swapped for a link while the removal runs is not entered (each
+// name is opened relative to its parent, with O_NOFOLLOW). dir itself must
+// lie in a directory of this process's own that no one else may write, so
+// the member cannot put a link in its place; one that is missing is
+// removed already.
+func RemoveTree(dir string) error {
+	if !filepath.IsAbs(dir) {
+		return fmt.Errorf("removing %q: not an absolute path", dir)
+	}
+	dir = filepath.Clean(dir)
+	parent := filepath.Dir(dir)
+	if parent == dir {
+		return fmt.Errorf("removing %s: refusing the root", dir)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(parent, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return fmt.Errorf("removing %s: %w", dir, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Uid != uint32(os.Geteuid()) || st.Mode&0o022 != 0 {
+		return fmt.Errorf("%w: removing %s: its parent is user %d's, mode %#o; want a directory of user %d's that no one else may write", ErrNotPrivate, dir, st.Uid, st.Mode&0o7777, os.Geteuid())
+	}
+	// os.RemoveAll unlinks a link or a file by name from its parent, and
+	// enters a directory only through openat(O_NOFOLLOW|O_DIRECTORY) on
+	// its parent's descriptor.
+	return os.RemoveAll(dir)
+}

@@ -339,3 +339,52 @@ func TestAsDropsSupplementaryGroups(t *testing.T) {
 		t.Errorf("reading a 0640 file of group %d as a member = %v, want %v", groups[0], err, fs.ErrPermission)
 	}
 }
+
+// TestRemoveTreeFollowsNoLink removes a member's tree with links that lead
+// out of it, to a file and to a directory: what they name survives.
+func TestRemoveTreeFollowsNoLink(t *testing.T) {
+	root, outside := tree(t)
+	outsideDir := filepath.Join(filepath.Dir(root), "elsewhere")
+	if err := os.MkdirAll(filepath.Join(outsideDir, "keep"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outsideDir, filepath.Join(root, "sub", "dirlink")); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveTree(root); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(root); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the tree is still there: %v", err)
+	}
+	for _, kept := range []string{outside, filepath.Join(outsideDir, "keep")} {
+		if _, err := os.Stat(kept); err != nil {
+			t.Errorf("%s, named by a link in the tree: %v", kept, err)
+		}
+	}
+	if err := RemoveTree(root); err != nil {
+		t.Errorf("removing it again: %v, want nothing to do", err)
+	}
+}
+
+// TestRemoveTreeNeedsAPrivateParent refuses a tree whose parent others may
+// write (the member could swap the tree for a link), or that is a link.
+func TestRemoveTreeNeedsAPrivateParent(t *testing.T) {
+	dir := t.TempDir()
+	open := filepath.Join(dir, "open")
+	if err := os.MkdirAll(filepath.Join(open, "tree"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveTree(filepath.Join(open, "tree")); !errors.Is(err, ErrNotPrivate) {
+		t.Errorf("a tree in a directory anyone writes: %v, want %v", err, ErrNotPrivate)
+	}
+	if _, err := os.Stat(filepath.Join(open, "tree")); err != nil {
+		t.Errorf("the refused tree: %v", err)
+	}
+	if err := RemoveTree("relative/tree"); err == nil {
+		t.Error("a relative path was removed")
+	}
+}

@@ -46,6 +46,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1alpha1.EnvVarApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("EnvVarSource"):
 		return &apiv1alpha1.EnvVarSourceApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("GitIdentity"):
+		return &apiv1alpha1.GitIdentityApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("Member"):
 		return &apiv1alpha1.MemberApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("MemberPod"):

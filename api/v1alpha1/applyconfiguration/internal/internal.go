@@ -225,6 +225,15 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: secretKeyRef
       type:
         namedType: io.k8s.api.core.v1.SecretKeySelector
+- name: com.github.fleetd.fleetd.api.v1alpha1.GitIdentity
+  map:
+    fields:
+    - name: email
+      type:
+        scalar: string
+    - name: name
+      type:
+        scalar: string
 - name: com.github.fleetd.fleetd.api.v1alpha1.Member
   map:
     fields:
@@ -541,6 +550,9 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - name
+    - name: git
+      type:
+        namedType: com.github.fleetd.fleetd.api.v1alpha1.GitIdentity
     - name: model
       type:
         scalar: string

@@ -30,6 +30,10 @@ type ProfileSpecApplyConfiguration struct {
 	WorkerSpecApplyConfiguration `json:""`
 	// description says what this profile is for; bridge_profiles shows it.
 	Description *string `json:"description,omitempty"`
+	// git is who the agent's commits are by: its author and committer.
+	// fleetd sets GIT_AUTHOR_NAME, GIT_AUTHOR_EMAIL, GIT_COMMITTER_NAME
+	// and GIT_COMMITTER_EMAIL in the pane; a variable env sets wins.
+	Git *GitIdentityApplyConfiguration `json:"git,omitempty"`
 	// model is the model the agent runs (passed as --model to claude and codex).
 	Model *string `json:"model,omitempty"`
 	// effort is the reasoning effort the agent uses.
@@ -132,6 +136,14 @@ func (b *ProfileSpecApplyConfiguration) WithWorkingDir(value string) *ProfileSpe
 // If called multiple times, the Description field is set to the value of the last call.
 func (b *ProfileSpecApplyConfiguration) WithDescription(value string) *ProfileSpecApplyConfiguration {
 	b.Description = &value
+	return b
+}
+
+// WithGit sets the Git field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Git field is set to the value of the last call.
+func (b *ProfileSpecApplyConfiguration) WithGit(value *GitIdentityApplyConfiguration) *ProfileSpecApplyConfiguration {
+	b.Git = value
 	return b
 }
 
