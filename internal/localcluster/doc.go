@@ -10,13 +10,18 @@
 // daemon runs in a cgroup under one root of our own (per node, so a node can
 // be killed as on power loss), and every action that changes the machine
 // is written to a journal in the state directory before it is done, so
-// Down undoes a bring-up that was killed halfway as well as a finished one.
+// Down undoes a bring-up that was killed halfway as well as a finished one,
+// and nothing its journal does not name, so clusters side by side keep
+// apart. What they share (global sysctls and directories) is in one record
+// per machine: the first cluster up saves it, the last one down restores
+// it.
 //
 // The decisions (addresses, ports, paths, the configuration files, what to
 // undo and in which order) are pure functions of a Config, in layout.go,
-// render.go and journal.go. The I/O is in the files named after what they
-// touch: host.go (the network namespace, sysctls and directories),
-// cgroup.go, mount.go, process.go, pki.go, packages.go (the Debian
+// render.go, journal.go and machine.go (MachineRecord). The I/O is in the
+// files named after what they touch: host.go (the network namespace,
+// sysctls and directories), machine.go (the machine's record, under a
+// lock), cgroup.go, mount.go, process.go, pki.go, packages.go (the Debian
 // packages the nodes run), relay.go, node.go; up.go and down.go run the
 // steps in order, and cluster.go is what callers hold.
 package localcluster

@@ -73,6 +73,9 @@ func Up(ctx context.Context, cfg Config, opts Options) (*Cluster, error) {
 	if err := ensurePackages(opts.Out); err != nil {
 		return nil, err
 	}
+	if err := checkNoHostContainerd(hostContainerdSocket); err != nil {
+		return nil, err
+	}
 
 	if running, err := Load(cfg.StateDir); err == nil {
 		herr := running.Healthy(ctx)
@@ -148,13 +151,12 @@ func (b *bringUp) run(ctx context.Context) error {
 			return err
 		}
 	}
+	// The machine's values go in its record before this cluster changes
+	// any (the namespace makes /run/netns).
+	if err := h.joinMachine(); err != nil {
+		return err
+	}
 	if err := h.createNetns(); err != nil {
-		return err
-	}
-	if err := h.recordSysctls(); err != nil {
-		return err
-	}
-	if err := h.recordDirs(); err != nil {
 		return err
 	}
 	if err := l.writePKI(); err != nil {
