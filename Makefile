@@ -115,9 +115,10 @@ build: ## Build the fleetd binaries into bin/.
 	go build -o $(BIN)/stubmodel ./hack/stubmodel
 
 .PHONY: cluster-bin
-cluster-bin: controlplane ## Build the local cluster's node components (kube-scheduler, kubelet, kube-proxy) and CoreDNS into bin/controlplane.
+cluster-bin: controlplane ## Build the local cluster's node components (kube-scheduler, kubelet, kube-proxy), CoreDNS and the NetworkPolicy engine (kube-network-policies) into bin/controlplane.
 	CONTROLPLANE_BIN=$(CONTROLPLANE_BIN) hack/controlplane.sh node
 	CONTROLPLANE_BIN=$(CONTROLPLANE_BIN) hack/controlplane.sh coredns
+	CONTROLPLANE_BIN=$(CONTROLPLANE_BIN) hack/controlplane.sh netpol
 
 .PHONY: images
 images: cluster-bin agents ## Build the fleetd, worker, pause and CoreDNS images (OCI, reproducible, no Docker) into bin/images; load them into the local cluster if it runs.

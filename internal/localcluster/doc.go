@@ -2,7 +2,8 @@
 // machine, as kind does but without Docker: etcd, kube-apiserver,
 // kube-controller-manager and kube-scheduler built from the pinned modules,
 // N kubelets each on a containerd of its own, CNI bridge networking,
-// kube-proxy in iptables mode and CoreDNS as the kube-dns Deployment.
+// kube-proxy in iptables mode, CoreDNS as the kube-dns Deployment and
+// kube-network-policies on each node to enforce NetworkPolicy.
 //
 // Everything with an address lives in one network namespace that Up
 // creates; the machine's own namespace gets nothing but a relay listening
