@@ -141,9 +141,10 @@ helm: ## Build the pinned Helm CLI (hack/helm) into bin/helm.
 	cd hack/helm && go build -o $(HELM) helm.sh/helm/v4/cmd/helm
 
 .PHONY: cluster-bin
-cluster-bin: controlplane ## Build the local cluster's node components (kube-scheduler, kubelet, kube-proxy) and CoreDNS into bin/controlplane.
+cluster-bin: controlplane ## Build the local cluster's node components (kube-scheduler, kubelet, kube-proxy), CoreDNS and the NetworkPolicy engine (kube-network-policies) into bin/controlplane.
 	CONTROLPLANE_BIN=$(CONTROLPLANE_BIN) hack/controlplane.sh node
 	CONTROLPLANE_BIN=$(CONTROLPLANE_BIN) hack/controlplane.sh coredns
+	CONTROLPLANE_BIN=$(CONTROLPLANE_BIN) hack/controlplane.sh netpol
 
 .PHONY: images
 images: cluster-bin agents ## Build the fleetd, worker, pause and CoreDNS images (OCI, reproducible, no Docker) into bin/images; load them into the local cluster if it runs.

@@ -730,27 +730,68 @@ func (r *MemberReconciler) deletePods(ctx context.Context, m *fleetv1alpha1.Memb
 // member Pods.
 const NetworkPolicyName = "fleetd-member-pane-hosts"
 
-// desiredNetworkPolicy lets only fleetd's own pods reach member Pods' pane
-// hosts in namespace, on the pane host port; nothing else reaches a member
-// Pod at all. The agents' own traffic out is not limited here.
-func desiredNetworkPolicy(namespace string, set PodSettings) *networkingv1.NetworkPolicy {
+// MemberNetworkPolicy is the policy that walls member Pods in namespace in both
+// directions. In: only fleetd's own pods reach a member Pod, on the pane
+// host port; nothing else reaches it at all, another member least of all.
+// Out: a member Pod reaches cluster DNS, the gateway on fleetd's pods,
+// and addresses outside every private range (the model's API and the
+// rest of the internet); nothing else of the cluster or its network: not
+// another member's pane host, nor a port another member serves, nor a
+// node's or the cloud's metadata address.
+func MemberNetworkPolicy(namespace string, set PodSettings) *networkingv1.NetworkPolicy {
 	port := intstr.FromInt32(int32(cmp.Or(set.Port, panehost.DefaultPort)))
-	tcp := corev1.ProtocolTCP
+	gateway := intstr.FromString(fleetdGatewayPort)
+	dns := intstr.FromInt32(53)
+	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
+	fleetd := networkingv1.NetworkPolicyPeer{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": set.FleetdNamespace}},
+		PodSelector:       &metav1.LabelSelector{MatchLabels: set.FleetdPodLabels},
+	}
 	return &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: NetworkPolicyName, Namespace: namespace, Labels: map[string]string{"app.kubernetes.io/managed-by": "fleetd"}},
 		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "fleetd-member"}},
-			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			PodSelector: metav1.LabelSelector{MatchLabels: memberPodLabels},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
 			Ingress: []networkingv1.NetworkPolicyIngressRule{{
-				From: []networkingv1.NetworkPolicyPeer{{
-					NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": set.FleetdNamespace}},
-					PodSelector:       &metav1.LabelSelector{MatchLabels: set.FleetdPodLabels},
-				}},
+				From:  []networkingv1.NetworkPolicyPeer{fleetd},
 				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}},
 			}},
+			Egress: []networkingv1.NetworkPolicyEgressRule{
+				{
+					To: []networkingv1.NetworkPolicyPeer{{
+						NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": metav1.NamespaceSystem}},
+						PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}},
+					}},
+					Ports: []networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: &dns}, {Protocol: &tcp, Port: &dns}},
+				},
+				{
+					To:    []networkingv1.NetworkPolicyPeer{fleetd},
+					Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &gateway}},
+				},
+				{To: []networkingv1.NetworkPolicyPeer{
+					{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: privateIPv4}},
+					{IPBlock: &networkingv1.IPBlock{CIDR: "::/0", Except: privateIPv6}},
+				}},
+			},
 		},
 	}
 }
+
+// fleetdGatewayPort names the gateway's container port on fleetd's pods
+// (config/manager): the one port of theirs a member Pod reaches.
+const fleetdGatewayPort = "gateway"
+
+// privateIPv4 and privateIPv6 are the ranges a cluster's pods, Services
+// and nodes live in (RFC 1918, shared address space, link-local with the
+// cloud's metadata service, loopback, unique local), which a member Pod's
+// egress to the internet leaves out.
+var (
+	privateIPv4 = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16", "127.0.0.0/8"}
+	privateIPv6 = []string{"fc00::/7", "fe80::/10", "::1/128"}
+)
+
+// memberPodLabels select every member Pod.
+var memberPodLabels = map[string]string{"app.kubernetes.io/name": "fleetd-member"}
 
 // ensureNetworkPolicy keeps the policy in namespace, once per run of the
 // controller: it is looked at again after a restart, or when it is deleted
@@ -762,7 +803,7 @@ func (r *MemberReconciler) ensureNetworkPolicy(ctx context.Context, namespace st
 	if _, done := r.policies.Load(namespace); done {
 		return nil
 	}
-	want := desiredNetworkPolicy(namespace, r.Pods)
+	want := MemberNetworkPolicy(namespace, r.Pods)
 	var have networkingv1.NetworkPolicy
 	err := r.Reader.Get(ctx, client.ObjectKeyFromObject(want), &have)
 	switch {

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -684,10 +685,11 @@ func TestPodMember(t *testing.T) {
 }
 
 // TestDesiredNetworkPolicy: only fleetd's own pods reach a member Pod, and
-// only on the pane host port.
+// only on the pane host port; a member Pod reaches DNS, fleetd's gateway
+// port and the internet, and nothing private.
 func TestDesiredNetworkPolicy(t *testing.T) {
 	set := PodSettings{Port: 7443, FleetdNamespace: "fleetd-system", FleetdPodLabels: map[string]string{"app.kubernetes.io/name": "fleetd"}}
-	np := desiredNetworkPolicy("team", set)
+	np := MemberNetworkPolicy("team", set)
 	m := &fleetv1alpha1.Member{ObjectMeta: metav1.ObjectMeta{Name: "w1", Namespace: "team", UID: "uid-1"}}
 	pod := desiredPod(m, &fleetv1alpha1.MemberPod{}, PodSettings{WorkerImage: "w", ToolsImage: "t"}, "")
 	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
@@ -697,14 +699,35 @@ func TestDesiredNetworkPolicy(t *testing.T) {
 	if np.Namespace != "team" || !sel.Matches(labels.Set(pod.Labels)) {
 		t.Errorf("policy in %s selecting %v does not select a member Pod labelled %v", np.Namespace, sel, pod.Labels)
 	}
-	if len(np.Spec.PolicyTypes) != 1 || np.Spec.PolicyTypes[0] != "Ingress" || len(np.Spec.Ingress) != 1 {
-		t.Fatalf("policy %+v, want one ingress rule", np.Spec)
+	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
+	fleetd := networkingv1.NetworkPolicyPeer{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "fleetd-system"}},
+		PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "fleetd"}},
 	}
-	rule := np.Spec.Ingress[0]
-	if len(rule.From) != 1 || rule.From[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "fleetd-system" || rule.From[0].PodSelector.MatchLabels["app.kubernetes.io/name"] != "fleetd" {
-		t.Errorf("from %+v, want fleetd's pods in fleetd-system only", rule.From)
+	port := func(p intstr.IntOrString) *intstr.IntOrString { return &p }
+	want := networkingv1.NetworkPolicySpec{
+		PodSelector: np.Spec.PodSelector,
+		PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+		Ingress: []networkingv1.NetworkPolicyIngressRule{{
+			From:  []networkingv1.NetworkPolicyPeer{fleetd},
+			Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: port(intstr.FromInt32(7443))}},
+		}},
+		Egress: []networkingv1.NetworkPolicyEgressRule{
+			{
+				To: []networkingv1.NetworkPolicyPeer{{
+					NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "kube-system"}},
+					PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}},
+				}},
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: port(intstr.FromInt32(53))}, {Protocol: &tcp, Port: port(intstr.FromInt32(53))}},
+			},
+			{To: []networkingv1.NetworkPolicyPeer{fleetd}, Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: port(intstr.FromString("gateway"))}}},
+			{To: []networkingv1.NetworkPolicyPeer{
+				{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16", "127.0.0.0/8"}}},
+				{IPBlock: &networkingv1.IPBlock{CIDR: "::/0", Except: []string{"fc00::/7", "fe80::/10", "::1/128"}}},
+			}},
+		},
 	}
-	if len(rule.Ports) != 1 || rule.Ports[0].Port.IntValue() != 7443 {
-		t.Errorf("ports %+v, want the pane host's 7443 only", rule.Ports)
+	if diff := cmp.Diff(want, np.Spec); diff != "" {
+		t.Errorf("member network policy (-want +got):\n%s", diff)
 	}
 }

@@ -8,6 +8,8 @@
 #                                 same module): what the local cluster adds
 #   hack/controlplane.sh coredns  the cluster DNS (hack/coredns), static, since
 #                                 its image holds nothing but the binary
+#   hack/controlplane.sh netpol   the NetworkPolicy engine (hack/netpol): the
+#                                 pinned kube-network-policies, one per node
 #
 # A version stamp of the pinned module files and the Go version decides
 # whether a build is needed, so a second run is instant. Everything comes from
@@ -44,8 +46,14 @@ coredns)
 	what="CoreDNS"
 	cgo=0
 	;;
+netpol)
+	module="$root/hack/netpol"
+	binaries=(kube-network-policies)
+	packages=(.)
+	what="the NetworkPolicy engine"
+	;;
 *)
-	echo "usage: $0 [controlplane|node|coredns]" >&2
+	echo "usage: $0 [controlplane|node|coredns|netpol]" >&2
 	exit 2
 	;;
 esac

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -251,4 +252,34 @@ func (c *Cluster) Import(ctx context.Context, img Image) error {
 // WaitNodesReady waits until every node is Ready.
 func (c *Cluster) WaitNodesReady(ctx context.Context, timeout time.Duration) error {
 	return c.waitNodesReady(ctx, timeout)
+}
+
+// PodNetns is the network namespace file of the running pod whose UID is
+// uid (/proc/<pid>/ns/net of a process in its cgroup), for DialInNetns and
+// ListenInNetns: a test's connection from there is the pod's own, subject
+// to the NetworkPolicies that select it. The caller must be root.
+func (c *Cluster) PodNetns(uid string) (string, error) {
+	hs, err := cgroupHierarchies()
+	if err != nil {
+		return "", err
+	}
+	// The kubelets' cgroupfs driver names a pod's cgroup pod<uid>.
+	want := "pod" + uid
+	for _, h := range hs {
+		var found string
+		_ = filepath.WalkDir(filepath.Join(h.Point, c.CgroupRoot()), func(path string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() && d.Name() == want {
+				found = path
+				return filepath.SkipAll
+			}
+			return nil
+		})
+		if found == "" {
+			continue
+		}
+		if pids := procsUnder([]hierarchy{h}, strings.TrimPrefix(found, h.Point)); len(pids) > 0 {
+			return "/proc/" + strconv.Itoa(pids[0]) + "/ns/net", nil
+		}
+	}
+	return "", fmt.Errorf("no process of pod %s runs in cluster %s", uid, c.Name)
 }

@@ -2,7 +2,8 @@
 // machine, as kind does but without Docker: etcd, kube-apiserver,
 // kube-controller-manager and kube-scheduler built from the pinned modules,
 // N kubelets each on a containerd of its own, CNI bridge networking,
-// kube-proxy in iptables mode and CoreDNS as the kube-dns Deployment.
+// kube-proxy in iptables mode, CoreDNS as the kube-dns Deployment and
+// kube-network-policies on each node to enforce NetworkPolicy.
 //
 // Everything with an address lives in one network namespace that Up
 // creates; the machine's own namespace gets nothing but a relay listening
@@ -10,13 +11,18 @@
 // daemon runs in a cgroup under one root of our own (per node, so a node can
 // be killed as on power loss), and every action that changes the machine
 // is written to a journal in the state directory before it is done, so
-// Down undoes a bring-up that was killed halfway as well as a finished one.
+// Down undoes a bring-up that was killed halfway as well as a finished one,
+// and nothing its journal does not name, so clusters side by side keep
+// apart. What they share (global sysctls and directories) is in one record
+// per machine: the first cluster up saves it, the last one down restores
+// it.
 //
 // The decisions (addresses, ports, paths, the configuration files, what to
 // undo and in which order) are pure functions of a Config, in layout.go,
-// render.go and journal.go. The I/O is in the files named after what they
-// touch: host.go (the network namespace, sysctls and directories),
-// cgroup.go, mount.go, process.go, pki.go, packages.go (the Debian
+// render.go, journal.go and machine.go (MachineRecord). The I/O is in the
+// files named after what they touch: host.go (the network namespace,
+// sysctls and directories), machine.go (the machine's record, under a
+// lock), cgroup.go, mount.go, process.go, pki.go, packages.go (the Debian
 // packages the nodes run), relay.go, node.go; up.go and down.go run the
 // steps in order, and cluster.go is what callers hold.
 package localcluster

@@ -13,13 +13,15 @@ import (
 	"time"
 )
 
-// Down stops the cluster whose state is in stateDir and undoes everything
-// its journal says was done to the machine: every process (by the PID it
+// Down stops the cluster whose state is in stateDir and undoes what its
+// journal says it did to the machine: every process (by the PID it
 // recorded, and whatever is still in the cluster's cgroups or network
-// namespace), mounts, cgroups, global sysctls, the network namespace and
-// what the daemons added to directories outside the state directory. It is
-// idempotent, and works as well on what a killed bring-up left. The state
-// directory keeps only the logs and the relay's program.
+// namespace), mounts under its state directory, its cgroups and its
+// network namespace. It touches nothing its journal does not name, so a
+// cluster beside it runs on. The global sysctls and directories the
+// clusters share are the machine record's: the last cluster down puts them
+// back. It is idempotent, and works as well on what a killed bring-up
+// left. The state directory keeps only the logs and the relay's program.
 func Down(ctx context.Context, stateDir string, out io.Writer) error {
 	if out == nil {
 		out = io.Discard
@@ -27,17 +29,13 @@ func Down(ctx context.Context, stateDir string, out io.Writer) error {
 	if err := CheckRoot(); err != nil {
 		return err
 	}
-	cfg := Config{StateDir: stateDir}
-	if c, err := Load(stateDir); err == nil {
-		cfg = c.Config
-	}
-	l := NewLayout(cfg.WithDefaults())
+	l := NewLayout(Config{StateDir: stateDir})
 	j := Journal{path: l.JournalPath()}
 	entries, err := j.Load()
 	if err != nil {
 		return err
 	}
-	if len(entries) == 0 && !exists(l.NetnsPath()) {
+	if len(entries) == 0 {
 		fmt.Fprintln(out, "No local cluster to tear down")
 		return cleanStateDir(l)
 	}
@@ -57,41 +55,37 @@ func Down(ctx context.Context, stateDir string, out io.Writer) error {
 	for _, e := range t.Processes {
 		killRecorded(e, syscall.SIGKILL)
 	}
-	roots := []string{l.CgroupRoot()}
 	for _, c := range t.Cgroups {
-		if c.Path != l.CgroupRoot() {
-			roots = append(roots, c.Path)
-		}
+		note("killing the cluster's processes", killCgroup(hs, c.Path, 10*time.Second))
 	}
-	for _, r := range roots {
-		note("killing the cluster's processes", killCgroup(hs, r, 10*time.Second))
+	for _, n := range t.Netns {
+		note("killing processes in the network namespace", killInNetns(filepath.Join(netnsDir, n.Name)))
 	}
-	note("killing processes in the network namespace", killInNetns(l.NetnsPath()))
 	note("waiting for the daemons", waitGone(t.Processes, 10*time.Second))
 	waitReaped(t.Processes, 5*time.Second)
 
 	note("unmounting", unmountUnder(l.StateDir))
-	for _, r := range roots {
-		note("removing cgroups", removeCgroup(hs, r, 5*time.Second))
+	for _, c := range t.Cgroups {
+		note("removing cgroups", removeCgroup(hs, c.Path, 5*time.Second))
 	}
-	for _, s := range t.Sysctls {
-		note("restoring "+s.Name, writeSysctl(s.Name, s.Value))
+	var names []string
+	for _, n := range t.Netns {
+		names = append(names, n.Name)
+		note("deleting network namespace "+n.Name, deleteNetns(n.Name))
 	}
-	netns := t.Netns
-	if len(netns) == 0 && exists(l.NetnsPath()) {
-		netns = []Entry{{Op: OpNetns, Name: l.Name, Existed: true, Mounted: true}}
-	}
-	for _, n := range netns {
-		note("deleting network namespace "+n.Name, deleteNetns(n))
-	}
-	for _, d := range t.Dirs {
-		note("restoring "+d.Path, restoreDir(d))
-	}
+	note("removing the pods' log links", removeLinksInto(containerLogLinks, l.StateDir))
 	if err := errors.Join(errs...); err != nil {
 		// The journal stays, for a second try.
 		return err
 	}
-	fmt.Fprintf(out, "Tore down the local cluster (%d processes, network namespace %s); logs stay in %s\n", len(t.Processes), l.Name, l.LogDir())
+	journaled := t.Journaled
+	if t.Machine {
+		journaled = nil
+	}
+	if err := leaveMachine(l.StateDir, journaled); err != nil {
+		return fmt.Errorf("leaving the machine's record of its clusters: %w", err)
+	}
+	fmt.Fprintf(out, "Tore down the local cluster (%d processes, network namespace %s); logs stay in %s\n", len(t.Processes), strings.Join(names, ", "), l.LogDir())
 	return cleanStateDir(l)
 }
 

@@ -123,24 +123,30 @@ func netnsScript(l Layout) string {
 	return b.String()
 }
 
-// deleteNetns deletes the namespace and puts /run/netns back as it was.
-func deleteNetns(e Entry) error {
-	path := filepath.Join(netnsDir, e.Name)
-	if exists(path) {
-		if err := run("ip", "netns", "delete", e.Name); err != nil {
-			return err
-		}
+// deleteNetns deletes the cluster's namespace, if it is there.
+func deleteNetns(name string) error {
+	if !exists(filepath.Join(netnsDir, name)) {
+		return nil
+	}
+	return run("ip", "netns", "delete", name)
+}
+
+// restoreNetnsDir puts /run/netns back as it was before the first
+// cluster: the first `ip netns add` makes it, and a shared bind mount of
+// itself. A namespace someone else made there meanwhile keeps both.
+func restoreNetnsDir(e Entry) error {
+	others, _ := os.ReadDir(netnsDir)
+	if len(others) > 0 {
+		return nil
 	}
 	if !e.Mounted {
-		others, _ := os.ReadDir(netnsDir)
-		if m, _ := isMountPoint(netnsDir); m && len(others) == 0 {
+		if m, _ := isMountPoint(netnsDir); m {
 			if err := unmountUnder(netnsDir); err != nil {
 				return err
 			}
 		}
 	}
 	if !e.Existed {
-		// Only if nothing else made a namespace there meanwhile.
 		if err := os.Remove(netnsDir); err != nil && !errors.Is(err, fs.ErrNotExist) && !isNotEmpty(err) {
 			return err
 		}
@@ -159,8 +165,8 @@ func exists(path string) bool {
 }
 
 // kubeletSysctls are the global settings the kubelet sets at start
-// (setupKernelTunables in its container manager), saved before the first
-// kubelet and restored at teardown.
+// (setupKernelTunables in its container manager), saved in the machine's
+// record by the first cluster up and restored by the last one down.
 var kubeletSysctls = []string{
 	"vm.overcommit_memory",
 	"vm.panic_on_oom",
@@ -183,22 +189,6 @@ func writeSysctl(key, value string) error {
 	return os.WriteFile(sysctlPath(key), []byte(value), 0o644)
 }
 
-func (h *host) recordSysctls() error {
-	for _, k := range kubeletSysctls {
-		v, err := readSysctl(k)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if err := h.journal.Append(Entry{Op: OpSysctl, Name: k, Value: v}); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // globalDirs are the directories outside the state directory that the
 // kubelets and containerds write to whatever their configuration says:
 // the kubelet's /var/log/containers links and its device-plugin socket
@@ -214,26 +204,6 @@ var globalDirs = []string{
 	"/run/containerd",
 	"/run/containerd/s",
 	"/run/containerd/fifo",
-}
-
-// recordDirs notes what each global directory holds before any daemon
-// writes there.
-func (h *host) recordDirs() error {
-	for _, d := range globalDirs {
-		e := Entry{Op: OpDir, Path: d}
-		if entries, err := os.ReadDir(d); err == nil {
-			e.Existed = true
-			for _, de := range entries {
-				e.Entries = append(e.Entries, de.Name())
-			}
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-		if err := h.journal.Append(e); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // restoreDir removes what the cluster added to a global directory, or the
@@ -277,4 +247,42 @@ func childDirs(dir string) []string {
 		}
 	}
 	return out
+}
+
+// containerLogLinks is where every kubelet links its containers' logs,
+// whatever its podLogsDir.
+const containerLogLinks = "/var/log/containers"
+
+// removeLinksInto removes the symbolic links in dir that point below
+// target: the links a cluster's kubelets made to the logs in its state
+// directory, and no one else's.
+func removeLinksInto(dir, target string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		if e.Type()&fs.ModeSymlink == 0 {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		dest, err := os.Readlink(p)
+		if err != nil || !within(dest, target) {
+			continue
+		}
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// within says whether path is dir or below it.
+func within(path, dir string) bool {
+	path, dir = filepath.Clean(path), filepath.Clean(dir)
+	return path == dir || strings.HasPrefix(path, dir+string(filepath.Separator))
 }

@@ -24,11 +24,21 @@ const (
 	// OpCgroups: the cgroup Path (relative to each hierarchy's root) in
 	// every hierarchy mounted at Hierarchies.
 	OpCgroups Op = "cgroups"
+	// OpMachine: the cluster Name joined the machine's record of the
+	// clusters up (see MachineRecord), which holds the machine's own values
+	// of the global sysctls and directories.
+	OpMachine Op = "machine"
 	// OpSysctl: the global sysctl Name had Value before the first kubelet.
+	// Bring-ups before the machine's record journaled these; now only the
+	// record holds them.
 	OpSysctl Op = "sysctl"
 	// OpDir: a directory outside the state directory that the daemons
-	// write to (Path), whether it Existed and what it held (Entries).
+	// write to (Path), whether it Existed and what it held (Entries). As
+	// OpSysctl, only older journals and the machine's record hold these.
 	OpDir Op = "dir"
+	// OpNetnsDir: whether /run/netns existed and was a mount point before
+	// any cluster came up; only in the machine's record.
+	OpNetnsDir Op = "netns-dir"
 	// OpProcess: a daemon Name started with PID, whose start time (clock
 	// ticks after boot, /proc/<pid>/stat) tells it from a later process
 	// that reuses the PID.
@@ -112,22 +122,25 @@ func parseJournal(data []byte) ([]Entry, error) {
 }
 
 // Teardown is what undoing a journal takes, in the order Down does it:
-// stop the processes (recorded, and whatever else is in the cgroups), then
-// unmount, remove the cgroups, restore the sysctls, delete the network
-// namespace, and restore the directories.
+// stop the processes (recorded, and whatever else is in the cgroups and
+// the network namespace), then unmount, remove the cgroups, delete the
+// network namespace, and leave the machine's record. Everything in it is
+// the cluster's own, named in its journal: nothing of another cluster.
 type Teardown struct {
 	Processes []Entry
 	Cgroups   []Entry
-	Sysctls   []Entry
 	Netns     []Entry
-	Dirs      []Entry
+	// Machine says the cluster joined the machine's record.
+	Machine bool
+	// Journaled are the machine's values an older bring-up saved in its
+	// own journal (sysctls, directories, /run/netns), put back only if no
+	// other cluster is up.
+	Journaled []Entry
 }
 
 // PlanTeardown decides what undoing entries takes. Only the first record
 // of a sysctl or a directory counts: a later one (a node started again)
-// saw the cluster's own change, not the machine's original. Directories
-// are restored in the reverse of the order they were recorded in, so a
-// child goes before the parent it was recorded after.
+// saw the cluster's own change, not the machine's original.
 func PlanTeardown(entries []Entry) Teardown {
 	var t Teardown
 	seen := map[string]bool{}
@@ -145,15 +158,20 @@ func PlanTeardown(entries []Entry) Teardown {
 			t.Processes = append(t.Processes, e)
 		case OpCgroups:
 			first(&t.Cgroups, e, e.Path)
-		case OpSysctl:
-			first(&t.Sysctls, e, e.Name)
 		case OpNetns:
+			if len(t.Netns) == 0 {
+				// What the first namespace saw of /run/netns.
+				t.Journaled = append(t.Journaled, Entry{Op: OpNetnsDir, Path: netnsDir, Existed: e.Existed, Mounted: e.Mounted})
+			}
 			first(&t.Netns, e, e.Name)
+		case OpMachine:
+			t.Machine = true
+		case OpSysctl:
+			first(&t.Journaled, e, e.Name)
 		case OpDir:
-			first(&t.Dirs, e, e.Path)
+			first(&t.Journaled, e, e.Path)
 		}
 	}
-	slices.Reverse(t.Dirs)
 	// The processes started last (pods' runtimes, then nodes) go first, so
 	// nothing is left to restart what was stopped.
 	slices.Reverse(t.Processes)

@@ -14,23 +14,30 @@ func TestPlanTeardown(t *testing.T) {
 		want    Teardown
 	}{
 		"empty journal undoes nothing": {},
-		"first sysctl original wins over one a restarted node saw": {
+		"an older journal's first sysctl original wins over one a restarted node saw": {
 			entries: []Entry{
 				{Op: OpSysctl, Name: "vm.overcommit_memory", Value: "0"},
 				{Op: OpSysctl, Name: "vm.overcommit_memory", Value: "1"},
-			},
-			want: Teardown{Sysctls: []Entry{{Op: OpSysctl, Name: "vm.overcommit_memory", Value: "0"}}},
-		},
-		"directories restore child before parent": {
-			entries: []Entry{
 				{Op: OpDir, Path: "/var/lib/kubelet"},
-				{Op: OpDir, Path: "/var/lib/kubelet/device-plugins"},
 				{Op: OpDir, Path: "/var/lib/kubelet"},
 			},
-			want: Teardown{Dirs: []Entry{
-				{Op: OpDir, Path: "/var/lib/kubelet/device-plugins"},
+			want: Teardown{Journaled: []Entry{
+				{Op: OpSysctl, Name: "vm.overcommit_memory", Value: "0"},
 				{Op: OpDir, Path: "/var/lib/kubelet"},
 			}},
+		},
+		"a journal without the cluster's configuration names its own namespace and cgroups": {
+			entries: []Entry{
+				{Op: OpCgroups, Path: "/mine"},
+				{Op: OpMachine, Name: "mine"},
+				{Op: OpNetns, Name: "mine", Existed: true, Mounted: true},
+			},
+			want: Teardown{
+				Cgroups:   []Entry{{Op: OpCgroups, Path: "/mine"}},
+				Netns:     []Entry{{Op: OpNetns, Name: "mine", Existed: true, Mounted: true}},
+				Machine:   true,
+				Journaled: []Entry{{Op: OpNetnsDir, Path: netnsDir, Existed: true, Mounted: true}},
+			},
 		},
 		"processes stop last started first, every one recorded": {
 			entries: []Entry{
@@ -47,8 +54,9 @@ func TestPlanTeardown(t *testing.T) {
 					{Op: OpProcess, Name: "kubelet", PID: 11, StartTime: 2},
 					{Op: OpProcess, Name: "etcd", PID: 10, StartTime: 1},
 				},
-				Cgroups: []Entry{{Op: OpCgroups, Path: "/c"}},
-				Netns:   []Entry{{Op: OpNetns, Name: "c"}},
+				Cgroups:   []Entry{{Op: OpCgroups, Path: "/c"}},
+				Netns:     []Entry{{Op: OpNetns, Name: "c"}},
+				Journaled: []Entry{{Op: OpNetnsDir, Path: netnsDir}},
 			},
 		},
 	}

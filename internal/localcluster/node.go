@@ -59,11 +59,12 @@ func (c *Cluster) StartNode(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	var kubelet, containerd bool
+	var kubelet, containerd, netpol bool
 	for _, e := range entries {
 		if e.Op == OpProcess && alive(e) {
 			kubelet = kubelet || e.Name == n.Name+"/kubelet"
 			containerd = containerd || e.Name == n.Name+"/containerd"
+			netpol = netpol || e.Name == n.Name+"/kube-network-policies"
 		}
 	}
 	if kubelet {
@@ -89,7 +90,11 @@ func (c *Cluster) StartNode(ctx context.Context, name string) error {
 			return err
 		}
 	}
-	return h.startKubelet(n)
+	if netpol {
+		// Only the kubelet was killed (KillKubelet).
+		return h.startKubelet(n)
+	}
+	return h.startNode(n)
 }
 
 // node is what acting on node name takes: its layout, the machine's side

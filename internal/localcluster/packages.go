@@ -9,7 +9,7 @@ import (
 )
 
 // requirements are what the cluster runs from Debian: the container
-// runtime, CNI plugins, iptables and conntrack for kube-proxy, and the
+// runtime, CNI plugins, iptables and conntrack for kube-proxy, nftables, and the
 // tools the bring-up itself uses.
 var requirements = []debpkg.Requirement{
 	{Path: "containerd", Package: "containerd", Command: true},
@@ -23,6 +23,9 @@ var requirements = []debpkg.Requirement{
 	{Path: "iptables", Package: "iptables", Command: true},
 	{Path: "iptables-restore", Package: "iptables", Command: true},
 	{Path: "conntrack", Package: "conntrack", Command: true},
+	// The NetworkPolicy engines program nftables themselves; nft is how
+	// a person, or a test, reads what they did.
+	{Path: "nft", Package: "nftables", Command: true},
 	{Path: "ip", Package: "iproute2", Command: true},
 	{Path: "nsenter", Package: "util-linux", Command: true},
 	{Path: "mount", Package: "mount", Command: true},

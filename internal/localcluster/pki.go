@@ -41,6 +41,7 @@ func (l Layout) identities() []identity {
 		{file: "kube-controller-manager", cn: "system:kube-controller-manager", kubeconfig: l.controlPlanePath(kcmKubeconfig)},
 		{file: "kube-scheduler", cn: "system:kube-scheduler", kubeconfig: l.controlPlanePath(schedulerKubeconfig)},
 		{file: "kube-proxy", cn: "system:kube-proxy", kubeconfig: l.controlPlanePath(kubeProxyKubeconfig)},
+		{file: "kube-network-policies", cn: netpolUser, kubeconfig: l.controlPlanePath(netpolKubeconfig)},
 	}
 	for _, n := range l.Nodes {
 		ids = append(ids, identity{file: n.Name, cn: "system:node:" + n.Name, orgs: []string{"system:nodes"}, kubeconfig: n.kubeconfig()})

@@ -3,6 +3,7 @@ package localcluster
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -208,7 +209,57 @@ const (
 	kcmKubeconfig       = "kube-controller-manager.kubeconfig"
 	schedulerKubeconfig = "kube-scheduler.kubeconfig"
 	kubeProxyKubeconfig = "kube-proxy.kubeconfig"
+	netpolKubeconfig    = "kube-network-policies.kubeconfig"
 )
+
+// netpolUser is who the NetworkPolicy engine is to the API server.
+const netpolUser = "system:kube-network-policies"
+
+// netpolArgs are node n's NetworkPolicy engine's flags. The nodes share
+// one network namespace, so each engine has its own nftables table and
+// queue; each queues only the packets to and from its node's Pods.
+func (l Layout) netpolArgs(n NodeLayout) []string {
+	i := slices.IndexFunc(l.Nodes, func(o NodeLayout) bool { return o.Name == n.Name })
+	return []string{
+		"--kubeconfig=" + l.controlPlanePath(netpolKubeconfig),
+		"--hostname-override=" + n.Name,
+		"--nfqueue-id=" + strconv.Itoa(netpolQueueBase+i),
+		"--nftables-table=kube-network-policies-" + n.Name,
+	}
+}
+
+// netpolQueueBase is node-1's NFQUEUE number.
+const netpolQueueBase = 100
+
+// renderNetpolRBAC lets the NetworkPolicy engine read what it enforces,
+// as kube-network-policies' own manifest does.
+func renderNetpolRBAC() string {
+	return `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: kube-network-policies
+rules:
+- apiGroups: [""]
+  resources: [pods, namespaces, nodes]
+  verbs: [list, watch]
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: kube-network-policies
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: kube-network-policies
+subjects:
+- apiGroup: rbac.authorization.k8s.io
+  kind: User
+  name: ` + netpolUser + `
+`
+}
 
 func (l Layout) controlPlanePath(f string) string { return l.path("control-plane", f) }
 

@@ -157,3 +157,29 @@ func TestNetnsScript(t *testing.T) {
 		}
 	}
 }
+
+// TestNetpolArgs: the NetworkPolicy engines of one namespace keep apart,
+// each with its own node, nftables table and queue.
+func TestNetpolArgs(t *testing.T) {
+	l := testLayout(2)
+	got := [][]string{l.netpolArgs(l.Nodes[0]), l.netpolArgs(l.Nodes[1])}
+	want := [][]string{
+		{"--kubeconfig=/state/control-plane/kube-network-policies.kubeconfig", "--hostname-override=node-1", "--nfqueue-id=100", "--nftables-table=kube-network-policies-node-1"},
+		{"--kubeconfig=/state/control-plane/kube-network-policies.kubeconfig", "--hostname-override=node-2", "--nfqueue-id=101", "--nftables-table=kube-network-policies-node-2"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("netpolArgs (-want +got):\n%s", diff)
+	}
+	var objs []map[string]any
+	dec := k8syaml.NewYAMLOrJSONDecoder(strings.NewReader(renderNetpolRBAC()), 4096)
+	for {
+		var o map[string]any
+		if err := dec.Decode(&o); err != nil {
+			break
+		}
+		objs = append(objs, o)
+	}
+	if len(objs) != 2 || objs[1]["subjects"].([]any)[0].(map[string]any)["name"] != netpolUser {
+		t.Errorf("the engine's RBAC does not bind %s: %v", netpolUser, objs)
+	}
+}

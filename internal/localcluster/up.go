@@ -41,7 +41,7 @@ type Options struct {
 }
 
 // binaries Up runs from Config.BinDir.
-var binaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kubectl"}
+var binaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kube-network-policies", "kubectl"}
 
 // Up starts the cluster of cfg and waits until every node is Ready and
 // cluster DNS serves. A cluster already running with the same Config is
@@ -65,12 +65,15 @@ func Up(ctx context.Context, cfg Config, opts Options) (*Cluster, error) {
 		}
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("%s missing from %s: run `make controlplane` and `hack/controlplane.sh node`", strings.Join(missing, ", "), cfg.BinDir)
+		return nil, fmt.Errorf("%s missing from %s: run `make cluster-bin`", strings.Join(missing, ", "), cfg.BinDir)
 	}
 	if len(opts.RelayCommand) == 0 {
 		return nil, errors.New("no relay command given")
 	}
 	if err := ensurePackages(opts.Out); err != nil {
+		return nil, err
+	}
+	if err := checkNoHostContainerd(hostContainerdSocket); err != nil {
 		return nil, err
 	}
 
@@ -148,13 +151,12 @@ func (b *bringUp) run(ctx context.Context) error {
 			return err
 		}
 	}
+	// The machine's values go in its record before this cluster changes
+	// any (the namespace makes /run/netns).
+	if err := h.joinMachine(); err != nil {
+		return err
+	}
 	if err := h.createNetns(); err != nil {
-		return err
-	}
-	if err := h.recordSysctls(); err != nil {
-		return err
-	}
-	if err := h.recordDirs(); err != nil {
 		return err
 	}
 	if err := l.writePKI(); err != nil {
@@ -217,8 +219,11 @@ func (b *bringUp) run(ctx context.Context) error {
 		return err
 	}
 	b.step("containerd on %d nodes, with %d images each", len(l.Nodes), len(b.opts.Images))
+	if err := b.kubectl(ctx, "apply", "--server-side", "--force-conflicts", "-f", l.controlPlanePath("netpol-rbac.yaml")); err != nil {
+		return fmt.Errorf("applying the NetworkPolicy engine's RBAC: %w", err)
+	}
 	for _, n := range l.Nodes {
-		if err := b.h.startKubelet(n); err != nil {
+		if err := b.h.startNode(n); err != nil {
 			return err
 		}
 	}
@@ -258,8 +263,9 @@ func (l Layout) logFile(name string) string { return filepath.Join(l.LogDir(), n
 // writeConfigs writes every daemon's configuration file.
 func (l Layout) writeConfigs() error {
 	files := map[string]string{
-		l.controlPlanePath("kube-proxy.yaml"): l.renderKubeProxy(),
-		l.controlPlanePath("coredns.yaml"):    renderCoreDNS(min(2, len(l.Nodes))),
+		l.controlPlanePath("kube-proxy.yaml"):  l.renderKubeProxy(),
+		l.controlPlanePath("coredns.yaml"):     renderCoreDNS(min(2, len(l.Nodes))),
+		l.controlPlanePath("netpol-rbac.yaml"): renderNetpolRBAC(),
 	}
 	for _, n := range l.Nodes {
 		cni, err := renderCNI(n)
@@ -312,11 +318,16 @@ func (h *host) startContainerd(ctx context.Context, n NodeLayout) error {
 	})
 }
 
-func (h *host) startKubelet(n NodeLayout) error {
+// startNode starts node n's kubelet and its NetworkPolicy engine, in the
+// node's cgroup: a node that dies takes both.
+func (h *host) startNode(n NodeLayout) error {
 	l := h.layout
+	if err := h.startKubelet(n); err != nil {
+		return err
+	}
 	_, err := h.start(daemon{
-		name: n.Name + "/kubelet", path: l.bin("kubelet"), args: l.kubeletArgs(n),
-		netns: l.NetnsPath(), cgroup: l.runtimeCgroup(n), log: l.logFile(n.Name + "-kubelet"),
+		name: n.Name + "/kube-network-policies", path: l.bin("kube-network-policies"), args: l.netpolArgs(n),
+		netns: l.NetnsPath(), cgroup: l.runtimeCgroup(n), log: l.logFile(n.Name + "-kube-network-policies"),
 	})
 	return err
 }
@@ -425,4 +436,13 @@ func (c *Cluster) waitDeploymentAvailable(ctx context.Context, ns, name string, 
 		return fmt.Errorf("deployment %s/%s not available after %s", ns, name, timeout)
 	}
 	return nil
+}
+
+func (h *host) startKubelet(n NodeLayout) error {
+	l := h.layout
+	_, err := h.start(daemon{
+		name: n.Name + "/kubelet", path: l.bin("kubelet"), args: l.kubeletArgs(n),
+		netns: l.NetnsPath(), cgroup: l.runtimeCgroup(n), log: l.logFile(n.Name + "-kubelet"),
+	})
+	return err
 }

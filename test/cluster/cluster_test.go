@@ -44,6 +44,7 @@ func TestUpDownLeavesMachineUnchanged(t *testing.T) {
 		{"ip route", before.Route, during.Route},
 		{"iptables-save", before.IPTables, during.IPTables},
 		{"ip6tables-save", before.IP6Tables, during.IP6Tables},
+		{"nft list ruleset", before.NFTables, during.NFTables},
 	} {
 		if f.before != f.during {
 			t.Errorf("while the cluster runs, the machine's %s changed:\nbefore:\n%s\nduring:\n%s", f.what, f.before, f.during)

@@ -19,11 +19,11 @@ import (
 // machine is what of the machine's own state the cluster must leave as it
 // found it.
 type machine struct {
-	Addr, Route, Route6, IPTables, IP6Tables, Netns string
-	Sysctl                                          map[string]string
-	Mounts                                          []string
-	Cgroups                                         []string
-	Dirs                                            map[string][]string
+	Addr, Route, Route6, IPTables, IP6Tables, NFTables, Netns string
+	Sysctl                                                    map[string]string
+	Mounts                                                    []string
+	Cgroups                                                   []string
+	Dirs                                                      map[string][]string
 }
 
 // globalDirs are where kubelets and containerds write outside their state
@@ -42,8 +42,11 @@ func snapshot(tb testing.TB) machine {
 		IPTables:  stripCounters(cmdOut(tb, "iptables-save")),
 		IP6Tables: stripCounters(cmdOut(tb, "ip6tables-save")),
 		Netns:     cmdOut(tb, "ip", "netns", "list"),
-		Sysctl:    sysctls(),
-		Dirs:      map[string][]string{},
+		// The NetworkPolicy engines' tables belong in the cluster's
+		// namespace; without counters, which change by themselves.
+		NFTables: cmdOut(tb, "nft", "--stateless", "list", "ruleset"),
+		Sysctl:   sysctls(),
+		Dirs:     map[string][]string{},
 	}
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {

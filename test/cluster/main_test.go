@@ -82,9 +82,16 @@ func requireCluster(tb testing.TB) {
 
 // clusterCmd runs hack/cluster against the test cluster.
 func clusterCmd(args ...string) (string, error) {
+	return clusterCmdAt(stateDir, testName, testPort, nil, args...)
+}
+
+// clusterCmdAt runs hack/cluster against the cluster of state, name and
+// port, with env added to the environment.
+func clusterCmdAt(state, name string, port int, env []string, args ...string) (string, error) {
 	cmd := exec.Command(clusterBin, args...)
 	cmd.Dir = testenv.RepoRoot()
-	cmd.Env = append(os.Environ(), "CLUSTER_STATE="+stateDir, "CLUSTER_NAME="+testName, "CLUSTER_PORT="+strconv.Itoa(testPort))
+	cmd.Env = append(os.Environ(), "CLUSTER_STATE="+state, "CLUSTER_NAME="+name, "CLUSTER_PORT="+strconv.Itoa(port))
+	cmd.Env = append(cmd.Env, env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
