@@ -44,7 +44,7 @@ type GitIdentity struct {
 	// +required
 	// +kubebuilder:validation:MinLength=3
 	// +kubebuilder:validation:MaxLength=254
-	// +kubebuilder:validation:XValidation:rule="self.matches('^[^@<>\\s]+@[^@<>\\s]+$')",message="email must be an address such as agent@example.com, with no spaces or angle brackets"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[^@<> \\t\\n]+@[^@<> \\t\\n]+$')",message="email must be an address such as agent@example.com, with no spaces or angle brackets"
 	Email string `json:"email"`
 }
 

@@ -214,6 +214,14 @@ func TestBadManifestsAreRefused(t *testing.T) {
 			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Profile, metadata: {name: p7}, spec: {agent: claude, model: "rm -rf"}}`,
 			want:     []string{"spec.model", "should match"},
 		},
+		"profile git email with a space": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Profile, metadata: {name: p12}, spec: {agent: claude, git: {name: Agent, email: "agent @example.com"}}}`,
+			want:     []string{"spec.git.email", "email must be an address"},
+		},
+		"profile git email with angle brackets": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Profile, metadata: {name: p13}, spec: {agent: claude, git: {name: Agent, email: "<agent@example.com>"}}}`,
+			want:     []string{"spec.git.email", "email must be an address"},
+		},
 		"delegation without to": {
 			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Delegation, metadata: {name: d1}, spec: {from: {kind: Static, name: dev}, content: hi}}`,
 			want:     []string{"spec.to", "Required value"},
