@@ -92,7 +92,13 @@ if ! (
 	if [[ -n "$cgo" ]]; then
 		export CGO_ENABLED=$cgo
 	fi
-	go build -v -trimpath -ldflags "$ldflags" -o "$out/" "${packages[@]}" 2>&1
+	# One binary is named for what it is, not for its module's folder
+	# (hack/netpol builds kube-network-policies).
+	target="$out/"
+	if ((${#binaries[@]} == 1)); then
+		target="$out/${binaries[0]}"
+	fi
+	go build -v -trimpath -ldflags "$ldflags" -o "$target" "${packages[@]}" 2>&1
 ) | {
 	done=0
 	last=$start
