@@ -122,7 +122,7 @@ func TestRemoveWorkspaceUser(t *testing.T) {
 	if err := os.WriteFile(outside, []byte("keep"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// A process that leaves the pane's session.
+	// A process that leaves the pane's session, as one escaping it would.
 	h.run(pane, fmt.Sprintf("ln -s %s ~/link && mkdir ~/sub && ln -s %s ~/sub/up && echo x > $TMPDIR/scratch && echo started", outside, dir))
 	h.waitLine(pane, "started")
 	h.run(pane, `setsid sh -c 'echo $$ > ~/escaped.tmp && mv ~/escaped.tmp ~/escaped && exec sleep 600' </dev/null >/dev/null 2>&1 &`)
@@ -144,7 +144,7 @@ func TestRemoveWorkspaceUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Closing the user's last pane already ends its processes (the
-	// sweeper, TestLastPaneEndsTheUsersProcesses's concern); removing the
+	// sweeper, TestMemberProcessesEndWithItsLastPane's concern); removing the
 	// user must leave none either way.
 	if err := h.srv.RemoveWorkspaceUser(label); err != nil {
 		t.Fatal(err)
