@@ -3,6 +3,7 @@ package paneserver
 import (
 	"bytes"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -118,8 +119,8 @@ func processComm(pid int) string {
 	return string(bytes.TrimSpace(c))
 }
 
-// killUser kills every process of user uid (by its real, effective, saved
-// or file system user id), sweeping /proc until a sweep finds none or a
+// killUser kills every process of user uid (by its real, effective or
+// saved user id), sweeping /proc until a sweep finds none or a
 // few sweeps went by: a process may fork while it is swept. It says how
 // many are left.
 func killUser(uid uint32) int {
@@ -151,7 +152,12 @@ func killUser(uid uint32) int {
 	return left
 }
 
-// processOf reports whether any of process pid's user ids is uid.
+// processOf reports whether process pid's real, effective or saved user
+// id is uid. Its file system user id is left out: a privileged process
+// takes a member's on a thread to touch the member's files (memberfs.As),
+// and when that thread is the main one, /proc shows the whole process
+// with it; that process is no member's, and a member's own process cannot
+// take a file system id that is not one of its other three.
 func processOf(pid int, uid string) bool {
 	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
@@ -162,12 +168,8 @@ func processOf(pid int, uid string) bool {
 		if !ok {
 			continue
 		}
-		for _, id := range bytes.Fields(ids) {
-			if string(id) == uid {
-				return true
-			}
-		}
-		return false
+		fields := bytes.Fields(ids)
+		return slices.ContainsFunc(fields[:min(3, len(fields))], func(id []byte) bool { return string(id) == uid })
 	}
 	return false
 }
