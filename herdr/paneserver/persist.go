@@ -208,10 +208,17 @@ func (s *session) restore() error {
 		for _, st := range sw.Tabs {
 			t := &tab{id: st.ID, label: st.Label, ws: ws}
 			for _, sp := range st.Panes {
-				p, err := s.startPaneLocked(ws, t, sp.ID, existingDir(sp.Cwd), nil, sp.History)
+				// The server does not serve yet: the shell starts under the
+				// lock, which no one waits for.
+				p, spec, err := s.newPaneLocked(ws, t, sp.ID, existingDir(sp.Cwd), nil, sp.History)
 				if err != nil {
 					return fmt.Errorf("restoring pane %s: %w", sp.ID, err)
 				}
+				if err := s.startShellOf(p, spec); err != nil {
+					s.giveUpLocked(p)
+					return fmt.Errorf("restoring pane %s: %w", sp.ID, err)
+				}
+				s.addPaneLocked(p)
 				if ag := sp.Agent; ag != nil {
 					s.resumeLocked(p, ag, now)
 				}

@@ -58,6 +58,9 @@ type session struct {
 	// users gives each workspace a Unix user of its own; nil runs every
 	// workspace as the server's own user.
 	users *users
+	// starting holds the panes whose shells start outside the lock, not
+	// yet in the layout: their users have a pane all the same.
+	starting map[*pane]struct{}
 }
 
 type workspace struct {
@@ -88,8 +91,12 @@ type pane struct {
 	tab        *tab
 	sh         *shell
 	agent      agentState
-	// gone is set once the pane left the layout, by close or exit.
+	// gone is set once the pane left the layout, by close or exit, or
+	// never entered it.
 	gone bool
+	// settled is closed once the pane entered the layout or was given
+	// up: its shell's exit waits for it.
+	settled chan struct{}
 }
 
 func newSession(opts *Options, h *hub) *session {
@@ -97,8 +104,9 @@ func newSession(opts *Options, h *hub) *session {
 		opts:    opts,
 		hub:     h,
 		started: time.Now(),
-		panes:   map[string]*pane{},
-		changed: make(chan struct{}),
+		panes:    map[string]*pane{},
+		starting: map[*pane]struct{}{},
+		changed:  make(chan struct{}),
 	}
 }
 
@@ -117,14 +125,15 @@ func (s *session) createWorkspace(p herdr.WorkspaceCreateParams) (*herdr.Workspa
 	cwd := cmp.Or(p.Cwd, s.opts.Cwd)
 
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return nil, errorf(herdr.CodeServerUnavailable, "server is shutting down")
 	}
 	var user *workspaceUser
 	if s.users != nil {
 		u, err := s.users.forLabel(p.Label)
 		if err != nil {
+			s.mu.Unlock()
 			return nil, errorf(herdr.CodeWorkspaceCreateFailed, "%v", err)
 		}
 		user = &u
@@ -139,10 +148,24 @@ func (s *session) createWorkspace(p herdr.WorkspaceCreateParams) (*herdr.Workspa
 		cwd:   cwd,
 		user:  user,
 	}
-	t, pn, err := s.addTabLocked(ws, cwd, p.Env, "")
+	t, pn, spec, err := s.newTabLocked(ws, cwd, p.Env, "")
+	s.mu.Unlock()
 	if err != nil {
 		return nil, errorf(herdr.CodeWorkspaceCreateFailed, "%v", err)
 	}
+	if err := s.startPane(pn, spec); err != nil {
+		return nil, errorf(herdr.CodeWorkspaceCreateFailed, "%v", err)
+	}
+
+	s.mu.Lock()
+	if s.closed {
+		s.giveUpLocked(pn)
+		s.mu.Unlock()
+		pn.sh.terminate()
+		return nil, errorf(herdr.CodeServerUnavailable, "server is shutting down")
+	}
+	defer s.mu.Unlock()
+	s.addTabLocked(t, pn)
 	s.workspaces = append(s.workspaces, ws)
 	if p.Focus || s.active == nil {
 		s.active = ws
@@ -163,24 +186,45 @@ func (s *session) createTab(p herdr.TabCreateParams) (*herdr.TabCreated, *herdr.
 	}
 
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return nil, errorf(herdr.CodeServerUnavailable, "server is shutting down")
 	}
 	ws := s.active
 	if p.WorkspaceID != "" {
 		ws = s.workspaceLocked(p.WorkspaceID)
 		if ws == nil {
+			s.mu.Unlock()
 			return nil, errorf(herdr.CodeWorkspaceNotFound, "workspace %s not found", p.WorkspaceID)
 		}
 	}
 	if ws == nil {
+		s.mu.Unlock()
 		return nil, errorf(herdr.CodeWorkspaceNotFound, "no active workspace")
 	}
-	t, pn, err := s.addTabLocked(ws, cmp.Or(p.Cwd, ws.cwd), p.Env, p.Label)
+	t, pn, spec, err := s.newTabLocked(ws, cmp.Or(p.Cwd, ws.cwd), p.Env, p.Label)
+	s.mu.Unlock()
 	if err != nil {
 		return nil, errorf(herdr.CodeTabCreateFailed, "%v", err)
 	}
+	if err := s.startPane(pn, spec); err != nil {
+		return nil, errorf(herdr.CodeTabCreateFailed, "%v", err)
+	}
+
+	s.mu.Lock()
+	if s.closed || s.workspaceLocked(ws.id) != ws {
+		// Shut down, or the workspace closed, while the shell started.
+		closed := s.closed
+		s.giveUpLocked(pn)
+		s.mu.Unlock()
+		pn.sh.terminate()
+		if closed {
+			return nil, errorf(herdr.CodeServerUnavailable, "server is shutting down")
+		}
+		return nil, errorf(herdr.CodeWorkspaceNotFound, "workspace %s not found", ws.id)
+	}
+	defer s.mu.Unlock()
+	s.addTabLocked(t, pn)
 	if p.Focus {
 		s.active, ws.activeTab = ws, t
 	}
@@ -194,29 +238,37 @@ func (s *session) publishTabOpenedLocked(t herdr.TabInfo, p herdr.PaneInfo) {
 	s.hub.publish(lifecycle(herdr.EventPaneCreated, herdr.EventData{Pane: &p}))
 }
 
-// addTabLocked starts a tab's shell and adds the tab to ws.
-func (s *session) addTabLocked(ws *workspace, cwd string, env map[string]string, label string) (*tab, *pane, error) {
+// newTabLocked makes a tab of ws with its root pane, and what the pane's
+// shell starts with (startPane); addTabLocked then adds them to ws.
+func (s *session) newTabLocked(ws *workspace, cwd string, env map[string]string, label string) (*tab, *pane, shellSpec, error) {
 	ws.lastTab++
-	t := &tab{
-		id:    ws.id + ":t" + publicNumber(ws.lastTab),
-		label: cmp.Or(label, strconv.Itoa(len(ws.tabs)+1)),
-		ws:    ws,
-	}
+	t := &tab{id: ws.id + ":t" + publicNumber(ws.lastTab), label: label, ws: ws}
 	ws.lastPane++
-	p, err := s.startPaneLocked(ws, t, ws.id+":p"+publicNumber(ws.lastPane), cwd, env, "")
+	p, spec, err := s.newPaneLocked(ws, t, ws.id+":p"+publicNumber(ws.lastPane), cwd, env, "")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, shellSpec{}, err
 	}
+	return t, p, spec, nil
+}
+
+// addTabLocked adds a tab, whose root pane's shell started, to its
+// workspace. An unlabelled tab is named for its place, as herdr does.
+func (s *session) addTabLocked(t *tab, root *pane) {
+	ws := t.ws
+	if t.label == "" {
+		t.label = strconv.Itoa(len(ws.tabs) + 1)
+	}
+	s.addPaneLocked(root)
 	ws.tabs = append(ws.tabs, t)
 	if ws.activeTab == nil {
 		ws.activeTab = t
 	}
-	return t, p, nil
 }
 
-// startPaneLocked starts a pane's shell, showing history first, and adds the
-// pane to t.
-func (s *session) startPaneLocked(ws *workspace, t *tab, id, cwd string, env map[string]string, history string) (*pane, error) {
+// newPaneLocked makes a pane of t, and what its shell starts with, showing
+// history first. The pane counts as its user's from now on (starting),
+// until addPaneLocked or giveUpLocked.
+func (s *session) newPaneLocked(ws *workspace, t *tab, id, cwd string, env map[string]string, history string) (*pane, shellSpec, error) {
 	s.lastTerminal++
 	p := &pane{
 		id:         id,
@@ -225,6 +277,7 @@ func (s *session) startPaneLocked(ws *workspace, t *tab, id, cwd string, env map
 		ws:         ws,
 		tab:        t,
 		agent:      agentState{status: herdr.AgentStatusUnknown},
+		settled:    make(chan struct{}),
 	}
 	var view *paneView
 	if u := ws.user; u != nil {
@@ -233,7 +286,7 @@ func (s *session) startPaneLocked(ws *workspace, t *tab, id, cwd string, env map
 		own := map[string]string{"HOME": u.home, "USER": u.name, "LOGNAME": u.name, "TMPDIR": u.tmp}
 		if s.users.namespaces {
 			if err := writeUserFiles(*u, s.users.shell); err != nil {
-				return nil, fmt.Errorf("writing the passwd and group files of user %d: %w", u.uid, err)
+				return nil, shellSpec{}, fmt.Errorf("writing the passwd and group files of user %d: %w", u.uid, err)
 			}
 			view = &paneView{passwd: filepath.Join(u.etc, "passwd"), group: filepath.Join(u.etc, "group")}
 			if !underTmp(cwd, u.home, s.opts.SocketPath, s.opts.BinPath) {
@@ -263,14 +316,52 @@ func (s *session) startPaneLocked(ws *workspace, t *tab, id, cwd string, env map
 	}
 	spec.user, spec.view = ws.user, view
 	spec.hideProcesses = s.users != nil && s.users.hideProcesses
-	sh, err := startShell(spec, func() { s.shellExited(p) })
-	if err != nil {
-		return nil, err
+	s.starting[p] = struct{}{}
+	return p, spec, nil
+}
+
+// startPane starts p's shell. It runs without the session's lock: a start
+// is a process launch (for a workspace's user, through the launcher), and
+// under the lock it would hold up every client's every call. On an error
+// the pane is given up.
+func (s *session) startPane(p *pane, spec shellSpec) error {
+	if err := s.startShellOf(p, spec); err != nil {
+		s.mu.Lock()
+		s.giveUpLocked(p)
+		s.mu.Unlock()
+		return err
 	}
+	return nil
+}
+
+// startShellOf starts p's shell, whose exit removes p once p settled.
+func (s *session) startShellOf(p *pane, spec shellSpec) error {
+	sh, err := startShell(spec, func() {
+		<-p.settled
+		s.shellExited(p)
+	})
 	p.sh = sh
-	t.panes = append(t.panes, p)
+	return err
+}
+
+// addPaneLocked adds a pane, whose shell started, to its tab.
+func (s *session) addPaneLocked(p *pane) {
+	delete(s.starting, p)
+	p.tab.panes = append(p.tab.panes, p)
 	s.panes[p.id] = p
-	return p, nil
+	close(p.settled)
+}
+
+// giveUpLocked drops a pane that never entered the layout: the server shut
+// down or its workspace closed meanwhile, or its shell did not start. A
+// shell that started is the caller's to terminate, after the lock.
+func (s *session) giveUpLocked(p *pane) {
+	delete(s.starting, p)
+	p.gone = true
+	close(p.settled)
+	if p.sh != nil {
+		s.endUsersLocked([]*pane{p})
+	}
 }
 
 // paneEnv is the environment of a pane's shell, as herdr builds it: the
@@ -361,9 +452,10 @@ func (s *session) shellExited(p *pane) {
 }
 
 // endUsersLocked ends every process of the users of panes, gone from the
-// session, that no pane runs as any more: a member's processes that left
-// its pane's session (setsid, daemons) end with its last pane. It runs
-// under the lock, so no pane of such a user starts meanwhile, and before
+// session, that no pane runs as any more, nor starts as: a member's
+// processes that left its pane's session (setsid, daemons) end with its
+// last pane. It runs under the lock, so no pane of such a user starts
+// meanwhile (a start is counted under the lock, before it begins), and before
 // the panes' shells are terminated, whose terminals a process that left
 // would otherwise hold open.
 func (s *session) endUsersLocked(panes []*pane) {
@@ -384,8 +476,14 @@ func (s *session) endUsersLocked(panes []*pane) {
 }
 
 func (s *session) userHasPaneLocked(uid uint32) bool {
+	of := func(p *pane) bool { return p.ws.user != nil && p.ws.user.uid == uid }
 	for _, p := range s.panes {
-		if p.ws.user != nil && p.ws.user.uid == uid {
+		if of(p) {
+			return true
+		}
+	}
+	for p := range s.starting {
+		if of(p) {
 			return true
 		}
 	}

@@ -338,6 +338,12 @@ func (s *Server) RemoveWorkspaceUser(label string) error {
 			return fmt.Errorf("workspace %s of %q is open: close it first", ws.id, label)
 		}
 	}
+	for p := range s.sess.starting {
+		if p.ws.label == label {
+			s.sess.mu.Unlock()
+			return fmt.Errorf("a pane of workspace %s of %q is starting: close it first", p.ws.id, label)
+		}
+	}
 	uid, ok := u.byLabel[label]
 	if !ok {
 		uid = u.opts.FirstUID + labelHash(label)%labelUIDs
