@@ -68,6 +68,9 @@ type MemberReconciler struct {
 	// policies are the namespaces whose member NetworkPolicy this run
 	// made sure of.
 	policies sync.Map
+	// egressPolicies is the spec of each Member's egress policy, by the
+	// Member's uid, as this run last made or found it.
+	egressPolicies sync.Map
 	// PaneWatch follows herdr's events about the Members' panes.
 	PaneWatch *PaneWatch
 	// Screens reads the screens of agents fleetd has screen rules for; nil
@@ -350,6 +353,7 @@ func (r *MemberReconciler) reconcileDelete(ctx context.Context, m *fleetv1alpha1
 		return ctrl.Result{}, err
 	}
 	r.hosts().Forget(m.UID)
+	r.egressPolicies.Delete(string(m.UID))
 	controllerutil.RemoveFinalizer(m, fleetv1alpha1.MemberFinalizer)
 	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, m))
 }

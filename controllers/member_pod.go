@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -238,6 +239,12 @@ func (r *MemberReconciler) reconcilePod(ctx context.Context, s *memberScope, w W
 	}
 	if err := r.ensureNetworkPolicy(ctx, m.Namespace); err != nil {
 		return false, ctrl.Result{}, err
+	}
+	if r.Pods.FleetdNamespace != "" {
+		// Where the network is walled at all.
+		if err := r.ensureEgressPolicy(ctx, m, w.Pod); err != nil {
+			return false, ctrl.Result{}, err
+		}
 	}
 	pod, stale, err := r.currentPod(ctx, m)
 	if err != nil {
@@ -733,11 +740,11 @@ const NetworkPolicyName = "fleetd-member-pane-hosts"
 // MemberNetworkPolicy is the policy that walls member Pods in namespace in both
 // directions. In: only fleetd's own pods reach a member Pod, on the pane
 // host port; nothing else reaches it at all, another member least of all.
-// Out: a member Pod reaches cluster DNS, the gateway on fleetd's pods,
-// and addresses outside every private range (the model's API and the
-// rest of the internet); nothing else of the cluster or its network: not
-// another member's pane host, nor a port another member serves, nor a
-// node's or the cloud's metadata address.
+// Out: a member Pod reaches cluster DNS and the gateway on fleetd's pods,
+// and what its Member's egress policy (MemberEgressPolicy) adds; nothing
+// else of the cluster or its network: not another member's pane host, nor
+// a port another member serves, nor a node's or the cloud's metadata
+// address.
 func MemberNetworkPolicy(namespace string, set PodSettings) *networkingv1.NetworkPolicy {
 	port := intstr.FromInt32(int32(cmp.Or(set.Port, panehost.DefaultPort)))
 	gateway := intstr.FromString(fleetdGatewayPort)
@@ -768,11 +775,49 @@ func MemberNetworkPolicy(namespace string, set PodSettings) *networkingv1.Networ
 					To:    []networkingv1.NetworkPolicyPeer{fleetd},
 					Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &gateway}},
 				},
-				{To: []networkingv1.NetworkPolicyPeer{
-					{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: privateIPv4}},
-					{IPBlock: &networkingv1.IPBlock{CIDR: "::/0", Except: privateIPv6}},
-				}},
 			},
+		},
+	}
+}
+
+// EgressPolicyName is the NetworkPolicy that says where a pod member's Pod
+// may connect.
+func EgressPolicyName(member string) string { return member + "-fleetd-egress" }
+
+// MemberEgressPolicy is where m's Pod may connect beyond what
+// MemberNetworkPolicy lets every member Pod reach: the internet unless
+// egress says otherwise, and egress's rules. Policies add up, so this one
+// only opens. It selects m's Pods by m's uid, and goes with m.
+func MemberEgressPolicy(m *fleetv1alpha1.Member, egress *fleetv1alpha1.MemberEgress) *networkingv1.NetworkPolicy {
+	rules := []networkingv1.NetworkPolicyEgressRule{}
+	if egress == nil || egress.Internet == nil || *egress.Internet {
+		rules = append(rules, networkingv1.NetworkPolicyEgressRule{To: []networkingv1.NetworkPolicyPeer{
+			{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: privateIPv4}},
+			{IPBlock: &networkingv1.IPBlock{CIDR: "::/0", Except: privateIPv6}},
+		}})
+	}
+	if egress != nil {
+		for _, r := range egress.Rules {
+			r := r.DeepCopy()
+			for i := range r.Ports {
+				// As the API server defaults it: the spec fleetd keeps
+				// compares equal to the one it reads back.
+				if r.Ports[i].Protocol == nil {
+					r.Ports[i].Protocol = ptr.To(corev1.ProtocolTCP)
+				}
+			}
+			rules = append(rules, *r)
+		}
+	}
+	return &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: EgressPolicyName(m.Name), Namespace: m.Namespace,
+			Labels: map[string]string{fleetv1alpha1.LabelMember: m.Name, fleetv1alpha1.LabelMemberUID: string(m.UID), "app.kubernetes.io/managed-by": "fleetd"},
+		},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{fleetv1alpha1.LabelMemberUID: string(m.UID)}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+			Egress:      rules,
 		},
 	}
 }
@@ -820,5 +865,44 @@ func (r *MemberReconciler) ensureNetworkPolicy(ctx context.Context, namespace st
 		}
 	}
 	r.policies.Store(namespace, true)
+	return nil
+}
+
+// ensureEgressPolicy keeps m's egress policy as its pod's egress says, and
+// owned by m. What it last made for m is remembered by the policy's spec, so an
+// unchanged Profile costs no read: it is looked at again after a restart,
+// or when the Profile's egress changes. A Pod that runs takes a change at
+// once; its network is the policy's, not the Pod's.
+func (r *MemberReconciler) ensureEgressPolicy(ctx context.Context, m *fleetv1alpha1.Member, pod *fleetv1alpha1.MemberPod) error {
+	var egress *fleetv1alpha1.MemberEgress
+	if pod != nil {
+		egress = pod.Egress
+	}
+	want := MemberEgressPolicy(m, egress)
+	key := string(m.UID)
+	if done, ok := r.egressPolicies.Load(key); ok && equality.Semantic.DeepEqual(done, want.Spec) {
+		return nil
+	}
+	if err := controllerutil.SetControllerReference(m, want, r.Client.Scheme()); err != nil {
+		return err
+	}
+	var have networkingv1.NetworkPolicy
+	err := r.Reader.Get(ctx, client.ObjectKeyFromObject(want), &have)
+	switch {
+	case apierrors.IsNotFound(err):
+		if err := r.Client.Create(ctx, want); err != nil {
+			return fmt.Errorf("creating egress policy %s: %w", want.Name, err)
+		}
+	case err != nil:
+		return fmt.Errorf("getting egress policy %s: %w", want.Name, err)
+	case !metav1.IsControlledBy(&have, m):
+		return fmt.Errorf("network policy %s is not this Member's: delete or rename it", want.Name)
+	case !equality.Semantic.DeepEqual(have.Spec, want.Spec) || !maps.Equal(have.Labels, want.Labels):
+		have.Spec, have.Labels = want.Spec, want.Labels
+		if err := r.Client.Update(ctx, &have); err != nil {
+			return fmt.Errorf("updating egress policy %s: %w", want.Name, err)
+		}
+	}
+	r.egressPolicies.Store(key, want.Spec)
 	return nil
 }

@@ -48,6 +48,9 @@ func memberPodOutOfBounds(pod *fleetv1alpha1.MemberPod) field.ErrorList {
 	if pod.RuntimeClassName != nil {
 		errs = append(errs, field.Forbidden(p.Child("runtimeClassName"), "only a Profile may choose a runtime class"))
 	}
+	if pod.Egress != nil {
+		errs = append(errs, field.Forbidden(p.Child("egress"), "only a Profile may say where its members' Pods connect"))
+	}
 	if sc := pod.SecurityContext; sc != nil {
 		errs = append(errs, podSecurityOutOfBounds(sc, p.Child("securityContext"))...)
 	}
@@ -93,8 +96,9 @@ func podSecurityOutOfBounds(sc *corev1.PodSecurityContext, p *field.Path) field.
 
 // mergePod is the pod a Member runs in: each field its own pod sets
 // replaces its Profile's, and what only a Profile may set (image, service
-// account, tolerations, runtime class) is always the Profile's. A Member
-// that asks for more memory thus keeps its Profile's gVisor.
+// account, tolerations, runtime class, egress) is always the Profile's. A Member
+// that asks for more memory thus keeps its Profile's gVisor. Egress is the
+// Profile's too.
 func mergePod(profile, member *fleetv1alpha1.MemberPod) *fleetv1alpha1.MemberPod {
 	if member == nil {
 		return profile

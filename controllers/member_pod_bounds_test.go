@@ -58,6 +58,7 @@ func TestMemberPodOutOfBounds(t *testing.T) {
 		"another service account": {pod: &fleetv1alpha1.MemberPod{ServiceAccountName: "deployer"}, want: map[string]string{"spec.pod.serviceAccountName": "default service account"}},
 		"tolerations":             {pod: &fleetv1alpha1.MemberPod{Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}}, want: map[string]string{"spec.pod.tolerations": "tainted nodes"}},
 		"a runtime class":         {pod: &fleetv1alpha1.MemberPod{RuntimeClassName: ptr.To("runc")}, want: map[string]string{"spec.pod.runtimeClassName": "only a Profile may choose a runtime class"}},
+		"egress":                  {pod: &fleetv1alpha1.MemberPod{Egress: &fleetv1alpha1.MemberEgress{Internet: ptr.To(false)}}, want: map[string]string{"spec.pod.egress": "only a Profile may say where"}},
 		"root":                    {pod: with(func(sc *corev1.PodSecurityContext) { sc.RunAsUser = ptr.To[int64](0) }), want: map[string]string{"spec.pod.securityContext.runAsUser": "must not be 0"}},
 		"runAsNonRoot left out":   {pod: with(func(sc *corev1.PodSecurityContext) { sc.RunAsNonRoot = nil }), want: map[string]string{"spec.pod.securityContext.runAsNonRoot": "must be true"}},
 		"runAsNonRoot false":      {pod: with(func(sc *corev1.PodSecurityContext) { sc.RunAsNonRoot = ptr.To(false) }), want: map[string]string{"spec.pod.securityContext.runAsNonRoot": "must be true"}},

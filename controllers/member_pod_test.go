@@ -569,6 +569,7 @@ func TestPodMember(t *testing.T) {
 	if m = memberNow(t, key); m.Status.TokenSecretName != "" || m.Status.TokenHash != "" {
 		t.Errorf("a pod member got a token Secret: %s", m.Status.TokenSecretName)
 	}
+	wantEgress(t, m, MemberEgressPolicy(m, nil).Spec)
 
 	// A Member whose own pod asks for more than a Member may (here with no
 	// admission policy to stop it) gets no Pod, and says why.
@@ -684,9 +685,80 @@ func TestPodMember(t *testing.T) {
 	})
 }
 
+// wantEgress waits for m's egress policy to be m's and to say want.
+func wantEgress(t *testing.T, m *fleetv1alpha1.Member, want networkingv1.NetworkPolicySpec) {
+	t.Helper()
+	testutil.Eventually(t, "member "+m.Name+"'s egress policy", func() (bool, string) {
+		var np networkingv1.NetworkPolicy
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: m.Namespace, Name: EgressPolicyName(m.Name)}, &np); err != nil {
+			return false, err.Error()
+		}
+		if !metav1.IsControlledBy(&np, m) {
+			return false, fmt.Sprintf("owned by %+v", np.OwnerReferences)
+		}
+		diff := cmp.Diff(want, np.Spec)
+		return diff == "", diff
+	})
+}
+
+// TestPodMemberEgress: a pod member's egress policy is its Profile's, and
+// follows a change of the Profile while the member runs.
+func TestPodMemberEgress(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	ca, _, err := panehost.NewCA(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts := panehost.NewHosts(nil, ca)
+	hosts.Port = freePort(t)
+	runManager(t, env.Config, ns, func(ctx context.Context, mgr ctrl.Manager) error {
+		return SetupWithManager(ctx, mgr, Config{
+			PaneHosts: hosts, CA: ca, DefaultRuntime: fleetv1alpha1.RuntimePod,
+			Pods: PodSettings{
+				WorkerImage: "worker:test", ToolsImage: "fleetd:test", GatewayURL: "http://127.0.0.1:1", Port: hosts.Port,
+				FleetdNamespace: "fleetd-system", FleetdPodLabels: map[string]string{"app.kubernetes.io/name": "fleetd"},
+			},
+			MCPURL: "http://127.0.0.1:1/mcp", AgentDir: t.TempDir(), HookCommand: []string{"/bin/true"},
+		})
+	})
+	https := intstr.FromInt32(443)
+	model := networkingv1.NetworkPolicyEgressRule{
+		To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.1.2.3/32"}}},
+		Ports: []networkingv1.NetworkPolicyPort{{Port: &https}},
+	}
+	profile := testutil.MakeProfile("walled", ns).Command(scriptedAgent).Obj()
+	profile.Spec.Pod = &fleetv1alpha1.MemberPod{Egress: &fleetv1alpha1.MemberEgress{Internet: ptr.To(false), Rules: []networkingv1.NetworkPolicyEgressRule{model}}}
+	if err := env.Client.Create(ctx, profile); err != nil {
+		t.Fatal(err)
+	}
+	m := testutil.MakeMember("w1", ns).Profile("walled").Obj()
+	if err := env.Client.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	m = memberNow(t, client.ObjectKeyFromObject(m))
+	wantEgress(t, m, MemberEgressPolicy(m, profile.Spec.Pod.Egress).Spec)
+	tcp := corev1.ProtocolTCP
+	model.Ports[0].Protocol = &tcp
+	if got := MemberEgressPolicy(m, profile.Spec.Pod.Egress).Spec.Egress; !cmp.Equal(got, []networkingv1.NetworkPolicyEgressRule{model}) {
+		t.Fatalf("the walled profile's egress is %+v, want the model alone", got)
+	}
+
+	// The Profile opens the internet again: the running member's policy
+	// follows, with no new Pod.
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(profile), profile); err != nil {
+		t.Fatal(err)
+	}
+	profile.Spec.Pod.Egress.Internet = ptr.To(true)
+	if err := env.Client.Update(ctx, profile); err != nil {
+		t.Fatal(err)
+	}
+	wantEgress(t, m, MemberEgressPolicy(m, profile.Spec.Pod.Egress).Spec)
+}
+
 // TestDesiredNetworkPolicy: only fleetd's own pods reach a member Pod, and
-// only on the pane host port; a member Pod reaches DNS, fleetd's gateway
-// port and the internet, and nothing private.
+// only on the pane host port; a member Pod reaches DNS and fleetd's
+// gateway port, and what its own egress policy adds.
 func TestDesiredNetworkPolicy(t *testing.T) {
 	set := PodSettings{Port: 7443, FleetdNamespace: "fleetd-system", FleetdPodLabels: map[string]string{"app.kubernetes.io/name": "fleetd"}}
 	np := MemberNetworkPolicy("team", set)
@@ -721,13 +793,64 @@ func TestDesiredNetworkPolicy(t *testing.T) {
 				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: port(intstr.FromInt32(53))}, {Protocol: &tcp, Port: port(intstr.FromInt32(53))}},
 			},
 			{To: []networkingv1.NetworkPolicyPeer{fleetd}, Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: port(intstr.FromString("gateway"))}}},
-			{To: []networkingv1.NetworkPolicyPeer{
-				{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16", "127.0.0.0/8"}}},
-				{IPBlock: &networkingv1.IPBlock{CIDR: "::/0", Except: []string{"fc00::/7", "fe80::/10", "::1/128"}}},
-			}},
 		},
 	}
 	if diff := cmp.Diff(want, np.Spec); diff != "" {
 		t.Errorf("member network policy (-want +got):\n%s", diff)
+	}
+}
+
+// TestDesiredEgressPolicy: a member's Pod reaches the internet, and
+// nothing private, unless its Profile says otherwise; a Profile's rules
+// add to that; the policy selects this Member's Pods alone.
+func TestDesiredEgressPolicy(t *testing.T) {
+	internet := networkingv1.NetworkPolicyEgressRule{To: []networkingv1.NetworkPolicyPeer{
+		{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16", "127.0.0.0/8"}}},
+		{IPBlock: &networkingv1.IPBlock{CIDR: "::/0", Except: []string{"fc00::/7", "fe80::/10", "::1/128"}}},
+	}}
+	https := intstr.FromInt32(443)
+	model := networkingv1.NetworkPolicyEgressRule{
+		To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.1.2.3/32"}}},
+		Ports: []networkingv1.NetworkPolicyPort{{Port: &https}},
+	}
+	// The API server's default protocol, which the policy spells out.
+	tcp := corev1.ProtocolTCP
+	modelTCP := *model.DeepCopy()
+	modelTCP.Ports[0].Protocol = &tcp
+	cases := map[string]struct {
+		egress *fleetv1alpha1.MemberEgress
+		want   []networkingv1.NetworkPolicyEgressRule
+	}{
+		"no egress":            {egress: nil, want: []networkingv1.NetworkPolicyEgressRule{internet}},
+		"internet left out":    {egress: &fleetv1alpha1.MemberEgress{}, want: []networkingv1.NetworkPolicyEgressRule{internet}},
+		"no internet":          {egress: &fleetv1alpha1.MemberEgress{Internet: ptr.To(false)}, want: []networkingv1.NetworkPolicyEgressRule{}},
+		"a private model":      {egress: &fleetv1alpha1.MemberEgress{Internet: ptr.To(false), Rules: []networkingv1.NetworkPolicyEgressRule{model}}, want: []networkingv1.NetworkPolicyEgressRule{modelTCP}},
+		"internet and a model": {egress: &fleetv1alpha1.MemberEgress{Rules: []networkingv1.NetworkPolicyEgressRule{model}}, want: []networkingv1.NetworkPolicyEgressRule{internet, modelTCP}},
+	}
+	m := &fleetv1alpha1.Member{ObjectMeta: metav1.ObjectMeta{Name: "w1", Namespace: "team", UID: "uid-1"}}
+	other := &fleetv1alpha1.Member{ObjectMeta: metav1.ObjectMeta{Name: "w2", Namespace: "team", UID: "uid-2"}}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			np := MemberEgressPolicy(m, tc.egress)
+			want := networkingv1.NetworkPolicySpec{
+				PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{fleetv1alpha1.LabelMemberUID: "uid-1"}},
+				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+				Egress:      tc.want,
+			}
+			if diff := cmp.Diff(want, np.Spec); diff != "" {
+				t.Errorf("egress policy (-want +got):\n%s", diff)
+			}
+			sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+			if err != nil {
+				t.Fatal(err)
+			}
+			set := PodSettings{WorkerImage: "w", ToolsImage: "t"}
+			if !sel.Matches(labels.Set(desiredPod(m, &fleetv1alpha1.MemberPod{}, set, "").Labels)) {
+				t.Error("the policy does not select its member's Pod")
+			}
+			if sel.Matches(labels.Set(desiredPod(other, &fleetv1alpha1.MemberPod{}, set, "").Labels)) {
+				t.Error("the policy selects another member's Pod")
+			}
+		})
 	}
 }

@@ -108,6 +108,8 @@ func TestMemberPodBounds(t *testing.T) {
 		"another service account": {pod: `{serviceAccountName: deployer}`, want: "spec.pod.serviceAccountName: a Member may not run as a service account other than the namespace's default; only a Profile may open it"},
 		"every taint tolerated":   {pod: `{tolerations: [{operator: Exists}]}`, want: "spec.pod.tolerations: a Member may not let its Pod onto tainted nodes"},
 		"a runtime class":         {pod: `{runtimeClassName: runc}`, want: "spec.pod.runtimeClassName: a Member may not choose a runtime class"},
+		"egress":                  {pod: `{egress: {internet: false}}`, want: "spec.pod.egress: a Member may not say where its Pod connects"},
+		"egress rules":            {pod: `{egress: {rules: [{to: [{ipBlock: {cidr: 10.0.0.0/8}}]}]}}`, want: "spec.pod.egress: a Member may not say where its Pod connects"},
 		"root by runAsNonRoot":    {pod: `{securityContext: {runAsNonRoot: false, runAsUser: 1000, seccompProfile: {type: RuntimeDefault}}}`, want: "spec.pod.securityContext.runAsNonRoot: must be true"},
 		"runAsNonRoot left out":   {pod: `{securityContext: {runAsUser: 1000, seccompProfile: {type: RuntimeDefault}}}`, want: "spec.pod.securityContext.runAsNonRoot: must be true"},
 		"root by uid":             {pod: `{securityContext: {runAsNonRoot: true, runAsUser: 0, seccompProfile: {type: RuntimeDefault}}}`, want: "spec.pod.securityContext.runAsUser: must not be 0"},
@@ -153,7 +155,7 @@ func TestMemberPodBounds(t *testing.T) {
 	profile := func(name, pod string) *unstructured.Unstructured {
 		return decode(t, `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Profile, metadata: {name: `+name+`}, spec: {command: [sh], runtime: Pod, pod: `+pod+`}}`, ns)
 	}
-	const opened = `{image: "agents:1", serviceAccountName: agents, runtimeClassName: gvisor, tolerations: [{key: agents, operator: Exists}], securityContext: {runAsUser: 0}}`
+	const opened = `{image: "agents:1", serviceAccountName: agents, runtimeClassName: gvisor, tolerations: [{key: agents, operator: Exists}], securityContext: {runAsUser: 0}, egress: {internet: false, rules: [{to: [{ipBlock: {cidr: 10.1.2.3/32}}], ports: [{port: 443}]}]}}`
 	if err := env.Client.Create(ctx, profile("opened", opened)); err != nil {
 		t.Fatalf("an administrator's Profile that opens more: %v, want it allowed", err)
 	}
@@ -166,7 +168,11 @@ func TestMemberPodBounds(t *testing.T) {
 	if want := "spec.pod.image: you may not create Pods in namespace " + ns + ", so a Profile of yours may not name an image"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("a Profile that names an image, from someone who may not create Pods: %v, want a refusal saying %q", err, want)
 	}
-	if err := writer.Create(ctx, profile("narrow", `{resources: {limits: {memory: 1Gi}}}`)); err != nil {
+	err = writer.Create(ctx, profile("private", `{egress: {rules: [{to: [{ipBlock: {cidr: 10.0.0.0/8}}]}]}}`))
+	if want := "spec.pod.egress.rules: you may not create Pods in namespace " + ns + ", so a Profile of yours may not open connections beyond the internet"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a Profile that opens a private range, from someone who may not create Pods: %v, want a refusal saying %q", err, want)
+	}
+	if err := writer.Create(ctx, profile("narrow", `{resources: {limits: {memory: 1Gi}}, egress: {internet: false}}`)); err != nil {
 		t.Errorf("a Profile within the bounds, from someone who may not create Pods: %v, want it allowed", err)
 	}
 }

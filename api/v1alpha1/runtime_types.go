@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -86,6 +87,34 @@ type MemberPod struct {
 	// with the Pod.
 	// +optional
 	Workspace *Workspace `json:"workspace,omitempty"`
+
+	// egress is where the Pod may connect besides cluster DNS and fleetd's
+	// gateway, which it always reaches; nothing else of the cluster reaches
+	// it but fleetd. Default: the internet (every address outside the
+	// private ranges), such as the model's public API. Only a Profile sets
+	// it; a Profile whose writer may not create Pods in its namespace may
+	// only narrow it (internet, no rules).
+	// +optional
+	Egress *MemberEgress `json:"egress,omitempty"`
+}
+
+// MemberEgress is where a member's Pod may connect, enforced by a
+// NetworkPolicy fleetd keeps for the Member.
+type MemberEgress struct {
+	// internet lets the Pod reach every address outside the private ranges
+	// (RFC 1918, shared address space, link-local with the cloud's metadata
+	// service, loopback, unique local): the model's public API and the rest
+	// of the internet. Default true.
+	// +optional
+	// +kubebuilder:default=true
+	Internet *bool `json:"internet,omitempty"`
+
+	// rules open more, as NetworkPolicy egress rules do: a model's API
+	// inside the cluster or on a private network, a package mirror.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Rules []networkingv1.NetworkPolicyEgressRule `json:"rules,omitempty"`
 }
 
 // Workspace is where a pod member keeps its work.

@@ -11,6 +11,12 @@ import (
 	"testing"
 	"time"
 
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/controllers"
 	"github.com/fleetd/fleetd/internal/localcluster"
 )
@@ -30,7 +36,7 @@ metadata: {name: np-fleetd}
 ---
 apiVersion: v1
 kind: Pod
-metadata: {name: member-a, namespace: np-team, labels: {app.kubernetes.io/name: fleetd-member}}
+metadata: {name: member-a, namespace: np-team, labels: {app.kubernetes.io/name: fleetd-member, fleet.fleetd.dev/member-uid: uid-a}}
 spec: {containers: [{name: c, image: %[1]s, imagePullPolicy: Never}]}
 ---
 apiVersion: v1
@@ -63,7 +69,10 @@ const (
 // it, a member Pod reaches neither another member's pane host nor a port
 // another member serves, nor a pod the policy does not name, and a pod of
 // no member cannot reach a member's pane host either; fleetd's pod still
-// reaches the pane hosts, and a member still reaches the gateway.
+// reaches the pane hosts, and a member still reaches the gateway. A
+// private address outside the cluster's pods (the control plane's, which
+// stands for a model's API on the company's network) is walled off too,
+// until a member's egress policy opens it for that member alone.
 func TestNetworkPolicyWallsMembers(t *testing.T) {
 	requireCluster(t)
 	cl := up(t)
@@ -80,12 +89,18 @@ func TestNetworkPolicyWallsMembers(t *testing.T) {
 	b.serve(t, npPaneHostPort, npServedPort)
 	bystander.serve(t, npServedPort)
 	fleetd.serve(t, npGatewayPort)
+	privateLn, private, err := cl.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { privateLn.Close() })
+	go acceptAndClose(privateLn)
 
 	// Open before the policy: what the policy then stops, it stops.
 	for _, c := range []struct {
 		from *testPod
 		to   string
-	}{{a, b.addr(npPaneHostPort)}, {a, b.addr(npServedPort)}, {a, bystander.addr(npServedPort)}, {bystander, b.addr(npPaneHostPort)}} {
+	}{{a, b.addr(npPaneHostPort)}, {a, b.addr(npServedPort)}, {a, bystander.addr(npServedPort)}, {bystander, b.addr(npPaneHostPort)}, {a, private}} {
 		if err := c.from.dial(c.to); err != nil {
 			t.Fatalf("before any policy, %s could not reach %s: %v", c.from.name, c.to, err)
 		}
@@ -95,15 +110,7 @@ func TestNetworkPolicyWallsMembers(t *testing.T) {
 		Port: npPaneHostPort, FleetdNamespace: "np-fleetd", FleetdPodLabels: map[string]string{"app.kubernetes.io/name": "fleetd"},
 	})
 	np.APIVersion, np.Kind = "networking.k8s.io/v1", "NetworkPolicy"
-	data, err := json.Marshal(np)
-	if err != nil {
-		t.Fatal(err)
-	}
-	policy := filepath.Join(t.TempDir(), "policy.json")
-	if err := os.WriteFile(policy, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	kubectl(t, cl, "apply", "-f", policy)
+	applyJSON(t, cl, np)
 
 	// The engines pick the policy up in a moment.
 	deadline := time.Now().Add(60 * time.Second)
@@ -125,6 +132,7 @@ func TestNetworkPolicyWallsMembers(t *testing.T) {
 		{"a pod of no member to a member's pane host", bystander, b.addr(npPaneHostPort), false},
 		{"fleetd to a member's pane host", fleetd, b.addr(npPaneHostPort), true},
 		{"a member to the gateway", a, fleetd.addr(npGatewayPort), true},
+		{"a member to a private address", a, private, false},
 	} {
 		err := c.from.dial(c.to)
 		switch {
@@ -133,6 +141,56 @@ func TestNetworkPolicyWallsMembers(t *testing.T) {
 		case !c.open && err == nil:
 			t.Errorf("%s (%s to %s): connected, want walled off", c.what, c.from.name, c.to)
 		}
+	}
+
+	// member-a's Profile opens the private address, on its port alone.
+	host, port, err := net.SplitHostPort(private)
+	if err != nil {
+		t.Fatal(err)
+	}
+	privatePort := intstr.Parse(port)
+	member := &fleetv1alpha1.Member{ObjectMeta: metav1.ObjectMeta{Name: "member-a", Namespace: "np-team", UID: "uid-a"}}
+	egress := controllers.MemberEgressPolicy(member, &fleetv1alpha1.MemberEgress{Internet: ptr.To(false), Rules: []networkingv1.NetworkPolicyEgressRule{{
+		To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: host + "/32"}}},
+		Ports: []networkingv1.NetworkPolicyPort{{Port: &privatePort}},
+	}}})
+	egress.APIVersion, egress.Kind = "networking.k8s.io/v1", "NetworkPolicy"
+	applyJSON(t, cl, egress)
+	deadline = time.Now().Add(60 * time.Second)
+	for a.dial(private) != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still cannot reach %s a minute after its egress policy opened it", a.name, private)
+		}
+		time.Sleep(time.Second)
+	}
+	if err := b.dial(private); err == nil {
+		t.Errorf("%s reaches %s, which only %s's egress policy opens", b.name, private, a.name)
+	}
+}
+
+// applyJSON applies an object with kubectl.
+func applyJSON(t *testing.T, cl *localcluster.Cluster, obj any) {
+	t.Helper()
+	data, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "object.json")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, cl, "apply", "-f", path)
+}
+
+// acceptAndClose accepts connections on ln and closes each at once, until
+// ln is closed.
+func acceptAndClose(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		c.Close()
 	}
 }
 
@@ -166,15 +224,7 @@ func (p *testPod) serve(t *testing.T, ports ...int) {
 			t.Fatalf("listening on %d in %s: %v", port, p.name, err)
 		}
 		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				c.Close()
-			}
-		}()
+		go acceptAndClose(ln)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -76,6 +77,13 @@ func agentProfile(t *testing.T, name string, kind fleetv1alpha1.AgentKind, model
 	if permissionMode != "" {
 		mode = "\n  permissionMode: " + permissionMode
 	}
+	// The stand-in model listens at a private address, which a member Pod
+	// reaches only where its Profile opens it, as a model inside the
+	// cluster or the company's network would be.
+	u, err := url.Parse(modelURL)
+	if err != nil {
+		t.Fatal(err)
+	}
 	baseURL, key := "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"
 	if kind == fleetv1alpha1.AgentCodex {
 		baseURL, key, modelURL = agents.CodexBaseURLEnv, agents.CodexAPIKeyEnv, modelURL+"/v1"
@@ -90,7 +98,12 @@ spec:
   - {name: %s, value: %q}
   - name: %s
     valueFrom: {secretKeyRef: {name: %s-key, key: key}}
-`, name, ns, kind, mode, baseURL, modelURL, key, name))
+  pod:
+    egress:
+      rules:
+      - to: [{ipBlock: {cidr: %s/32}}]
+        ports: [{port: %s}]
+`, name, ns, kind, mode, baseURL, modelURL, key, name, u.Hostname(), u.Port()))
 	t.Cleanup(func() { _, _ = w.kubectl("delete", "profile", "-n", ns, name, "--wait=false") })
 }
 

@@ -50,6 +50,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1alpha1.GitIdentityApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("Member"):
 		return &apiv1alpha1.MemberApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("MemberEgress"):
+		return &apiv1alpha1.MemberEgressApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("MemberPod"):
 		return &apiv1alpha1.MemberPodApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("MemberSpec"):

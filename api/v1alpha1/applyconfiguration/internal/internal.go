@@ -252,6 +252,19 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: status
       type:
         namedType: com.github.fleetd.fleetd.api.v1alpha1.MemberStatus
+- name: com.github.fleetd.fleetd.api.v1alpha1.MemberEgress
+  map:
+    fields:
+    - name: internet
+      type:
+        scalar: boolean
+      default: true
+    - name: rules
+      type:
+        list:
+          elementType:
+            namedType: io.k8s.api.networking.v1.NetworkPolicyEgressRule
+          elementRelationship: atomic
 - name: com.github.fleetd.fleetd.api.v1alpha1.MemberPhase
   scalar: string
 - name: com.github.fleetd.fleetd.api.v1alpha1.MemberPod
@@ -260,6 +273,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: affinity
       type:
         namedType: io.k8s.api.core.v1.Affinity
+    - name: egress
+      type:
+        namedType: com.github.fleetd.fleetd.api.v1alpha1.MemberEgress
     - name: image
       type:
         scalar: string
@@ -866,6 +882,8 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: weight
       type:
         scalar: numeric
+- name: io.k8s.api.core.v1.Protocol
+  scalar: string
 - name: io.k8s.api.core.v1.PullPolicy
   scalar: string
 - name: io.k8s.api.core.v1.ResourceClaim
@@ -995,6 +1013,57 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: runAsUserName
       type:
         scalar: string
+- name: io.k8s.api.networking.v1.IPBlock
+  map:
+    fields:
+    - name: cidr
+      type:
+        scalar: string
+    - name: except
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
+- name: io.k8s.api.networking.v1.NetworkPolicyEgressRule
+  map:
+    fields:
+    - name: ports
+      type:
+        list:
+          elementType:
+            namedType: io.k8s.api.networking.v1.NetworkPolicyPort
+          elementRelationship: atomic
+    - name: to
+      type:
+        list:
+          elementType:
+            namedType: io.k8s.api.networking.v1.NetworkPolicyPeer
+          elementRelationship: atomic
+- name: io.k8s.api.networking.v1.NetworkPolicyPeer
+  map:
+    fields:
+    - name: ipBlock
+      type:
+        namedType: io.k8s.api.networking.v1.IPBlock
+    - name: namespaceSelector
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector
+    - name: podSelector
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector
+- name: io.k8s.api.networking.v1.NetworkPolicyPort
+  map:
+    fields:
+    - name: endPort
+      type:
+        scalar: numeric
+    - name: port
+      type:
+        namedType: io.k8s.apimachinery.pkg.util.intstr.IntOrString
+    - name: protocol
+      type:
+        namedType: io.k8s.api.core.v1.Protocol
 - name: io.k8s.apimachinery.pkg.api.resource.Quantity
   scalar: untyped
   list:
@@ -1187,6 +1256,16 @@ var schemaYAML = typed.YAMLObject(`types:
   scalar: untyped
 - name: io.k8s.apimachinery.pkg.types.UID
   scalar: string
+- name: io.k8s.apimachinery.pkg.util.intstr.IntOrString
+  scalar: untyped
+  list:
+    elementType:
+      namedType: __untyped_atomic_
+    elementRelationship: atomic
+  map:
+    elementType:
+      namedType: __untyped_deduced_
+    elementRelationship: separable
 - name: __untyped_atomic_
   scalar: untyped
   list:

@@ -69,6 +69,13 @@ type MemberPodApplyConfiguration struct {
 	// workspace is the volume the agent works in. Default: an emptyDir, gone
 	// with the Pod.
 	Workspace *WorkspaceApplyConfiguration `json:"workspace,omitempty"`
+	// egress is where the Pod may connect besides cluster DNS and fleetd's
+	// gateway, which it always reaches; nothing else of the cluster reaches
+	// it but fleetd. Default: the internet (every address outside the
+	// private ranges), such as the model's public API. Only a Profile sets
+	// it; a Profile whose writer may not create Pods in its namespace may
+	// only narrow it (internet, no rules).
+	Egress *MemberEgressApplyConfiguration `json:"egress,omitempty"`
 }
 
 // MemberPodApplyConfiguration constructs a declarative configuration of the MemberPod type for use with
@@ -162,5 +169,13 @@ func (b *MemberPodApplyConfiguration) WithSecurityContext(value v1.PodSecurityCo
 // If called multiple times, the Workspace field is set to the value of the last call.
 func (b *MemberPodApplyConfiguration) WithWorkspace(value *WorkspaceApplyConfiguration) *MemberPodApplyConfiguration {
 	b.Workspace = value
+	return b
+}
+
+// WithEgress sets the Egress field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Egress field is set to the value of the last call.
+func (b *MemberPodApplyConfiguration) WithEgress(value *MemberEgressApplyConfiguration) *MemberPodApplyConfiguration {
+	b.Egress = value
 	return b
 }
