@@ -5,6 +5,7 @@ import (
 	"context"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -40,8 +41,11 @@ func (r *MemberReconciler) home(m *fleetv1alpha1.Member) agentHome {
 // own integrations), the hook record itself (whose last event AgentHooks
 // names), what a blocked agent waits for, and how much context its session
 // has left (from the usage its transcript records, Claude Code's and
-// Codex's). The record is read where the agent runs (s.files).
-func (r *MemberReconciler) observeHooks(ctx context.Context, s *memberScope) {
+// Codex's). The record is read where the agent runs (s.files). It says
+// when to look again for a transcript still being written: the agent
+// writes its turn's last call after the hook that ends the turn, and
+// nothing else brings the Member back for it.
+func (r *MemberReconciler) observeHooks(ctx context.Context, s *memberScope) (again time.Duration) {
 	m := s.member
 	var hookMessage string
 	if agents.Hooked(m.Status.AgentKind) {
@@ -69,6 +73,12 @@ func (r *MemberReconciler) observeHooks(ctx context.Context, s *memberScope) {
 		if o.Tokens != nil {
 			m.Status.Usage = addTokens(m.Status.Usage, *o.Tokens)
 			r.countTokens(m, o.Tokens.Added)
+			switch {
+			case o.Tokens.More:
+				again = transcriptMore
+			case o.Tokens.Added != (fleetv1alpha1.TokenUsage{}):
+				again = transcriptGrowing
+			}
 		}
 	}
 	priceUsage(m.Status.Usage, s.pricing)
@@ -76,6 +86,26 @@ func (r *MemberReconciler) observeHooks(ctx context.Context, s *memberScope) {
 	if m.Status.AgentStatus == fleetv1alpha1.AgentBlocked {
 		m.Status.AgentMessage = cmp.Or(r.Screens.Dialog(client.ObjectKeyFromObject(m)), hookMessage)
 	}
+	return again
+}
+
+// How soon to read a transcript again: at once where a pass read only
+// part of what was there, a while later where it grew, until a pass finds
+// it the same.
+const (
+	transcriptMore    = 10 * time.Millisecond
+	transcriptGrowing = 2 * time.Second
+)
+
+// sooner is the sooner of two requeues, either of which may be none (0).
+func sooner(a, b time.Duration) time.Duration {
+	switch {
+	case a == 0:
+		return b
+	case b == 0:
+		return a
+	}
+	return min(a, b)
 }
 
 // addTokens is usage with what a count of the transcript added, counted

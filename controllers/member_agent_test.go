@@ -95,3 +95,13 @@ func TestAnotherSourceOwnsThePane(t *testing.T) {
 			strings.Contains(c.Message, "herdr:claude"), describe(m)
 	})
 }
+
+func TestSooner(t *testing.T) {
+	for _, c := range []struct{ a, b, want time.Duration }{
+		{0, 0, 0}, {0, time.Second, time.Second}, {time.Second, 0, time.Second}, {2 * time.Second, time.Second, time.Second}, {time.Second, 2 * time.Second, time.Second},
+	} {
+		if got := sooner(c.a, c.b); got != c.want {
+			t.Errorf("sooner(%s, %s) = %s, want %s", c.a, c.b, got, c.want)
+		}
+	}
+}

@@ -84,7 +84,7 @@ func (r *MemberReconciler) reconcilePane(ctx, hctx context.Context, s *memberSco
 	} else {
 		observeAgent(&m.Status, obs.Agent, s.sawWorking, s.now)
 	}
-	r.observeHooks(ctx, s)
+	again := r.observeHooks(ctx, s)
 	switch judgeAgent(obs.Agent, m.Status.AgentStatus) {
 	case agentBlockedAtStart:
 		return ctrl.Result{RequeueAfter: launchPoll}, nil
@@ -98,7 +98,7 @@ func (r *MemberReconciler) reconcilePane(ctx, hctx context.Context, s *memberSco
 			return ctrl.Result{RequeueAfter: agentStartTimeout - s.now.Sub(startedAt) + time.Second}, nil
 		}
 	}
-	return ctrl.Result{RequeueAfter: hold}, nil
+	return ctrl.Result{RequeueAfter: sooner(hold, again)}, nil
 }
 
 // holdWorking is holdWorking for the Member key, whose agent a shows: it
