@@ -354,14 +354,14 @@ func (s *session) addPaneLocked(p *pane) {
 
 // giveUpLocked drops a pane that never entered the layout: the server shut
 // down or its workspace closed meanwhile, or its shell did not start. A
-// shell that started is the caller's to terminate, after the lock.
+// shell that started is the caller's to terminate, after the lock. Its
+// user is swept whether or not the shell started: a close that came while
+// the pane was starting left the sweep to it.
 func (s *session) giveUpLocked(p *pane) {
 	delete(s.starting, p)
 	p.gone = true
 	close(p.settled)
-	if p.sh != nil {
-		s.endUsersLocked([]*pane{p})
-	}
+	s.endUsersLocked([]*pane{p})
 }
 
 // paneEnv is the environment of a pane's shell, as herdr builds it: the
