@@ -96,9 +96,48 @@ func (h *host) createNetns() error {
 		return err
 	}
 	// net.* sysctls belong to the namespace.
-	return run("nsenter", "--net="+l.NetnsPath(), "--", "sh", "-c",
-		"echo 1 > /proc/sys/net/ipv4/ip_forward && echo 1 > /proc/sys/net/bridge/bridge-nf-call-iptables")
+	if err := run("nsenter", "--net="+l.NetnsPath(), "--", "sh", "-c",
+		"echo 1 > /proc/sys/net/ipv4/ip_forward && echo 1 > /proc/sys/net/bridge/bridge-nf-call-iptables"); err != nil {
+		return err
+	}
+	// Rules of the namespace too: gone with it.
+	return runInput([]byte(netpolQueueRules(l)), "nsenter", "--net="+l.NetnsPath(), "--", "iptables-restore", "--noflush")
 }
+
+// netpolQueueRules is the iptables-restore input that hands the first
+// packet of each pod connection to a NetworkPolicy engine (netpolArgs).
+// kube-network-policies queues with nftables' own queue statement, which
+// kernels built without CONFIG_NFT_QUEUE refuse (its rules then never
+// load, and it enforces nothing); the xtables NFQUEUE target works there.
+// These rules do what the engine's own would: in POSTROUTING, before
+// source NAT, let DNS, root's own traffic (the kubelets' probes) and
+// established connections pass, and queue the rest of a pod's traffic to
+// the engine of the pod's node. Each engine sees every Pod and policy, so
+// one verdict, from the first rule that queues, judges both the sender's
+// egress and the receiver's ingress. The engine runs fail-closed, but the
+// queue is bypassed while no engine listens (a node being started or
+// stopped): unlike the engine's rules, these queue every pod's traffic,
+// not only that of Pods a policy selects.
+func netpolQueueRules(l Layout) string {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	p("*mangle")
+	p(":%s - [0:0]", netpolChain)
+	p("-A POSTROUTING -j %s", netpolChain)
+	p("-A %s -p udp --dport 53 -j RETURN", netpolChain)
+	p("-A %s -m owner --uid-owner 0 -j RETURN", netpolChain)
+	p("-A %s -m conntrack --ctstate ESTABLISHED,RELATED -j RETURN", netpolChain)
+	for i, n := range l.Nodes {
+		for _, dir := range []string{"-s", "-d"} {
+			p("-A %s %s %s -j NFQUEUE --queue-num %d --queue-bypass", netpolChain, dir, n.PodCIDR, netpolQueueBase+i)
+		}
+	}
+	p("COMMIT")
+	return b.String()
+}
+
+// netpolChain is the mangle chain of netpolQueueRules.
+const netpolChain = "FLEETD-NETPOL"
 
 // netnsScript is the `ip -batch` input that lays out the namespace. The
 // control-plane and node addresses sit on the namespace's loopback (this

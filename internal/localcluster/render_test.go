@@ -158,6 +158,27 @@ func TestNetnsScript(t *testing.T) {
 	}
 }
 
+// TestNetpolQueueRules: each node's pods' new connections go to that
+// node's engine's queue, after what the engine's own rules let pass.
+func TestNetpolQueueRules(t *testing.T) {
+	got := netpolQueueRules(testLayout(2))
+	want := `*mangle
+:FLEETD-NETPOL - [0:0]
+-A POSTROUTING -j FLEETD-NETPOL
+-A FLEETD-NETPOL -p udp --dport 53 -j RETURN
+-A FLEETD-NETPOL -m owner --uid-owner 0 -j RETURN
+-A FLEETD-NETPOL -m conntrack --ctstate ESTABLISHED,RELATED -j RETURN
+-A FLEETD-NETPOL -s 10.244.1.0/24 -j NFQUEUE --queue-num 100 --queue-bypass
+-A FLEETD-NETPOL -d 10.244.1.0/24 -j NFQUEUE --queue-num 100 --queue-bypass
+-A FLEETD-NETPOL -s 10.244.2.0/24 -j NFQUEUE --queue-num 101 --queue-bypass
+-A FLEETD-NETPOL -d 10.244.2.0/24 -j NFQUEUE --queue-num 101 --queue-bypass
+COMMIT
+`
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("netpolQueueRules (-want +got):\n%s", diff)
+	}
+}
+
 // TestNetpolArgs: the NetworkPolicy engines of one namespace keep apart,
 // each with its own node, nftables table and queue.
 func TestNetpolArgs(t *testing.T) {
