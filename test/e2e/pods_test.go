@@ -255,7 +255,9 @@ s.on("close", () => { console.log("refused: closed"); process.exit(0); });
 	if err := w.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "fleetd-member-pane-hosts"}, &np); err != nil {
 		t.Errorf("no network policy guards the member Pods: %v", err)
 	}
-	t.Log("the local cluster's bridge CNI does not enforce NetworkPolicy: the refusals above are the pane hosts' mutual TLS")
+	// The local cluster enforces the policy too (test/cluster's netpol
+	// test shows it); the refusals above are the pane hosts' mutual TLS,
+	// which holds on a cluster that does not.
 }
 
 // TestMemberPodAgentHoldsNoCredential: in a member's Pod the agent runs
