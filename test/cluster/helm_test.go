@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -189,7 +190,9 @@ func TestHelmFleetd(t *testing.T) {
 }
 
 // gatewayReady checks that the gateway Service answers /readyz through the
-// cluster's Forward.
+// cluster's Forward. Right after a rollout kube-proxy may still send a
+// connection to the Pod that went, so it asks until the Service answers,
+// for a minute.
 func gatewayReady(t *testing.T, cl *localcluster.Cluster) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -202,14 +205,21 @@ func gatewayReady(t *testing.T, cl *localcluster.Cluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Get("http://" + local + "/readyz")
-	if err != nil {
-		t.Fatalf("the gateway Service %s through %s: %v", svc, local, err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("GET /readyz through the forward: %s %s", resp.Status, body)
+	var last string
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
+		resp, err := http.Get("http://" + local + "/readyz")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+			err = fmt.Errorf("%s %s", resp.Status, body)
+		}
+		if now := time.Now(); now.After(deadline) {
+			t.Fatalf("GET /readyz of the gateway Service %s through %s for a minute: %v (before: %s)", svc, local, err, last)
+		}
+		last = err.Error()
 	}
 }
 
