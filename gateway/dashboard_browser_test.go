@@ -76,8 +76,10 @@ func TestDashboardShowsTheFleetLive(t *testing.T) {
 		st.ContextRemainingPercent = ptr.To[int32](42)
 		st.Restarts = 2
 		st.NodeName, st.PodName = "node-a", "w2-7f9c"
+		st.Usage = &fleetv1alpha1.MemberUsage{TokenUsage: fleetv1alpha1.TokenUsage{InputTokens: 1000, OutputTokens: 40, Calls: 1}, Cost: "0.0125", Currency: "USD"}
 	}))
 	d.WaitRow("w2", "working")
+	d.WaitFor("the fleet's cost in the summary", `document.querySelector(".summary")?.textContent.includes("0.0125 USD spent")`)
 	d.WaitRowText("w2", "42%")
 	d.WaitRowText("w2", "node-a · w2-7f9c")
 	setMemberStatus(t, w1, ready(fleetv1alpha1.AgentBlocked, func(st *fleetv1alpha1.MemberStatus) {
@@ -154,7 +156,12 @@ func TestDashboardFleetTableReadsWell(t *testing.T) {
 // shows each step as the controller takes it, with the question, the
 // answer and the reply.
 func TestDashboardFollowsAMessageThroughItsPhases(t *testing.T) {
-	ns, _, _, d := memberPage(t, Options{}, fleetv1alpha1.AgentIdle)
+	ns, _, _, d := memberPage(t, Options{}, fleetv1alpha1.AgentIdle, func(st *fleetv1alpha1.MemberStatus) {
+		st.Usage = &fleetv1alpha1.MemberUsage{TokenUsage: fleetv1alpha1.TokenUsage{InputTokens: 1000, OutputTokens: 40, CachedTokens: 2000, Calls: 1}, Cost: "0.0125", Currency: "USD"}
+	})
+	// The member's facts say what its agent used and cost.
+	d.WaitFor("the member's tokens", `document.querySelector('[data-fact="tokens"]')?.textContent === "1 call · 1000 in · 40 out · 2000 cached"`)
+	d.WaitFor("the member's cost", `document.querySelector('[data-fact="cost"]')?.textContent === "0.0125 USD"`)
 	id := d.Send("fix the build\nand say what broke")
 	d.WaitStep(id, "queued", "")
 	sent := getDelegation(t, ns, id)

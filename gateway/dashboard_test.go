@@ -194,6 +194,28 @@ func TestDashboardMember(t *testing.T) {
 				v.ContextRemainingPercent, v.InFlight, v.InFlightContent = ptr.To[int32](7), "w1-x", "fix it"
 			},
 		},
+		"with tokens used and priced": {
+			member: member("w1", "ns").Obj(),
+			status: func(st *fleetv1alpha1.MemberStatus) {
+				st.Usage = &fleetv1alpha1.MemberUsage{
+					TokenUsage: fleetv1alpha1.TokenUsage{InputTokens: 3000, OutputTokens: 120, CachedTokens: 6000, CacheCreationTokens: 900, Calls: 3},
+					Cost:       "0.0123", Currency: "USD",
+				}
+			},
+			want: func(v *DashboardMember) {
+				v.Status, v.Agent = "pending", "true"
+				v.Usage, v.Cost = "3 calls · 3000 in · 120 out · 6000 cached · 900 cache writes", "0.0123 USD"
+			},
+		},
+		"with tokens used and no pricing": {
+			member: member("w1", "ns").Obj(),
+			status: func(st *fleetv1alpha1.MemberStatus) {
+				st.Usage = &fleetv1alpha1.MemberUsage{TokenUsage: fleetv1alpha1.TokenUsage{InputTokens: 1000, OutputTokens: 40, Calls: 1}}
+			},
+			want: func(v *DashboardMember) {
+				v.Status, v.Agent, v.Usage = "pending", "true", "1 call · 1000 in · 40 out · 0 cached"
+			},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

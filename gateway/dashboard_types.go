@@ -38,6 +38,11 @@ type DashboardMember struct {
 	// empty for a member on the shared pane server.
 	NodeName string `json:"nodeName,omitempty"`
 	PodName  string `json:"podName,omitempty"`
+	// Usage is what its agent's model calls used, as a person reads it;
+	// Cost is what that cost at its Profile's pricing ("0.0123 USD"). Both
+	// are empty before the agent's first call, Cost without pricing.
+	Usage string `json:"usage,omitempty"`
+	Cost  string `json:"cost,omitempty"`
 }
 
 // DashboardMembers is a batch of changes to the fleet view. Reset replaces

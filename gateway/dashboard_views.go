@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -90,6 +91,7 @@ func dashboardMember(m *fleetv1alpha1.Member, s *dashboardScope, q queue, inFlig
 		NodeName:          m.Status.NodeName,
 		PodName:           m.Status.PodName,
 	}
+	v.Usage, v.Cost = usageLine(m.Status.Usage)
 	if m.Status.AgentStatus != fleetv1alpha1.AgentBlocked {
 		v.Waiting = ""
 	}
@@ -97,6 +99,26 @@ func dashboardMember(m *fleetv1alpha1.Member, s *dashboardScope, q queue, inFlig
 		v.InFlightContent = excerpt(firstLine(inFlight.Spec.Content), inFlightExcerpt)
 	}
 	return v
+}
+
+// usageLine says what a member's usage counts and costs, as the
+// dashboard shows them; both empty before any call.
+func usageLine(u *fleetv1alpha1.MemberUsage) (usage, cost string) {
+	if u == nil || u.TokenUsage == (fleetv1alpha1.TokenUsage{}) {
+		return "", ""
+	}
+	calls := "calls"
+	if u.Calls == 1 {
+		calls = "call"
+	}
+	usage = fmt.Sprintf("%d %s · %d in · %d out · %d cached", u.Calls, calls, u.InputTokens, u.OutputTokens, u.CachedTokens)
+	if u.CacheCreationTokens > 0 {
+		usage += fmt.Sprintf(" · %d cache writes", u.CacheCreationTokens)
+	}
+	if u.Cost != "" {
+		cost = u.Cost + " " + u.Currency
+	}
+	return usage, cost
 }
 
 // memberQueue is a member's queue and the message in flight in it.

@@ -31,6 +31,8 @@ export interface Member {
   lastRestartReason?: string;
   nodeName?: string;
   podName?: string;
+  usage?: string;
+  cost?: string;
 }
 
 export interface Members {

@@ -283,16 +283,21 @@ export class FleetView {
     const name = this.search.value.trim();
     let shown = 0;
     const counts = new Map<string, number>();
+    const costs = new Map<string, number>();
     for (const row of this.rows.values()) {
       const m = row.m;
       const show = want.every(([f, v]) => m[f] === v) && (!name || m.name.includes(name));
       if (row.tr.hidden === show) row.tr.hidden = !show;
       if (show) shown++;
       counts.set(m.status, (counts.get(m.status) ?? 0) + 1);
+      const [amount, currency] = (m.cost ?? "").split(" ");
+      if (currency && !Number.isNaN(Number(amount))) costs.set(currency, (costs.get(currency) ?? 0) + Number(amount));
     }
     const parts = [`${this.rows.size} members`];
     if (shown !== this.rows.size) parts.push(`${shown} shown`);
     for (const s of ["working", "blocked", "idle"]) if (counts.get(s)) parts.push(`${counts.get(s)} ${s}`);
+    // What the members have cost, shown or not, per currency, to four decimals.
+    for (const [currency, total] of costs) parts.push(`${Number(total.toFixed(4))} ${currency} spent`);
     setText(this.summary, parts.join(" · "));
     this.empty.hidden = shown > 0;
   }

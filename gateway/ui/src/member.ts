@@ -123,6 +123,8 @@ export class MemberView {
       ["in flight", [m.inFlight, m.inFlightContent].filter(Boolean).join(": ")],
       ["context left", m.contextRemainingPercent === null || m.contextRemainingPercent === undefined ? "—" : `${m.contextRemainingPercent}%`],
       ["restarts", `${m.restarts ?? 0}${m.lastRestartReason ? ` (${m.lastRestartReason})` : ""}`],
+      ["tokens", m.usage ?? ""],
+      ["cost", m.cost ?? ""],
       ["node", m.nodeName ?? ""],
       ["pod", m.podName ?? ""],
       ["team", m.team ?? ""],
