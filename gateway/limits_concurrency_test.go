@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/gateway/identity"
 	"github.com/fleetd/fleetd/gateway/toolerr"
 	"github.com/fleetd/fleetd/internal/testutil"
 )
@@ -219,5 +220,39 @@ func TestRefusedImagesLeaveNoSecret(t *testing.T) {
 		if s.Type == fleetv1alpha1.SecretTypeImages {
 			t.Errorf("a refused message left its images' Secret %s behind", s.Name)
 		}
+	}
+}
+
+// TestAHeldMessageTheCacheShowsCountsOnce: a message this replica admitted
+// and is still creating, which the cache already shows (its watch event
+// came before the create's answer), counts once toward its sender's and
+// its member's bounds, not twice: counted twice, a sender was refused its
+// share of a queue under concurrent sends.
+func TestAHeldMessageTheCacheShowsCountsOnce(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startGateway(t, ns, Options{MaxQueue: 10, MaxQueuePerSender: 4, MaxSenderMessages: 10, SenderRate: -1})
+	addMember(t, member("w1", ns).Obj())
+	primary := h.connect(t, staticToken, nil)
+	sent := wantOK(t, callTool[SendOutput](t, primary, "bridge_send", map[string]any{"sessionId": "w1", "content": "job", "wait": false}))
+	var d fleetv1alpha1.Delegation
+	testutil.Eventually(t, "the gateway's cache to show the message", func() (bool, string) {
+		err := h.gw.cache.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: sent.DispatchID}, &d)
+		return err == nil, fmt.Sprint(err)
+	})
+	sender := identity.Key(d.Spec.From)
+
+	l := &h.gw.ledger
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	// As admitDelegations holds it while the create is on its way.
+	held := &heldMessage{namespace: ns, sender: sender, to: "w1", bytes: messageBytes(&d), name: d.Name}
+	l.held[held] = struct{}{}
+	defer delete(l.held, held)
+	u, err := h.gw.messageUsage(context.Background(), ns, sender, []outgoing{{to: "w1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.keptMessages != 1 || u.queued["w1"] != 1 || u.queuedFromSender["w1"] != 1 {
+		t.Errorf("one message counts as kept %d, queued %d, queued from its sender %d; want 1 each", u.keptMessages, u.queued["w1"], u.queuedFromSender["w1"])
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
@@ -28,6 +30,8 @@ import (
 // counts what the cache shows plus what this replica admitted and the
 // cache does not show yet (created a moment ago, or being created), and
 // the admitted messages are held in that count until the cache shows them.
+// Each admitted message is named at admission, not by the API server, so
+// that one the cache shows already, while it is still held, counts once.
 // So on one replica the bounds hold exactly, however many calls arrive at
 // once. Replicas count each other's messages only once their caches show
 // them: N replicas together may pass a bound by what the others create
@@ -132,7 +136,8 @@ func messageBytes(d *fleetv1alpha1.Delegation) int64 {
 type heldMessage struct {
 	namespace, sender, to string
 	bytes                 int64
-	// name is set once the message was created, at createdAt.
+	// name is the message's, given at admission; createdAt is set once
+	// it was created.
 	name      string
 	createdAt time.Time
 }
@@ -160,12 +165,20 @@ func (a *admission) created(i int, name string, now time.Time) {
 	a.held[i].name, a.held[i].createdAt = name, now
 }
 
+// renamed records that the i-th message is to be created as name, its
+// first name being another message's.
+func (a *admission) renamed(i int, name string) {
+	a.ledger.mu.Lock()
+	defer a.ledger.mu.Unlock()
+	a.held[i].name = name
+}
+
 // release stops counting the messages that were not created.
 func (a *admission) release() {
 	a.ledger.mu.Lock()
 	defer a.ledger.mu.Unlock()
 	for _, h := range a.held {
-		if h.name == "" {
+		if h.createdAt.IsZero() {
 			delete(a.ledger.held, h)
 		}
 	}
@@ -201,19 +214,42 @@ func (g *Gateway) admitDelegations(ctx context.Context, p *identity.Principal, d
 	if l.held == nil {
 		l.held = map[*heldMessage]struct{}{}
 	}
-	for _, o := range out {
-		h := &heldMessage{namespace: p.Namespace, sender: sender, to: o.to, bytes: o.bytes}
+	for i, o := range out {
+		nameMessage(ds[i])
+		h := &heldMessage{namespace: p.Namespace, sender: sender, to: o.to, bytes: o.bytes, name: ds[i].Name}
 		l.held[h] = struct{}{}
 		a.held = append(a.held, h)
 	}
 	return a, nil
 }
 
+// nameMessage gives d a name of its generateName's, as the API server
+// would (five random characters), so that the name is known before d is
+// created.
+func nameMessage(d *fleetv1alpha1.Delegation) {
+	if d.GenerateName == "" {
+		return
+	}
+	if d.Name == "" {
+		d.Name = generateName(d.GenerateName)
+	}
+}
+
+// generateName is a name of prefix's as the API server generates one: the
+// prefix, cut to leave room, and five random characters.
+func generateName(prefix string) string {
+	const random, maxName = 5, 63
+	if len(prefix) > maxName-random {
+		prefix = prefix[:maxName-random]
+	}
+	return prefix + utilrand.String(random)
+}
+
 // forgetShown stops holding the created messages the cache shows, and
 // those held longer than heldFor. The ledger is locked.
 func (g *Gateway) forgetShown(ctx context.Context, now time.Time) error {
 	for h := range g.ledger.held {
-		if h.name == "" {
+		if h.createdAt.IsZero() {
 			continue
 		}
 		if now.Sub(h.createdAt) > heldFor {
@@ -236,10 +272,12 @@ func (g *Gateway) forgetShown(ctx context.Context, now time.Time) error {
 var ptrTrue = func() *bool { b := true; return &b }()
 
 // messageUsage counts what sender keeps in namespace and what waits for
-// the receivers of out: the cache, and the messages held. The ledger is
-// locked.
+// the receivers of out: the cache, and the messages held that the cache's
+// lists did not show (each list by itself: the cache may show a message
+// between two of them). The ledger is locked.
 func (g *Gateway) messageUsage(ctx context.Context, namespace, sender string, out []outgoing) (messageUsage, error) {
 	u := messageUsage{queued: map[string]int{}, queuedFromSender: map[string]int{}}
+	keptShown, queuedShown := map[string]bool{}, map[string]bool{}
 	l := g.opts.messageLimits()
 	if l.keptMessages > 0 || l.keptBytes > 0 {
 		// Read in place: a sender may keep many large messages, and nothing
@@ -251,6 +289,7 @@ func (g *Gateway) messageUsage(ctx context.Context, namespace, sender string, ou
 		u.keptMessages = len(kept.Items)
 		for i := range kept.Items {
 			u.keptBytes += messageBytes(&kept.Items[i])
+			keptShown[kept.Items[i].Name] = true
 		}
 	}
 	if l.queue > 0 || l.queuePerSender > 0 {
@@ -264,6 +303,7 @@ func (g *Gateway) messageUsage(ctx context.Context, namespace, sender string, ou
 			}
 			u.queued[o.to] = len(queued.Items)
 			for i := range queued.Items {
+				queuedShown[queued.Items[i].Name] = true
 				if identity.Key(queued.Items[i].Spec.From) == sender {
 					u.queuedFromSender[o.to]++
 				}
@@ -274,11 +314,11 @@ func (g *Gateway) messageUsage(ctx context.Context, namespace, sender string, ou
 		if h.namespace != namespace {
 			continue
 		}
-		if h.sender == sender {
+		if h.sender == sender && !keptShown[h.name] {
 			u.keptMessages++
 			u.keptBytes += h.bytes
 		}
-		if _, counted := u.queued[h.to]; counted {
+		if _, counted := u.queued[h.to]; counted && !queuedShown[h.name] {
 			u.queued[h.to]++
 			if h.sender == sender {
 				u.queuedFromSender[h.to]++
@@ -375,10 +415,21 @@ func (g *Gateway) createDelegations(ctx context.Context, p *identity.Principal, 
 	}
 	for i, d := range ds {
 		tracing.Inject(ctx, d)
-		if err := quotaRefusal(g.client.Create(ctx, d), "message to "+d.Spec.To); err != nil {
+		err := g.client.Create(ctx, d)
+		for try := 0; apierrors.IsAlreadyExists(err) && d.GenerateName != "" && try < nameTries; try++ {
+			// Another message took the name first: another one, as the
+			// API server itself would try.
+			d.Name = generateName(d.GenerateName)
+			a.renamed(i, d.Name)
+			err = g.client.Create(ctx, d)
+		}
+		if err := quotaRefusal(err, "message to "+d.Spec.To); err != nil {
 			return i, err
 		}
 		a.created(i, d.Name, g.opts.Clock.Now())
 	}
 	return len(ds), nil
 }
+
+// nameTries bounds the names tried for one message past its first.
+const nameTries = 3
