@@ -101,9 +101,9 @@ type pane struct {
 
 func newSession(opts *Options, h *hub) *session {
 	return &session{
-		opts:    opts,
-		hub:     h,
-		started: time.Now(),
+		opts:     opts,
+		hub:      h,
+		started:  time.Now(),
 		panes:    map[string]*pane{},
 		starting: map[*pane]struct{}{},
 		changed:  make(chan struct{}),
