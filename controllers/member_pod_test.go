@@ -535,23 +535,8 @@ func memberNow(t *testing.T, key types.NamespacedName) *fleetv1alpha1.Member {
 func TestPodMember(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := context.Background()
-	ca, _, err := panehost.NewCA(time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := freePort(t)
-	hosts := panehost.NewHosts(nil, ca)
-	hosts.Port = port
-	runManager(t, env.Config, ns, func(ctx context.Context, mgr ctrl.Manager) error {
-		return SetupWithManager(ctx, mgr, Config{
-			PaneHosts: hosts, CA: ca, DefaultRuntime: fleetv1alpha1.RuntimePod,
-			Pods: PodSettings{
-				WorkerImage: "worker:test", ToolsImage: "fleetd:test", GatewayURL: "http://127.0.0.1:1", Port: port,
-				FleetdNamespace: "fleetd-system", FleetdPodLabels: map[string]string{"app.kubernetes.io/name": "fleetd"},
-			},
-			MCPURL: "http://127.0.0.1:1/mcp", AgentDir: t.TempDir(), HookCommand: []string{"/bin/true"},
-		})
-	})
+	hosts := runPodControllers(t, ns)
+	port := hosts.Port
 	makeNode(t, "node-a", corev1.ConditionTrue)
 	makeNode(t, "node-b", corev1.ConditionTrue)
 	kubelet := &podHost{t: t, port: port}
@@ -685,6 +670,29 @@ func TestPodMember(t *testing.T) {
 	})
 }
 
+// runPodControllers runs the controllers for ns with members in Pods by
+// default, and returns the pane hosts they reach them with.
+func runPodControllers(t *testing.T, ns string) *panehost.Hosts {
+	t.Helper()
+	ca, _, err := panehost.NewCA(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts := panehost.NewHosts(nil, ca)
+	hosts.Port = freePort(t)
+	runManager(t, env.Config, ns, func(ctx context.Context, mgr ctrl.Manager) error {
+		return SetupWithManager(ctx, mgr, Config{
+			PaneHosts: hosts, CA: ca, DefaultRuntime: fleetv1alpha1.RuntimePod,
+			Pods: PodSettings{
+				WorkerImage: "worker:test", ToolsImage: "fleetd:test", GatewayURL: "http://127.0.0.1:1", Port: hosts.Port,
+				FleetdNamespace: "fleetd-system", FleetdPodLabels: map[string]string{"app.kubernetes.io/name": "fleetd"},
+			},
+			MCPURL: "http://127.0.0.1:1/mcp", AgentDir: t.TempDir(), HookCommand: []string{"/bin/true"},
+		})
+	})
+	return hosts
+}
+
 // wantEgress waits for m's egress policy to be m's and to say want.
 func wantEgress(t *testing.T, m *fleetv1alpha1.Member, want networkingv1.NetworkPolicySpec) {
 	t.Helper()
@@ -706,22 +714,7 @@ func wantEgress(t *testing.T, m *fleetv1alpha1.Member, want networkingv1.Network
 func TestPodMemberEgress(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := context.Background()
-	ca, _, err := panehost.NewCA(time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	hosts := panehost.NewHosts(nil, ca)
-	hosts.Port = freePort(t)
-	runManager(t, env.Config, ns, func(ctx context.Context, mgr ctrl.Manager) error {
-		return SetupWithManager(ctx, mgr, Config{
-			PaneHosts: hosts, CA: ca, DefaultRuntime: fleetv1alpha1.RuntimePod,
-			Pods: PodSettings{
-				WorkerImage: "worker:test", ToolsImage: "fleetd:test", GatewayURL: "http://127.0.0.1:1", Port: hosts.Port,
-				FleetdNamespace: "fleetd-system", FleetdPodLabels: map[string]string{"app.kubernetes.io/name": "fleetd"},
-			},
-			MCPURL: "http://127.0.0.1:1/mcp", AgentDir: t.TempDir(), HookCommand: []string{"/bin/true"},
-		})
-	})
+	runPodControllers(t, ns)
 	https := intstr.FromInt32(443)
 	model := networkingv1.NetworkPolicyEgressRule{
 		To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.1.2.3/32"}}},

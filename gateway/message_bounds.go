@@ -227,10 +227,7 @@ func (g *Gateway) admitDelegations(ctx context.Context, p *identity.Principal, d
 // would (five random characters), so that the name is known before d is
 // created.
 func nameMessage(d *fleetv1alpha1.Delegation) {
-	if d.GenerateName == "" {
-		return
-	}
-	if d.Name == "" {
+	if d.Name == "" && d.GenerateName != "" {
 		d.Name = generateName(d.GenerateName)
 	}
 }
