@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"strings"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/internal/memberfs"
+	"github.com/fleetd/fleetd/internal/textcut"
 )
 
 // TranscriptChunk is how much of a transcript one reading counts at most:
@@ -23,6 +25,33 @@ type TokenCount struct {
 	Added fleetv1alpha1.TokenUsage `json:"added"`
 	// More says the transcript holds more than this reading counted.
 	More bool `json:"more,omitempty"`
+	// Turns are the turns this reading saw start, in order, each with what
+	// its calls used within the reading. What Added holds beyond them
+	// continued the turn under way when the reading began (Continued).
+	Turns []TurnCount `json:"turns,omitempty"`
+}
+
+// TurnCount is a turn of the agent's transcript: a prompt, and what the
+// model calls after it used, up to the next prompt.
+type TurnCount struct {
+	// Prompt is the prompt's text, its first MaxPromptBytes.
+	Prompt string `json:"prompt"`
+	// Added is what the turn's calls used.
+	Added fleetv1alpha1.TokenUsage `json:"added"`
+}
+
+// MaxPromptBytes bounds the prompt text a TurnCount keeps: enough to tell
+// which message was typed.
+const MaxPromptBytes = 2048
+
+// Continued is what the reading added to the turn under way when it
+// began: Added less the turns it saw start.
+func (c TokenCount) Continued() fleetv1alpha1.TokenUsage {
+	rest := c.Added
+	for _, t := range c.Turns {
+		rest = minusSigned(rest, t.Added)
+	}
+	return rest
 }
 
 // CountTokens counts the tokens the agent's transcript gained since
@@ -56,32 +85,128 @@ func CountTokens(kind fleetv1alpha1.AgentKind, dir, transcript string, cursor fl
 		}
 	}
 	full := int64(len(chunk)) == TranscriptChunk
-	next, added := CountChunk(kind, cursor, chunk, full)
-	return TokenCount{Cursor: next, Added: added, More: next.Offset < size}, true, nil
+	next, added, turns := CountChunk(kind, cursor, chunk, full)
+	return TokenCount{Cursor: next, Added: added, Turns: turns, More: next.Offset < size}, true, nil
 }
 
 // CountChunk counts chunk, the bytes of a transcript of kind from
-// cursor.Offset on, and says where the next chunk starts and what this
-// one added. Only whole lines count: a line still being written is left
+// cursor.Offset on, and says where the next chunk starts, what this one
+// added, and the turns it saw start (each prompt, and what the calls after
+// it used). Only whole lines count: a line still being written is left
 // for the next chunk. full says chunk is as long as a reading gets: a
 // line longer than that is passed over, its rest failing to parse in the
 // next chunk.
-func CountChunk(kind fleetv1alpha1.AgentKind, cursor fleetv1alpha1.TranscriptCursor, chunk []byte, full bool) (fleetv1alpha1.TranscriptCursor, fleetv1alpha1.TokenUsage) {
-	var added fleetv1alpha1.TokenUsage
+func CountChunk(kind fleetv1alpha1.AgentKind, cursor fleetv1alpha1.TranscriptCursor, chunk []byte, full bool) (fleetv1alpha1.TranscriptCursor, fleetv1alpha1.TokenUsage, []TurnCount) {
+	var (
+		added fleetv1alpha1.TokenUsage
+		turns []TurnCount
+	)
 	end := bytes.LastIndexByte(chunk, '\n') + 1
 	if end == 0 && full {
 		cursor.Offset += int64(len(chunk))
-		return cursor, added
+		return cursor, added, nil
 	}
-	count := countClaudeLine
+	count, prompt := countClaudeLine, claudePrompt
 	if kind == fleetv1alpha1.AgentCodex {
-		count = countCodexLine
+		count, prompt = countCodexLine, codexPrompt
 	}
 	eachLine(chunk[:end], func(line []byte) {
-		added = plusSigned(added, count(&cursor, line))
+		if text, ok := prompt(line); ok {
+			turns = append(turns, TurnCount{Prompt: textcut.Head(text, MaxPromptBytes)})
+			return
+		}
+		call := count(&cursor, line)
+		added = plusSigned(added, call)
+		if len(turns) > 0 {
+			turns[len(turns)-1].Added = plusSigned(turns[len(turns)-1].Added, call)
+		}
 	})
 	cursor.Offset += int64(end)
-	return cursor, added
+	return cursor, added, turns
+}
+
+// claudePrompt says whether a line of a Claude Code transcript is a
+// prompt, and its text: a user message of text, not a tool's result, nor
+// one Claude Code wrote for itself (isMeta) or a subagent's
+// (isSidechain).
+func claudePrompt(line []byte) (string, bool) {
+	var e struct {
+		Type        string `json:"type"`
+		IsMeta      bool   `json:"isMeta"`
+		IsSidechain bool   `json:"isSidechain"`
+		Message     struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"message"`
+	}
+	if json.Unmarshal(line, &e) != nil || e.Type != "user" || e.IsMeta || e.IsSidechain || len(e.Message.Content) == 0 {
+		return "", false
+	}
+	var text string
+	if json.Unmarshal(e.Message.Content, &text) == nil {
+		return text, true
+	}
+	var blocks []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(e.Message.Content, &blocks) != nil {
+		return "", false
+	}
+	var b strings.Builder
+	for _, bl := range blocks {
+		switch bl.Type {
+		case "tool_result":
+			return "", false
+		case "text":
+			if b.Len() > 0 {
+				b.WriteByte('\n')
+			}
+			b.WriteString(bl.Text)
+		}
+	}
+	return b.String(), true
+}
+
+// codexPrompt says whether a line of a Codex rollout is a prompt, and its
+// text. Codex records a typed prompt as a completed UserMessage item (the
+// pinned CLI) or, in earlier releases, as a user_message event; both are
+// read, so that a member on either release counts its messages.
+func codexPrompt(line []byte) (string, bool) {
+	var e struct {
+		Type    string `json:"type"`
+		Payload struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+			Item    struct {
+				Type    string `json:"type"`
+				Content []struct {
+					Type string `json:"type"`
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"item"`
+		} `json:"payload"`
+	}
+	if json.Unmarshal(line, &e) != nil || e.Type != "event_msg" {
+		return "", false
+	}
+	switch {
+	case e.Payload.Type == "user_message":
+		return e.Payload.Message, true
+	case e.Payload.Type == "item_completed" && e.Payload.Item.Type == "UserMessage":
+		var b strings.Builder
+		for _, c := range e.Payload.Item.Content {
+			if c.Type != "text" {
+				continue
+			}
+			if b.Len() > 0 {
+				b.WriteByte('\n')
+			}
+			b.WriteString(c.Text)
+		}
+		return b.String(), true
+	}
+	return "", false
 }
 
 // countClaudeLine counts one line of a Claude Code transcript. Claude Code

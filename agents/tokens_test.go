@@ -95,12 +95,82 @@ func TestCountChunk(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			gotCursor, gotAdded := CountChunk(tc.kind, tc.cursor, []byte(tc.chunk), tc.full)
+			gotCursor, gotAdded, _ := CountChunk(tc.kind, tc.cursor, []byte(tc.chunk), tc.full)
 			if diff := cmp.Diff(tc.wantAdded, gotAdded); diff != "" {
 				t.Errorf("added (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tc.wantCursor, gotCursor); diff != "" {
 				t.Errorf("cursor (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestCountChunkTurns: each prompt starts a turn that holds the calls
+// after it; calls before the first prompt continue the turn under way;
+// tool results, Claude Code's own lines and a subagent's prompts start
+// none.
+func TestCountChunkTurns(t *testing.T) {
+	type usage = fleetv1alpha1.TokenUsage
+	claudePromptLine := func(content string) string {
+		return `{"type":"user","message":{"role":"user","content":` + content + `}}` + "\n"
+	}
+	cases := map[string]struct {
+		kind          fleetv1alpha1.AgentKind
+		cursor        fleetv1alpha1.TranscriptCursor
+		chunk         string
+		wantTurns     []TurnCount
+		wantContinued usage
+	}{
+		"claude: a prompt's calls, a tool result between them": {
+			kind: fleetv1alpha1.AgentClaude,
+			chunk: claudePromptLine(`"fix the build"`) + claudeCall("m1", 10, 1, 0, 0) +
+				claudePromptLine(`[{"type":"tool_result","tool_use_id":"t1","content":"ok"}]`) + claudeCall("m2", 20, 2, 0, 0),
+			wantTurns: []TurnCount{{Prompt: "fix the build", Added: usage{InputTokens: 30, OutputTokens: 3, Calls: 2}}},
+		},
+		"claude: calls before the first prompt continue the turn under way": {
+			kind:          fleetv1alpha1.AgentClaude,
+			cursor:        fleetv1alpha1.TranscriptCursor{Offset: 10, LastID: "m0", Last: usage{InputTokens: 5, OutputTokens: 1, Calls: 1}},
+			chunk:         claudeCall("m0", 5, 4, 0, 0) + claudePromptLine(`[{"type":"text","text":"second"},{"type":"text","text":"part"}]`) + claudeCall("m1", 7, 0, 0, 0),
+			wantTurns:     []TurnCount{{Prompt: "second\npart", Added: usage{InputTokens: 7, Calls: 1}}},
+			wantContinued: usage{OutputTokens: 3},
+		},
+		"claude: Claude Code's own lines and a subagent's prompts start no turn": {
+			kind: fleetv1alpha1.AgentClaude,
+			chunk: claudePromptLine(`"first"`) + `{"type":"user","isMeta":true,"message":{"role":"user","content":"<local-command-caveat>"}}` + "\n" +
+				`{"type":"user","isSidechain":true,"message":{"role":"user","content":"a subagent's task"}}` + "\n" + claudeCall("m1", 1, 1, 0, 0),
+			wantTurns: []TurnCount{{Prompt: "first", Added: usage{InputTokens: 1, OutputTokens: 1, Calls: 1}}},
+		},
+		"claude: two prompts, two turns; a long prompt is cut": {
+			kind:      fleetv1alpha1.AgentClaude,
+			chunk:     claudePromptLine(`"a"`) + claudeCall("m1", 1, 0, 0, 0) + claudePromptLine(`"`+strings.Repeat("b", MaxPromptBytes+10)+`"`) + claudeCall("m2", 2, 0, 0, 0),
+			wantTurns: []TurnCount{{Prompt: "a", Added: usage{InputTokens: 1, Calls: 1}}, {Prompt: strings.Repeat("b", MaxPromptBytes), Added: usage{InputTokens: 2, Calls: 1}}},
+		},
+		"codex: a completed UserMessage item starts a turn; the environment context does not": {
+			kind: fleetv1alpha1.AgentCodex,
+			chunk: `{"type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"<environment_context>"}]}}` + "\n" +
+				`{"type":"event_msg","payload":{"type":"item_completed","item":{"type":"UserMessage","content":[{"type":"text","text":"reply: hi","text_elements":[]},{"type":"image","url":"x"}]}}}` + "\n" +
+				`{"type":"event_msg","payload":{"type":"item_completed","item":{"type":"AgentMessage","content":[{"type":"Text","text":"Done."}]}}}` + "\n" + codexTotal(300, 200, 20),
+			wantTurns: []TurnCount{{Prompt: "reply: hi", Added: usage{InputTokens: 100, CachedTokens: 200, OutputTokens: 20, Calls: 1}}},
+		},
+		"codex: user_message events start turns": {
+			kind:   fleetv1alpha1.AgentCodex,
+			cursor: fleetv1alpha1.TranscriptCursor{Last: usage{InputTokens: 60, CachedTokens: 40, OutputTokens: 10, Calls: 1}},
+			chunk: codexTotal(120, 40, 12) + `{"type":"event_msg","payload":{"type":"user_message","message":"write the tests","images":[]}}` + "\n" +
+				`{"type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"write the tests"}]}}` + "\n" + codexTotal(300, 200, 20),
+			wantTurns:     []TurnCount{{Prompt: "write the tests", Added: usage{InputTokens: 20, CachedTokens: 160, OutputTokens: 8, Calls: 1}}},
+			wantContinued: usage{InputTokens: 20, OutputTokens: 2, Calls: 1},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			next, added, turns := CountChunk(tc.kind, tc.cursor, []byte(tc.chunk), false)
+			if diff := cmp.Diff(tc.wantTurns, turns); diff != "" {
+				t.Errorf("turns (-want +got):\n%s", diff)
+			}
+			count := TokenCount{Cursor: next, Added: added, Turns: turns}
+			if diff := cmp.Diff(tc.wantContinued, count.Continued()); diff != "" {
+				t.Errorf("continued (-want +got):\n%s", diff)
 			}
 		})
 	}

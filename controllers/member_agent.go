@@ -71,13 +71,21 @@ func (r *MemberReconciler) observeHooks(ctx context.Context, s *memberScope) (ag
 			m.Status.ContextRemainingPercent = ptr.To(o.Context.RemainingPercent())
 		}
 		if o.Tokens != nil {
-			m.Status.Usage = addTokens(m.Status.Usage, *o.Tokens)
-			r.countTokens(m, o.Tokens.Added)
+			turn, err := r.countTurns(ctx, m, *o.Tokens, s.pricing)
 			switch {
-			case o.Tokens.More:
-				again = transcriptMore
-			case o.Tokens.Added != (fleetv1alpha1.TokenUsage{}):
+			case err != nil:
+				// Counted again from the same cursor next time.
+				log.FromContext(ctx).Info("Recording the usage of the member's messages", "member", klog.KObj(m), "error", err.Error())
 				again = transcriptGrowing
+			default:
+				m.Status.Usage = addTokens(m.Status.Usage, *o.Tokens, turn)
+				r.countTokens(m, o.Tokens.Added)
+				switch {
+				case o.Tokens.More:
+					again = transcriptMore
+				case o.Tokens.Added != (fleetv1alpha1.TokenUsage{}):
+					again = transcriptGrowing
+				}
 			}
 		}
 	}
@@ -109,14 +117,15 @@ func sooner(a, b time.Duration) time.Duration {
 }
 
 // addTokens is usage with what a count of the transcript added, counted
-// on from the count's cursor.
-func addTokens(usage *fleetv1alpha1.MemberUsage, count agents.TokenCount) *fleetv1alpha1.MemberUsage {
+// on from the count's cursor, and turn the turn under way after it.
+func addTokens(usage *fleetv1alpha1.MemberUsage, count agents.TokenCount, turn *fleetv1alpha1.TurnUsage) *fleetv1alpha1.MemberUsage {
 	u := &fleetv1alpha1.MemberUsage{}
 	if usage != nil {
 		u = usage.DeepCopy()
 	}
 	u.TokenUsage = u.TokenUsage.Plus(count.Added)
 	u.Transcript = &count.Cursor
+	u.Turn = turn
 	return u
 }
 
@@ -126,13 +135,7 @@ func priceUsage(usage *fleetv1alpha1.MemberUsage, pricing *fleetv1alpha1.Pricing
 	if usage == nil {
 		return
 	}
-	usage.Cost, usage.Currency = "", ""
-	if pricing == nil {
-		return
-	}
-	if cost, err := pricing.Cost(usage.TokenUsage); err == nil {
-		usage.Cost, usage.Currency = cost, pricing.Currency
-	}
+	usage.Cost, usage.Currency = pricing.Price(usage.TokenUsage)
 }
 
 // sharedHost remembers what the shared pane server does beyond herdr.

@@ -38,7 +38,7 @@ func TestAddTokensAndPrice(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			before := tc.usage.DeepCopy()
-			got := addTokens(tc.usage, tc.count)
+			got := addTokens(tc.usage, tc.count, nil)
 			priceUsage(got, tc.pricing)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("usage (-want +got):\n%s", diff)

@@ -364,6 +364,14 @@ type DelegationStatus struct {
 	// +optional
 	AcknowledgedAt *metav1.Time `json:"acknowledgedAt,omitempty"`
 
+	// usage is what the member's model calls used in the turn the message
+	// started: from its prompt in the agent's transcript (Claude Code's
+	// and Codex's) to the next prompt. It grows while the turn lasts and
+	// may still grow after the message settles, since a reply can come
+	// before the turn's last call.
+	// +optional
+	Usage *DelegationUsage `json:"usage,omitempty"`
+
 	// observedGeneration is the generation the status was computed from.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -379,6 +387,9 @@ type DelegationStatus struct {
 // +kubebuilder:printcolumn:name="Outcome",type=string,JSONPath=`.status.outcome`
 // +kubebuilder:printcolumn:name="Replied",type=date,JSONPath=`.status.repliedAt`,priority=1
 // +kubebuilder:printcolumn:name="Content",type=string,JSONPath=`.spec.content`,priority=1
+// +kubebuilder:printcolumn:name="Input",type=integer,JSONPath=`.status.usage.inputTokens`,priority=1
+// +kubebuilder:printcolumn:name="Output",type=integer,JSONPath=`.status.usage.outputTokens`,priority=1
+// +kubebuilder:printcolumn:name="Cost",type=string,JSONPath=`.status.usage.cost`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // Delegation is one message to one member and everything that happens to it:

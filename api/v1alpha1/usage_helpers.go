@@ -63,6 +63,19 @@ func (p Pricing) Cost(u TokenUsage) (string, error) {
 	return s, nil
 }
 
+// Price is what u costs at p and in which currency; nothing without a
+// pricing, or where a price cannot be read (the schema allows none such).
+func (p *Pricing) Price(u TokenUsage) (cost, currency string) {
+	if p == nil {
+		return "", ""
+	}
+	cost, err := p.Cost(u)
+	if err != nil {
+		return "", ""
+	}
+	return cost, p.Currency
+}
+
 func cmpOr(a, b string) string {
 	if a != "" {
 		return a

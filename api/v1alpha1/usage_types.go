@@ -53,6 +53,42 @@ type MemberUsage struct {
 	// transcript, so each pass reads only what was added since.
 	// +optional
 	Transcript *TranscriptCursor `json:"transcript,omitempty"`
+
+	// turn is the turn under way in the transcript: the message whose
+	// prompt started it, and what its model calls used so far. fleetd
+	// copies it to that Delegation's status.usage.
+	// +optional
+	Turn *TurnUsage `json:"turn,omitempty"`
+}
+
+// TurnUsage is what one turn of an agent used: the model calls after a
+// prompt, up to the next prompt.
+type TurnUsage struct {
+	TokenUsage `json:",inline"`
+
+	// delegation names the Delegation whose message was the turn's
+	// prompt; empty for a prompt fleetd did not type.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Delegation string `json:"delegation,omitempty"`
+}
+
+// DelegationUsage is what the turn a message started used, and what that
+// cost.
+type DelegationUsage struct {
+	TokenUsage `json:",inline"`
+
+	// cost is what the tokens cost at the member's Profile's pricing when
+	// they were counted, a decimal in currency; empty when the Profile sets
+	// no pricing.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Cost string `json:"cost,omitempty"`
+
+	// currency is cost's currency, the Profile's pricing.currency.
+	// +optional
+	// +kubebuilder:validation:MaxLength=3
+	Currency string `json:"currency,omitempty"`
 }
 
 // TranscriptCursor is where counting an agent's transcript stopped.

@@ -42,6 +42,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1alpha1.DelegationSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("DelegationStatus"):
 		return &apiv1alpha1.DelegationStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("DelegationUsage"):
+		return &apiv1alpha1.DelegationUsageApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("EnvVar"):
 		return &apiv1alpha1.EnvVarApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("EnvVarSource"):
@@ -76,6 +78,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1alpha1.TokenUsageApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("TranscriptCursor"):
 		return &apiv1alpha1.TranscriptCursorApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("TurnUsage"):
+		return &apiv1alpha1.TurnUsageApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("WorkerSpec"):
 		return &apiv1alpha1.WorkerSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("Workspace"):

@@ -205,6 +205,33 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: terminalID
       type:
         scalar: string
+    - name: usage
+      type:
+        namedType: com.github.fleetd.fleetd.api.v1alpha1.DelegationUsage
+- name: com.github.fleetd.fleetd.api.v1alpha1.DelegationUsage
+  map:
+    fields:
+    - name: cacheCreationTokens
+      type:
+        scalar: numeric
+    - name: cachedTokens
+      type:
+        scalar: numeric
+    - name: calls
+      type:
+        scalar: numeric
+    - name: cost
+      type:
+        scalar: string
+    - name: currency
+      type:
+        scalar: string
+    - name: inputTokens
+      type:
+        scalar: numeric
+    - name: outputTokens
+      type:
+        scalar: numeric
 - name: com.github.fleetd.fleetd.api.v1alpha1.Effort
   scalar: string
 - name: com.github.fleetd.fleetd.api.v1alpha1.EnvVar
@@ -472,6 +499,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: transcript
       type:
         namedType: com.github.fleetd.fleetd.api.v1alpha1.TranscriptCursor
+    - name: turn
+      type:
+        namedType: com.github.fleetd.fleetd.api.v1alpha1.TurnUsage
 - name: com.github.fleetd.fleetd.api.v1alpha1.Outcome
   scalar: string
 - name: com.github.fleetd.fleetd.api.v1alpha1.Pricing
@@ -665,6 +695,27 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: path
       type:
         scalar: string
+- name: com.github.fleetd.fleetd.api.v1alpha1.TurnUsage
+  map:
+    fields:
+    - name: cacheCreationTokens
+      type:
+        scalar: numeric
+    - name: cachedTokens
+      type:
+        scalar: numeric
+    - name: calls
+      type:
+        scalar: numeric
+    - name: delegation
+      type:
+        scalar: string
+    - name: inputTokens
+      type:
+        scalar: numeric
+    - name: outputTokens
+      type:
+        scalar: numeric
 - name: com.github.fleetd.fleetd.api.v1alpha1.Workspace
   map:
     fields:

@@ -82,6 +82,12 @@ type DelegationStatusApplyConfiguration struct {
 	// re-attached bridge_send, or, for a member sender, when the Delegation
 	// named in replyDeliveredAs was typed into its pane.
 	AcknowledgedAt *metav1.Time `json:"acknowledgedAt,omitempty"`
+	// usage is what the member's model calls used in the turn the message
+	// started: from its prompt in the agent's transcript (Claude Code's
+	// and Codex's) to the next prompt. It grows while the turn lasts and
+	// may still grow after the message settles, since a reply can come
+	// before the turn's last call.
+	Usage *DelegationUsageApplyConfiguration `json:"usage,omitempty"`
 	// observedGeneration is the generation the status was computed from.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
 }
@@ -259,6 +265,14 @@ func (b *DelegationStatusApplyConfiguration) WithReplyDeliveredAs(value string) 
 // If called multiple times, the AcknowledgedAt field is set to the value of the last call.
 func (b *DelegationStatusApplyConfiguration) WithAcknowledgedAt(value metav1.Time) *DelegationStatusApplyConfiguration {
 	b.AcknowledgedAt = &value
+	return b
+}
+
+// WithUsage sets the Usage field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Usage field is set to the value of the last call.
+func (b *DelegationStatusApplyConfiguration) WithUsage(value *DelegationUsageApplyConfiguration) *DelegationStatusApplyConfiguration {
+	b.Usage = value
 	return b
 }
 

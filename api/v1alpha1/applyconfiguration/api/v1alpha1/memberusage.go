@@ -33,6 +33,10 @@ type MemberUsageApplyConfiguration struct {
 	// transcript is how far fleetd has counted the agent's current
 	// transcript, so each pass reads only what was added since.
 	Transcript *TranscriptCursorApplyConfiguration `json:"transcript,omitempty"`
+	// turn is the turn under way in the transcript: the message whose
+	// prompt started it, and what its model calls used so far. fleetd
+	// copies it to that Delegation's status.usage.
+	Turn *TurnUsageApplyConfiguration `json:"turn,omitempty"`
 }
 
 // MemberUsageApplyConfiguration constructs a declarative configuration of the MemberUsage type for use with
@@ -102,5 +106,13 @@ func (b *MemberUsageApplyConfiguration) WithCurrency(value string) *MemberUsageA
 // If called multiple times, the Transcript field is set to the value of the last call.
 func (b *MemberUsageApplyConfiguration) WithTranscript(value *TranscriptCursorApplyConfiguration) *MemberUsageApplyConfiguration {
 	b.Transcript = value
+	return b
+}
+
+// WithTurn sets the Turn field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Turn field is set to the value of the last call.
+func (b *MemberUsageApplyConfiguration) WithTurn(value *TurnUsageApplyConfiguration) *MemberUsageApplyConfiguration {
+	b.Turn = value
 	return b
 }
