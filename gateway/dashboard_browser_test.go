@@ -193,6 +193,11 @@ func TestDashboardFollowsAMessageThroughItsPhases(t *testing.T) {
 	settle(t, ns, id, replied("fixed: a missing import"))
 	d.WaitPhase(id, "Replied")
 	d.WaitStep(id, "replied", "fixed: a missing import")
+	// The turn's tokens, as the member's controller counts them.
+	settle(t, ns, id, func(d *fleetv1alpha1.Delegation, _ time.Time) {
+		d.Status.Usage = &fleetv1alpha1.DelegationUsage{TokenUsage: fleetv1alpha1.TokenUsage{InputTokens: 500, OutputTokens: 20, CachedTokens: 100, Calls: 2}, Cost: "0.0019", Currency: "USD"}
+	})
+	d.WaitFor("the message's tokens", `document.querySelector('li.msg[data-id="`+id+`"] .msg-usage')?.textContent === "2 calls · 500 in · 20 out · 100 cached · 0.0019 USD"`)
 	d.Screenshot("replied")
 	if got, want := d.Steps(id), []string{"created", "queued", "delivered", "working", "asked", "answered", "replied"}; !slices.Equal(got, want) {
 		t.Errorf("steps %v, want %v", got, want)

@@ -393,3 +393,18 @@ func TestQueuesOfAgreesWithTheIndex(t *testing.T) {
 		t.Errorf("w1's message in flight is %+v, want the latest typed", got["w1"])
 	}
 }
+
+// TestDashboardMessageUsage: a message's card says what its turn used and
+// cost, and nothing before the member's first call for it.
+func TestDashboardMessageUsage(t *testing.T) {
+	scope := &dashboardScope{who: &identity.Principal{Kind: fleetv1alpha1.PrincipalStatic, Name: "primary", Namespace: "ns"}, othersMessages: true}
+	d := testutil.MakeDelegation("w1-x", "ns", "w1", "fix it").Obj()
+	if m := dashboardMessage(d, scope); m.Usage != "" || m.Cost != "" {
+		t.Errorf("before any call: usage %q, cost %q; want none", m.Usage, m.Cost)
+	}
+	d.Status.Usage = &fleetv1alpha1.DelegationUsage{TokenUsage: fleetv1alpha1.TokenUsage{InputTokens: 200, OutputTokens: 30, CachedTokens: 900, Calls: 2}, Cost: "0.0014", Currency: "EUR"}
+	m := dashboardMessage(d, scope)
+	if m.Usage != "2 calls · 200 in · 30 out · 900 cached" || m.Cost != "0.0014 EUR" {
+		t.Errorf("usage %q, cost %q", m.Usage, m.Cost)
+	}
+}

@@ -78,6 +78,10 @@ type DashboardMessage struct {
 	Steps []DashboardStep `json:"steps"`
 	// Cancellable says the viewer may withdraw it and it has not settled.
 	Cancellable bool `json:"cancellable,omitempty"`
+	// Usage is what the turn it started used, as a person reads it; Cost
+	// what that cost. Empty before the member's first call for it.
+	Usage string `json:"usage,omitempty"`
+	Cost  string `json:"cost,omitempty"`
 	// created orders the timeline.
 	created time.Time
 }

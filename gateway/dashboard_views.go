@@ -91,7 +91,9 @@ func dashboardMember(m *fleetv1alpha1.Member, s *dashboardScope, q queue, inFlig
 		NodeName:          m.Status.NodeName,
 		PodName:           m.Status.PodName,
 	}
-	v.Usage, v.Cost = usageLine(m.Status.Usage)
+	if u := m.Status.Usage; u != nil {
+		v.Usage, v.Cost = usageLine(u.TokenUsage, u.Cost, u.Currency)
+	}
 	if m.Status.AgentStatus != fleetv1alpha1.AgentBlocked {
 		v.Waiting = ""
 	}
@@ -101,10 +103,10 @@ func dashboardMember(m *fleetv1alpha1.Member, s *dashboardScope, q queue, inFlig
 	return v
 }
 
-// usageLine says what a member's usage counts and costs, as the
-// dashboard shows them; both empty before any call.
-func usageLine(u *fleetv1alpha1.MemberUsage) (usage, cost string) {
-	if u == nil || u.TokenUsage == (fleetv1alpha1.TokenUsage{}) {
+// usageLine says what a member's or a message's usage counts and costs,
+// as the dashboard shows them; both empty before any call.
+func usageLine(u fleetv1alpha1.TokenUsage, cost, currency string) (usage, priced string) {
+	if u == (fleetv1alpha1.TokenUsage{}) {
 		return "", ""
 	}
 	calls := "calls"
@@ -115,10 +117,10 @@ func usageLine(u *fleetv1alpha1.MemberUsage) (usage, cost string) {
 	if u.CacheCreationTokens > 0 {
 		usage += fmt.Sprintf(" · %d cache writes", u.CacheCreationTokens)
 	}
-	if u.Cost != "" {
-		cost = u.Cost + " " + u.Currency
+	if cost != "" {
+		priced = cost + " " + currency
 	}
-	return usage, cost
+	return usage, priced
 }
 
 // memberQueue is a member's queue and the message in flight in it.
@@ -198,6 +200,9 @@ func dashboardMessage(d *fleetv1alpha1.Delegation, s *dashboardScope) DashboardM
 		created:     createdTime(d),
 	}
 	m.ContentTruncated = len(m.Content) < len(d.Spec.Content)
+	if u := d.Status.Usage; u != nil {
+		m.Usage, m.Cost = usageLine(u.TokenUsage, u.Cost, u.Currency)
+	}
 	return m
 }
 

@@ -66,6 +66,8 @@ export interface Message {
   deadline?: string;
   steps: Step[];
   cancellable?: boolean;
+  usage?: string;
+  cost?: string;
 }
 
 export interface Messages {

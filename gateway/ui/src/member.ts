@@ -205,7 +205,8 @@ export class MemberView {
       head.append(cancel, out);
     }
     const content = h("pre", { class: "content" }, msg.content + (msg.contentTruncated ? "\n…" : ""));
-    return h("li", { class: "msg", "data-id": msg.dispatchId, "data-phase": msg.phase }, head, content, steps);
+    const usage = msg.usage ? h("p", { class: "msg-usage" }, msg.usage + (msg.cost ? ` · ${msg.cost}` : "")) : null;
+    return h("li", { class: "msg", "data-id": msg.dispatchId, "data-phase": msg.phase }, head, content, usage, steps);
   }
 
   private step(s: Step, created: number): HTMLLIElement {
