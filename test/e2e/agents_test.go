@@ -286,10 +286,12 @@ func testRealAgent(t *testing.T, a realAgent, name string) {
 		args["sessionId"] = name
 		return call(t, s, "bridge_send", args)
 	}
+	replyContent, replyID := "reply: hello from "+string(a.kind), ""
 	t.Run("reply", func(t *testing.T) {
 		timed(t, "reply", func() any {
-			r := send(map[string]any{"content": "reply: hello from " + string(a.kind)})
+			r := send(map[string]any{"content": replyContent})
 			wantOutcome(t, r, "reply")
+			replyID = r.Str("dispatchId")
 			if r.Str("text") != "hello from "+string(a.kind) {
 				t.Errorf("reply %q", r.Str("text"))
 			}
@@ -323,6 +325,36 @@ func testRealAgent(t *testing.T, a realAgent, name string) {
 				return false, fmt.Sprintf("no usage yet; want %+v", want)
 			}
 			return calls > 0 && now.Status.Usage.TokenUsage == want, fmt.Sprintf("usage %+v, want %+v for the calls %s", now.Status.Usage.TokenUsage, want, strings.Join(steps, "; "))
+		})
+	})
+	t.Run("tokens counted per message", func(t *testing.T) {
+		if replyID == "" {
+			t.Skip("the reply message was not sent")
+		}
+		// The turn the message started is the model calls whose prompt it
+		// was: the Delegation's usage is exactly theirs.
+		testutil.Eventually(t, "the message's usage to count its turn's calls", func() (bool, string) {
+			var calls int64
+			for _, r := range model.Requests() {
+				if r.Kind == stubmodel.KindTurn && r.Prompt == replyContent {
+					calls++
+				}
+			}
+			want := fleetv1alpha1.TokenUsage{
+				InputTokens: calls * stubmodel.UsageInputTokens, CachedTokens: calls * stubmodel.UsageCachedTokens,
+				OutputTokens: calls * stubmodel.UsageOutputTokens, Calls: calls,
+			}
+			if a.kind == fleetv1alpha1.AgentClaude {
+				want.CacheCreationTokens = calls * stubmodel.UsageCacheCreationTokens
+			}
+			var d fleetv1alpha1.Delegation
+			if err := w.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: replyID}, &d); err != nil {
+				return false, err.Error()
+			}
+			if d.Status.Usage == nil {
+				return false, fmt.Sprintf("no usage on %s yet; want %+v", replyID, want)
+			}
+			return calls > 0 && d.Status.Usage.TokenUsage == want, fmt.Sprintf("usage %+v, want %+v", d.Status.Usage.TokenUsage, want)
 		})
 	})
 	// Claude Code reports from its start; Codex from its first prompt.
