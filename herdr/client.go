@@ -48,7 +48,9 @@ type Client struct {
 	// address is what the client dials: a socket path, or host:port.
 	address string
 	// tls, when set, makes the connection TLS to a pane host on TCP.
-	tls    *tls.Config
+	tls *tls.Config
+	// mux carries a pane host's exchanges as streams of one connection.
+	mux    *mux
 	lastID atomic.Uint64
 }
 
@@ -63,13 +65,24 @@ func NewClient(socketPath string) *Client {
 }
 
 // NewTLSClient returns a client for a herdr-compatible pane host that serves
-// the same protocol over TLS on addr (host:port): one TLS connection per
-// request, as one socket connection per request. cfg says whom to trust and
-// which client certificate to present.
+// the same protocol over TLS on addr (host:port). Its calls share one
+// connection, each an HTTP/2 stream of its own (TLSServer); a pane host that
+// does not multiplex gets one TLS connection per call, as herdr's socket
+// gets one connection per call. cfg says whom to trust and which client
+// certificate to present.
 func NewTLSClient(addr string, cfg *tls.Config) *Client {
 	c := NewClient(addr)
 	c.tls = cfg
+	c.mux = newMux(addr, cfg)
 	return c
+}
+
+// CloseIdleConnections closes the client's connections that carry no call,
+// for a pane host that is gone.
+func (c *Client) CloseIdleConnections() {
+	if c.mux != nil {
+		c.mux.h2.CloseIdleConnections()
+	}
 }
 
 // SocketPath returns what the client dials: herdr's socket, or a pane
@@ -277,18 +290,15 @@ func (c *Client) roundTrip(ctx context.Context, method string, params any, wantT
 	if err != nil {
 		return err
 	}
-	conn, err := c.dial(ctx)
+	ex, err := c.open(ctx, req)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(expired) })
+	defer ex.Close()
+	stop := context.AfterFunc(ctx, ex.Abort)
 	defer stop()
 
-	if _, err := conn.Write(req); err != nil {
-		return ioError(ctx, "writing request", err)
-	}
-	line, err := readLine(bufio.NewReader(conn), maxResponseLine)
+	line, err := readLine(bufio.NewReader(ex), maxResponseLine)
 	if err != nil {
 		return ioError(ctx, "reading response", err)
 	}
@@ -304,6 +314,28 @@ func (c *Client) roundTrip(ctx context.Context, method string, params any, wantT
 		return resp.Error
 	}
 	return decodeResult(resp.Result, wantType, out)
+}
+
+// open sends one request and returns its exchange: a stream of the pane
+// host's shared connection, or a connection of its own.
+func (c *Client) open(ctx context.Context, req []byte) (exchange, error) {
+	if c.mux != nil && !c.mux.single.Load() {
+		ex, err := c.mux.open(ctx, req)
+		if !errors.Is(err, errNoMux) {
+			return ex, err
+		}
+	}
+	conn, err := c.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(expired) })
+	defer stop()
+	if _, err := conn.Write(req); err != nil {
+		_ = conn.Close()
+		return nil, ioError(ctx, "writing request", err)
+	}
+	return connExchange{conn}, nil
 }
 
 func (c *Client) dial(ctx context.Context) (net.Conn, error) {

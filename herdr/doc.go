@@ -8,6 +8,9 @@
 // treats any byte or half-close from the client as a disconnect, so the client
 // never writes after the request line.
 //
+// A pane host serves the same protocol over TLS, and the client multiplexes
+// there: each exchange is an HTTP/2 stream of one connection (TLSServer).
+//
 // The types follow herdr's published JSON Schema (protocol 20, herdr 0.8.2;
 // protocol 22 only adds methods). The package knows nothing of Kubernetes.
 package herdr

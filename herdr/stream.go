@@ -7,8 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -124,21 +124,18 @@ func (s *Stream) session(ctx context.Context, c *Client, subs []Subscription) (s
 	if err != nil {
 		return false, err
 	}
-	conn, err := c.dial(ctx)
+	// The request is the only thing ever written: herdr reads any later byte,
+	// or a half-close, as the subscriber going away.
+	ex, err := c.open(ctx, req)
 	if err != nil {
 		return false, err
 	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(expired) })
+	defer ex.Close()
+	stop := context.AfterFunc(ctx, ex.Abort)
 	defer stop()
 
-	// The request is the only thing ever written: herdr reads any later byte,
-	// or a half-close, as the subscriber going away.
-	if _, err := conn.Write(req); err != nil {
-		return false, ioError(ctx, "writing subscription", err)
-	}
-	r := bufio.NewReaderSize(conn, 64<<10)
-	if err := s.awaitStart(ctx, c, conn, r); err != nil {
+	r := bufio.NewReaderSize(ex, 64<<10)
+	if err := s.awaitStart(ctx, c, ex, r); err != nil {
 		return false, err
 	}
 
@@ -170,18 +167,19 @@ func (s *Stream) session(ctx context.Context, c *Client, subs []Subscription) (s
 }
 
 // awaitStart reads the first line: subscription_started, or the rejection.
-func (s *Stream) awaitStart(ctx context.Context, c *Client, conn net.Conn, r *bufio.Reader) error {
+// A server that sends neither within the client's Timeout ends the exchange.
+func (s *Stream) awaitStart(ctx context.Context, c *Client, ex exchange, r *bufio.Reader) error {
+	var late atomic.Bool
 	if c.Timeout > 0 {
-		_ = conn.SetReadDeadline(time.Now().Add(c.Timeout))
+		t := time.AfterFunc(c.Timeout, func() { late.Store(true); ex.Abort() })
+		defer t.Stop()
 	}
 	line, err := readLine(r, maxResponseLine)
+	if late.Load() {
+		return fmt.Errorf("%w: no subscription start within %s", ErrUnavailable, c.Timeout)
+	}
 	if err != nil {
 		return ioError(ctx, "reading subscription start", err)
-	}
-	_ = conn.SetReadDeadline(time.Time{})
-	// Clearing the deadline may have undone the cancellation's expired one.
-	if err := context.Cause(ctx); err != nil {
-		return err
 	}
 	resp, err := decodeResponse(line)
 	if err != nil {

@@ -87,11 +87,7 @@ func (h *Hosts) For(m *fleetv1alpha1.Member) (*herdr.Client, error) {
 		return c, nil
 	}
 	// A member's earlier pods are gone: their clients go too.
-	for k := range h.clients {
-		if uid, _, _ := strings.Cut(k, "@"); uid == string(m.UID) {
-			delete(h.clients, k)
-		}
-	}
+	h.forgetLocked(m.UID)
 	c := herdr.NewTLSClient(addr, ClientConfig(h.pool, h.clientCert, string(m.UID)))
 	c.OnError = h.OnError
 	h.clients[key] = c
@@ -102,8 +98,15 @@ func (h *Hosts) For(m *fleetv1alpha1.Member) (*herdr.Client, error) {
 func (h *Hosts) Forget(uid types.UID) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for k := range h.clients {
+	h.forgetLocked(uid)
+}
+
+// forgetLocked drops uid's clients, and closes their connections once the
+// calls on them end.
+func (h *Hosts) forgetLocked(uid types.UID) {
+	for k, c := range h.clients {
 		if u, _, _ := strings.Cut(k, "@"); u == string(uid) {
+			c.CloseIdleConnections()
 			delete(h.clients, k)
 		}
 	}

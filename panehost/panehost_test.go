@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,6 +30,10 @@ type paneHost struct {
 	addr  string
 	root  string
 	agent string
+	// accepted counts the TCP connections the relay took.
+	accepted *atomic.Int64
+	// tls is the relay's TLS configuration.
+	tls *tls.Config
 }
 
 func startPaneHost(t *testing.T) *paneHost {
@@ -87,15 +92,30 @@ func startPaneHost(t *testing.T) *paneHost {
 	if err != nil {
 		t.Fatal(err)
 	}
+	counted := &countingListener{Listener: ln, accepted: new(atomic.Int64)}
 	relayed := make(chan error, 1)
-	go func() { relayed <- relay.Serve(ln) }()
+	go func() { relayed <- relay.Serve(counted) }()
 	t.Cleanup(func() {
 		_ = ln.Close()
 		if err := <-relayed; err != nil {
 			t.Error(err)
 		}
 	})
-	return &paneHost{ca: ca, srv: srv, addr: ln.Addr().String(), root: root, agent: filepath.Join(root, "ns", "w1")}
+	return &paneHost{ca: ca, srv: srv, addr: ln.Addr().String(), root: root, agent: filepath.Join(root, "ns", "w1"), accepted: counted.accepted, tls: cfg}
+}
+
+// countingListener counts the connections it accepts.
+type countingListener struct {
+	net.Listener
+	accepted *atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.accepted.Add(1)
+	}
+	return c, err
 }
 
 // client is the controllers' client of the pane host.

@@ -3,17 +3,14 @@ package panehost
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"time"
-)
 
-// relayHandshakeTimeout bounds a TLS handshake: only fleetd's controllers
-// complete one, and nothing else may hold a connection open.
-const relayHandshakeTimeout = 10 * time.Second
+	"github.com/fleetd/fleetd/herdr"
+)
 
 // Relay is the pane host's side of a member Pod: it alone holds the Pod's
 // TLS key, takes fleetd's controllers' connections over mutual TLS and
@@ -48,33 +45,26 @@ func (r *Relay) WaitForSocket(ctx context.Context) error {
 }
 
 // Serve relays the connections ln accepts until ln is closed; those being
-// relayed then go on until either side ends them.
+// relayed then go on until either side ends them. A connection that
+// multiplexes (herdr.TLSServer) has each of its streams relayed to a socket
+// connection of its own.
 func (r *Relay) Serve(ln net.Listener) error {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return nil
-			}
-			return err
-		}
-		go r.carry(c)
+	s := &herdr.TLSServer{
+		Config: r.TLS,
+		Open: func(ctx context.Context) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", r.Socket)
+		},
+		Single: r.carry,
+		Log:    r.Log,
 	}
+	return s.Serve(ln)
 }
 
-// carry authenticates one connection and relays it to the socket until
-// either side ends.
-func (r *Relay) carry(raw net.Conn) {
-	conn := tls.Server(raw, r.TLS)
+// carry relays one authenticated connection to the socket until either
+// side ends.
+func (r *Relay) carry(conn net.Conn) {
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(relayHandshakeTimeout))
-	if err := conn.Handshake(); err != nil {
-		if r.Log != nil {
-			r.Log.Info("Refused a connection", "remote", raw.RemoteAddr().String(), "err", err)
-		}
-		return
-	}
-	_ = conn.SetDeadline(time.Time{})
 	upstream, err := net.Dial("unix", r.Socket)
 	if err != nil {
 		if r.Log != nil {

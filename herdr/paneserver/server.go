@@ -185,8 +185,10 @@ func (o *Options) agentExecutable(label string) string {
 type Server struct {
 	opts Options
 	ln   *net.UnixListener
-	// tlsLn serves the protocol over TLS, when Options.TLSAddress is set.
+	// tlsLn serves the protocol over TLS, when Options.TLSAddress is set,
+	// by tls.
 	tlsLn net.Listener
+	tls   *herdr.TLSServer
 	sess  *session
 	log   *slog.Logger
 
@@ -229,7 +231,7 @@ func New(opts Options) (*Server, error) {
 			_ = ln.Close()
 			return nil, errors.New("paneserver: a TLS address needs a TLS configuration")
 		}
-		if tlsLn, err = tls.Listen("tcp", opts.TLSAddress, opts.TLSConfig); err != nil {
+		if tlsLn, err = net.Listen("tcp", opts.TLSAddress); err != nil {
 			_ = ln.Close()
 			return nil, fmt.Errorf("paneserver: listening on %s: %w", opts.TLSAddress, err)
 		}
@@ -244,6 +246,17 @@ func New(opts Options) (*Server, error) {
 		cancel: cancel,
 		conns:  map[net.Conn]struct{}{},
 		usage:  map[uint32]*userUsage{},
+	}
+	s.tls = &herdr.TLSServer{
+		Config: opts.TLSConfig,
+		Single: s.serveTracked,
+		Open: func(context.Context) (net.Conn, error) {
+			// Each stream is a connection of the server's own.
+			near, far := net.Pipe()
+			go s.serveTracked(far)
+			return near, nil
+		},
+		Log: opts.Logger,
 	}
 	s.sess = newSession(&s.opts, newHub())
 	if opts.Users != nil {
@@ -338,7 +351,7 @@ func (s *Server) Serve() error {
 		return s.accept(s.ln)
 	}
 	errs := make(chan error, 2)
-	go func() { errs <- s.accept(s.tlsLn) }()
+	go func() { errs <- s.tls.Serve(s.tlsLn) }()
 	go func() { errs <- s.accept(s.ln) }()
 	err := <-errs
 	if err != nil {
@@ -391,6 +404,7 @@ func (s *Server) Close() error {
 	s.cancel()
 	err := s.ln.Close()
 	if s.tlsLn != nil {
+		s.tls.Close()
 		if terr := s.tlsLn.Close(); terr != nil && !errors.Is(terr, net.ErrClosed) {
 			err = errors.Join(err, terr)
 		}
@@ -401,6 +415,23 @@ func (s *Server) Close() error {
 		return fmt.Errorf("paneserver: closing listener: %w", err)
 	}
 	return nil
+}
+
+// serveTracked serves one connection the TLS listener took, on this
+// goroutine, unless the server is closed.
+func (s *Server) serveTracked(conn net.Conn) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = conn.Close()
+		return
+	}
+	s.conns[conn] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer s.wg.Done()
+	defer s.untrack(conn)
+	s.serveConn(conn)
 }
 
 func (s *Server) track(conn net.Conn) bool {
