@@ -36,7 +36,7 @@ type paneHost struct {
 	tls *tls.Config
 }
 
-func startPaneHost(t *testing.T) *paneHost {
+func startPaneHost(t testing.TB) *paneHost {
 	t.Helper()
 	now := time.Now()
 	ca, _, err := NewCA(now)
