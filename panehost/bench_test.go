@@ -1,10 +1,7 @@
 package panehost
 
 import (
-	"crypto/tls"
-	"net"
 	"testing"
-	"time"
 
 	"github.com/fleetd/fleetd/herdr"
 )
@@ -16,32 +13,14 @@ import (
 // per call.
 func BenchmarkPaneHostCall(b *testing.B) {
 	h := startPaneHost(b)
-	older, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = older.Close() })
-	relay := &Relay{Socket: h.srv.SocketPath(), TLS: h.tls}
-	single := &countingListener{Listener: tls.NewListener(older, h.tls), accepted: h.accepted}
-	go func() {
-		for {
-			conn, err := single.Accept()
-			if err != nil {
-				return
-			}
-			go relay.carry(conn)
-		}
-	}()
-	cert, err := h.ca.IssueController(time.Now())
-	if err != nil {
-		b.Fatal(err)
-	}
+	older := h.startOlderRelay(b)
+	cfg := h.controllerConfig(b)
 	for _, bc := range []struct{ name, addr string }{
 		{"shared connection", h.addr},
-		{"connection per call (baseline)", older.Addr().String()},
+		{"connection per call (baseline)", older},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			c := herdr.NewTLSClient(bc.addr, ClientConfig(h.ca.Pool(), func() (*tls.Certificate, error) { return &cert, nil }, memberUID))
+			c := herdr.NewTLSClient(bc.addr, cfg)
 			if _, err := c.Ping(b.Context()); err != nil {
 				b.Fatal(err)
 			}

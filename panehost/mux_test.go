@@ -87,16 +87,47 @@ func TestPaneHostCallsShareOneConnection(t *testing.T) {
 	}
 }
 
+// controllerConfig is the TLS configuration of fleetd's controllers for
+// the pane host's member.
+func (h *paneHost) controllerConfig(t testing.TB) *tls.Config {
+	t.Helper()
+	cert, err := h.ca.IssueController(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ClientConfig(h.ca.Pool(), func() (*tls.Certificate, error) { return &cert, nil }, memberUID)
+}
+
+// startOlderRelay serves the pane host as a relay from before
+// multiplexing did: a connection per exchange, each counted in h.accepted.
+// It returns the relay's address.
+func (h *paneHost) startOlderRelay(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	older := &Relay{Socket: h.srv.SocketPath(), TLS: h.tls}
+	counted := &countingListener{Listener: tls.NewListener(ln, h.tls), accepted: h.accepted}
+	go func() {
+		for {
+			conn, err := counted.Accept()
+			if err != nil {
+				return
+			}
+			go older.carry(conn)
+		}
+	}()
+	return ln.Addr().String()
+}
+
 // TestPaneHostServesClientsThatDoNotMultiplex: a client that offers no
 // ALPN (an older fleetd) still gets the protocol itself, one exchange per
 // connection.
 func TestPaneHostServesClientsThatDoNotMultiplex(t *testing.T) {
 	h := startPaneHost(t)
-	cert, err := h.ca.IssueController(time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := ClientConfig(h.ca.Pool(), func() (*tls.Certificate, error) { return &cert, nil }, memberUID)
+	cfg := h.controllerConfig(t)
 	conn, err := tls.Dial("tcp", h.addr, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -120,28 +151,9 @@ func TestPaneHostServesClientsThatDoNotMultiplex(t *testing.T) {
 // connection of its own, as before.
 func TestClientFallsBackToAPaneHostThatDoesNotMultiplex(t *testing.T) {
 	h := startPaneHost(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	older := &Relay{Socket: h.srv.SocketPath(), TLS: h.tls}
-	counted := &countingListener{Listener: tls.NewListener(ln, h.tls), accepted: h.accepted}
+	addr := h.startOlderRelay(t)
 	h.accepted.Store(0)
-	go func() {
-		for {
-			conn, err := counted.Accept()
-			if err != nil {
-				return
-			}
-			go older.carry(conn)
-		}
-	}()
-	cert, err := h.ca.IssueController(time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := herdr.NewTLSClient(ln.Addr().String(), ClientConfig(h.ca.Pool(), func() (*tls.Certificate, error) { return &cert, nil }, memberUID))
+	c := herdr.NewTLSClient(addr, h.controllerConfig(t))
 	for i := range 3 {
 		if _, err := c.Ping(t.Context()); err != nil {
 			t.Fatalf("ping %d against an older pane host: %v", i, err)
@@ -158,11 +170,7 @@ func TestClientFallsBackToAPaneHostThatDoesNotMultiplex(t *testing.T) {
 // connection goes on serving.
 func TestPaneHostBoundsAStream(t *testing.T) {
 	h := startPaneHost(t)
-	cert, err := h.ca.IssueController(time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := ClientConfig(h.ca.Pool(), func() (*tls.Certificate, error) { return &cert, nil }, memberUID)
+	cfg := h.controllerConfig(t)
 	cfg.NextProtos = []string{herdr.MuxProtocol}
 	hc := &http.Client{Transport: &http2.Transport{TLSClientConfig: cfg}, Timeout: 10 * time.Second}
 	post := func(path string, body []byte) (int, string) {
