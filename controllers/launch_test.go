@@ -210,6 +210,11 @@ func TestPaneEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(read.Text, "\n")
+	for i, l := range lines {
+		// The command may be typed before the shell's first prompt: the
+		// terminal echoes it, and the prompt then leads env's first line.
+		lines[i] = strings.TrimPrefix(strings.TrimPrefix(l, "# "), "$ ")
+	}
 	for _, want := range []string{"TEAM_COLOR=blue", "FLEETD_MEMBER=envcheck", "FLEETD_MCP_URL=http://127.0.0.1:1/mcp", "ANTHROPIC_API_KEY=", "ANTHROPIC_BASE_URL="} {
 		if !slices.Contains(lines, want) {
 			t.Errorf("pane environment has no line %s:\n%s", want, read.Text)
