@@ -49,10 +49,10 @@ type DelegationReconciler struct {
 	// Reader reads from the API server: the Secrets a message's images
 	// come from, which the cache does not hold.
 	Reader client.Reader
-	// Panes is the shared pane server; Hosts, when set, says which pane
-	// host each member's panes live on (Panes, or its Pod's).
+	// Panes is the shared pane server; Runtimes, when set, says where
+	// each member's agent runs (on Panes, or in its Pod).
 	Panes    Panes
-	Hosts    PaneHosts
+	Runtimes *Runtimes
 	Recorder recorder.EventRecorder
 	Clock    clock.PassiveClock
 	Policy   delegation.Policy
@@ -73,9 +73,7 @@ type DelegationReconciler struct {
 	typed     map[types.NamespacedName]sets.Set[string]
 	blockedAt map[types.NamespacedName]int64
 
-	// shared is what the shared pane server does beyond herdr: whether it
-	// keeps members' files, where a message's images go.
-	shared sharedHost
+	runtimesOnce sync.Once
 
 	// own is what this injector wrote that its cache may not show yet.
 	own ownWrites
@@ -106,7 +104,7 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	} else {
 		view = memberViewOf(member)
 		command = member.Status.AgentKind == ""
-		panes, _ = r.hosts().For(member)
+		panes, _ = r.runtimes().For(member)
 	}
 	view.BlockedAtSeq = r.blockedAtSeq(req.NamespacedName)
 	var list fleetv1alpha1.DelegationList
@@ -151,12 +149,14 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	return ctrl.Result{RequeueAfter: dec.RequeueAfter}, nil
 }
 
-// hosts is where each member's panes live.
-func (r *DelegationReconciler) hosts() PaneHosts {
-	if r.Hosts == nil {
-		return NewPaneHosts(r.Panes, nil)
-	}
-	return r.Hosts
+// runtimes is where each member's agent runs.
+func (r *DelegationReconciler) runtimes() *Runtimes {
+	r.runtimesOnce.Do(func() {
+		if r.Runtimes == nil {
+			r.Runtimes = NewRuntimes(r.Panes, nil, "", nil)
+		}
+	})
+	return r.Runtimes
 }
 
 // goneSenders finds the Members that sent outcomes still owed to them and no

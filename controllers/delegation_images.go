@@ -67,7 +67,11 @@ func (r *DelegationReconciler) placeImages(ctx context.Context, key types.Namesp
 	}
 	hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
 	defer cancel()
-	if err := filesOf(hctx, m, panes, &r.shared).Install(hctx, m.Status.AgentDir, dir, files); err != nil {
+	where, err := r.runtimes().Files(hctx, m)
+	if err == nil {
+		err = where.Install(hctx, m.Status.AgentDir, dir, files)
+	}
+	if err != nil {
 		return agents.ImagePrompt{}, fmt.Errorf("putting the images of delegation %s in member %s's agent directory: %w", d.Name, m.Name, err)
 	}
 	return agents.PromptWithImages(m.Status.AgentKind, paths, d.Spec.Content), nil

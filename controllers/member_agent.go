@@ -3,7 +3,6 @@ package controllers
 import (
 	"cmp"
 	"context"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -21,19 +20,10 @@ import (
 // record (the agent's own session id, the last hook event, what a blocked
 // agent waits for) and its transcript (the context left).
 
-// home is where a Member's known agent keeps what fleetd seeds for it: one
-// directory per Member incarnation under the agent directory, so a new
-// Member of the same name starts afresh; in a pod member's Pod, the one
-// directory on its workspace.
+// home is where m's known agent keeps what fleetd seeds for it, where it
+// runs.
 func (r *MemberReconciler) home(m *fleetv1alpha1.Member) agentHome {
-	if m.Status.Runtime == fleetv1alpha1.RuntimePod {
-		return agentHome{Dir: podAgentDir, HookCommand: podHookCommand}
-	}
-	uid := string(m.UID)
-	if len(uid) > 8 {
-		uid = uid[:8]
-	}
-	return agentHome{Dir: filepath.Join(r.AgentDir, m.Namespace, m.Name+"-"+uid), HookCommand: r.HookCommand}
+	return r.runtimes().of(m).home(m)
 }
 
 // observeHooks records what the agent's hooks told fleetd, for agents

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -22,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
@@ -52,9 +50,9 @@ type MemberReconciler struct {
 	Reader client.Reader // uncached, for env Secrets the cache does not hold
 	// Panes is the shared pane server beside fleetd.
 	Panes Panes
-	// Hosts says which pane host each Member's panes live on: Panes, or its
-	// Pod's. Nil routes every Member to Panes.
-	Hosts PaneHosts
+	// Runtimes says where each Member's agent runs: on Panes, or in a Pod
+	// of its own. Nil runs every Member on Panes.
+	Runtimes *Runtimes
 	// DefaultRuntime is where Members that do not say run; Shared if empty.
 	DefaultRuntime fleetv1alpha1.Runtime
 	// Pods are how pod members run; CA mints their pane hosts'
@@ -62,9 +60,7 @@ type MemberReconciler struct {
 	Pods PodSettings
 	CA   *panehost.CA
 
-	// shared is what the shared pane server does beyond herdr, asked once
-	// it answers.
-	shared sharedHost
+	runtimesOnce sync.Once
 	// policies are the namespaces whose member NetworkPolicy this run
 	// made sure of.
 	policies sync.Map
@@ -145,12 +141,14 @@ func (r *MemberReconciler) newScope(m *fleetv1alpha1.Member) *memberScope {
 	return &memberScope{member: m, now: metav1.NewTime(r.Clock.Now()), panes: r.Panes, files: panehost.Local{}}
 }
 
-// hosts is where each Member's panes live.
-func (r *MemberReconciler) hosts() PaneHosts {
-	if r.Hosts == nil {
-		return NewPaneHosts(r.Panes, nil)
-	}
-	return r.Hosts
+// runtimes is where each Member's agent runs.
+func (r *MemberReconciler) runtimes() *Runtimes {
+	r.runtimesOnce.Do(func() {
+		if r.Runtimes == nil {
+			r.Runtimes = NewRuntimes(r.Panes, nil, r.AgentDir, r.HookCommand)
+		}
+	})
+	return r.Runtimes
 }
 
 // Reconcile brings one Member's pane in line with its spec.
@@ -218,15 +216,12 @@ func (r *MemberReconciler) reconcileNormal(ctx context.Context, s *memberScope) 
 	m.Status.AgentKind = worker.Agent
 	s.pricing = worker.Pricing
 	m.Status.Runtime = runtimeOf(m, worker, r.DefaultRuntime)
-	mcpURL, token := r.MCPURL, ""
-	if m.Status.Runtime == fleetv1alpha1.RuntimePod {
-		// The agent mounts the gateway through its pane host, which adds
-		// the Pod's own token: a pod member has no token Secret.
-		mcpURL = podMCPURL
-	} else if token, err = r.ensureToken(ctx, s); err != nil {
+	rt := r.runtimes().of(m)
+	mcpURL, token, err := rt.gateway(ctx, r, s)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	launch, err := planLaunch(worker, env, mcpURL, token, m.Name, r.home(m))
+	launch, err := planLaunch(worker, env, mcpURL, token, m.Name, rt.home(m))
 	if err != nil {
 		var boundary *boundaryError
 		if !errors.As(err, &boundary) {
@@ -245,29 +240,16 @@ func (r *MemberReconciler) reconcileNormal(ctx context.Context, s *memberScope) 
 		return ctrl.Result{}, reconcile.TerminalError(err)
 	}
 
-	if m.Status.Runtime == fleetv1alpha1.RuntimePod {
-		if errs := memberPodOutOfBounds(m.Spec.Pod); len(errs) > 0 {
-			return r.refusePod(ctx, s, errs.ToAggregate())
-		}
-		up, result, err := r.reconcilePod(ctx, s, worker)
-		if err != nil || !up {
-			return result, err
-		}
+	if up, result, err := rt.prepare(ctx, r, s, worker); err != nil || !up {
+		return result, err
 	}
-	if s.panes, err = r.hosts().For(m); err != nil {
+	if s.panes, err = rt.panes(m); err != nil {
 		return ctrl.Result{}, err
 	}
-	if m.Status.Runtime == fleetv1alpha1.RuntimePod {
-		s.files = panehost.Remote{Client: s.panes.(*herdr.Client)}
-		s.facts.isolation = &isolation{reason: fleetv1alpha1.ReasonOwnPod, message: "the member runs in pod " + m.Status.PodName + " of its own"}
-	} else if info, ok := r.shared.info(ctx, s.panes); ok {
-		if c, remote := s.panes.(panehost.Caller); remote && info.AgentFiles {
-			// The pane server keeps the agents' files, as each
-			// workspace's own user where it has one.
-			s.files = panehost.Remote{Client: c, User: workspaceLabel(m)}
-		}
-		s.facts.isolation = isolationOnShared(info)
+	if s.files, err = rt.files(ctx, m); err != nil {
+		return ctrl.Result{}, err
 	}
+	s.facts.isolation = rt.isolation(ctx, m, s.panes)
 	hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
 	defer cancel()
 	result, err := r.reconcilePane(ctx, hctx, s, launch)
@@ -323,61 +305,17 @@ func (r *MemberReconciler) reconcileDelete(ctx context.Context, m *fleetv1alpha1
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if m.Status.Runtime == fleetv1alpha1.RuntimePod {
-		// Its Pod, with its panes, goes with the Member (the Pod is owned),
-		// and so do its credentials; deleting the Pod now ends the agent
-		// without waiting for the garbage collector.
-		if err := r.deletePods(ctx, m); err != nil {
-			return ctrl.Result{}, err
-		}
-	} else if panes, err := r.hosts().For(m); err == nil {
-		// By label, whether or not a workspace id was ever recorded: a
-		// Member stopped at once may have a pane no pass wrote down.
-		hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
-		err := closeWorkspaces(hctx, panes, m)
-		cancel()
-		if err != nil {
-			waited := r.Clock.Since(m.DeletionTimestamp.Time)
-			if waited < cleanupTimeout {
-				log.FromContext(ctx).Info("Waiting for herdr to close the pane", "member", klog.KObj(m), "error", err.Error())
-				return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
-			}
-			r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, fleetv1alpha1.ReasonCleanupTimedOut, "Delete",
-				"Gave up closing workspace %s after %s: %v", m.Status.WorkspaceID, cleanupTimeout, err)
-		}
-	}
-	if m.Status.Runtime != fleetv1alpha1.RuntimePod {
-		r.removeFiles(ctx, m)
+	rt := r.runtimes()
+	if done, result, err := rt.of(m).teardown(ctx, r, m); err != nil || !done {
+		return result, err
 	}
 	if err := r.deleteToken(ctx, m); err != nil {
 		return ctrl.Result{}, err
 	}
-	r.hosts().Forget(m.UID)
+	rt.Forget(m.UID)
 	r.egressPolicies.Delete(string(m.UID))
 	controllerutil.RemoveFinalizer(m, fleetv1alpha1.MemberFinalizer)
 	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Update(ctx, m))
-}
-
-// removeFiles removes what a shared-runtime Member left where its panes
-// ran: its agent directory and, on a pane server that ran it as a user of
-// its own, that user's processes, home and temporary directory. A failure
-// is logged, and never holds the Member's deletion: its directory is one
-// of this Member incarnation's alone (home), so a new Member of the name
-// never reaches it.
-func (r *MemberReconciler) removeFiles(ctx context.Context, m *fleetv1alpha1.Member) {
-	panes, err := r.hosts().For(m)
-	if err != nil {
-		return
-	}
-	dir := ""
-	if r.AgentDir != "" {
-		dir = r.home(m).Dir
-	}
-	hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
-	defer cancel()
-	if err := filesOf(hctx, m, panes, &r.shared).Remove(hctx, dir); err != nil {
-		log.FromContext(ctx).Info("Removing the member's files", "member", klog.KObj(m), "error", err.Error())
-	}
 }
 
 // writeStatus writes the status once, only if it changed, then emits the

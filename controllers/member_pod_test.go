@@ -678,7 +678,7 @@ func runPodControllers(t *testing.T, ns string) *panehost.Hosts {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hosts := panehost.NewHosts(nil, ca)
+	hosts := panehost.NewHosts(ca)
 	hosts.Port = freePort(t)
 	runManager(t, env.Config, ns, func(ctx context.Context, mgr ctrl.Manager) error {
 		return SetupWithManager(ctx, mgr, Config{

@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"fmt"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -58,38 +57,3 @@ var (
 	_ AgentFiles = panehost.Local{}
 	_ AgentFiles = panehost.Remote{}
 )
-
-// sharedOnly is the PaneHosts of a fleetd with one pane server and no pod
-// members.
-type sharedOnly struct{ panes Panes }
-
-func (sharedOnly) Forget(types.UID) {}
-
-func (s sharedOnly) For(m *fleetv1alpha1.Member) (Panes, error) {
-	if m.Status.Runtime == fleetv1alpha1.RuntimePod {
-		return nil, fmt.Errorf("%w: member %s runs in a pod, and this fleetd runs no pod members", panehost.ErrNoPaneHost, m.Name)
-	}
-	return s.panes, nil
-}
-
-// routedHosts is panehost.Hosts as PaneHosts.
-type routedHosts struct{ hosts *panehost.Hosts }
-
-func (h routedHosts) Forget(uid types.UID) { h.hosts.Forget(uid) }
-
-func (h routedHosts) For(m *fleetv1alpha1.Member) (Panes, error) {
-	c, err := h.hosts.For(m)
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-// NewPaneHosts routes Members to the shared pane server (nil when there is
-// none) or, with hosts, to their Pods' pane hosts.
-func NewPaneHosts(shared Panes, hosts *panehost.Hosts) PaneHosts {
-	if hosts == nil {
-		return sharedOnly{shared}
-	}
-	return routedHosts{hosts}
-}

@@ -112,9 +112,9 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 			return fmt.Errorf("registering the member and delegation gauges: %w", err)
 		}
 	}
-	hosts := NewPaneHosts(cfg.Panes, cfg.PaneHosts)
+	runtimes := NewRuntimes(cfg.Panes, cfg.PaneHosts, agentDir, cfg.HookCommand)
 	members := &MemberReconciler{
-		Hosts:                   hosts,
+		Runtimes:                runtimes,
 		DefaultRuntime:          cfg.DefaultRuntime,
 		Pods:                    cfg.Pods,
 		CA:                      cfg.CA,
@@ -135,7 +135,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		return fmt.Errorf("setting up the member controller: %w", err)
 	}
 	delegations := &DelegationReconciler{
-		Hosts:                   hosts,
+		Runtimes:                runtimes,
 		Client:                  mgr.GetClient(),
 		Reader:                  mgr.GetAPIReader(),
 		Panes:                   cfg.Panes,

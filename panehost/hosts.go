@@ -30,13 +30,11 @@ const DefaultPort = 7443
 // without a shared pane server.
 var ErrNoPaneHost = errors.New("no pane host")
 
-// Hosts says where a Member's panes live: the shared pane server beside
-// fleetd, or its own Pod's pane host, reached over TLS with fleetd's client
-// certificate and checked by the Member's name. It keeps one client per
-// pod, dropped when the Pod changes.
+// Hosts reaches the pane hosts of member Pods, over TLS with fleetd's
+// client certificate, each checked by its Member's name. It keeps one
+// client per pod, dropped when the Pod changes. Which Members run in Pods
+// is not its to say: it reaches whichever pod it is asked for.
 type Hosts struct {
-	// Shared is the pane server beside fleetd; nil when there is none.
-	Shared *herdr.Client
 	// Port is the pods' pane host port; DefaultPort if zero.
 	Port int
 	// OnError is each pod client's herdr.Client.OnError; set it before the
@@ -51,24 +49,17 @@ type Hosts struct {
 	clients map[string]*herdr.Client
 }
 
-// NewHosts routes to shared, and with a CA (nil when fleetd runs no pod
-// members) to member Pods.
-func NewHosts(shared *herdr.Client, ca *CA) *Hosts {
-	h := &Hosts{Shared: shared, ca: ca, clients: map[string]*herdr.Client{}}
+// NewHosts reaches member Pods with credentials ca mints.
+func NewHosts(ca *CA) *Hosts {
+	h := &Hosts{ca: ca, clients: map[string]*herdr.Client{}}
 	if ca != nil {
 		h.pool = ca.Pool()
 	}
 	return h
 }
 
-// For returns the client of m's pane host.
+// For returns the client of the pane host in m's Pod.
 func (h *Hosts) For(m *fleetv1alpha1.Member) (*herdr.Client, error) {
-	if m.Status.Runtime != fleetv1alpha1.RuntimePod {
-		if h.Shared == nil {
-			return nil, fmt.Errorf("%w: member %s runs on the shared pane server, and this fleetd has none", ErrNoPaneHost, m.Name)
-		}
-		return h.Shared, nil
-	}
 	if h.ca == nil {
 		return nil, fmt.Errorf("%w: member %s runs in a pod, and this fleetd has no pane host CA", ErrNoPaneHost, m.Name)
 	}

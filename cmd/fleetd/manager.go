@@ -283,7 +283,7 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 		if ca, err = panehost.LoadCA(ctx, mgr.GetAPIReader(), writer, types.NamespacedName{Namespace: ns, Name: name}); err != nil {
 			return err
 		}
-		hosts = panehost.NewHosts(shared, ca)
+		hosts = panehost.NewHosts(ca)
 		hosts.Port = o.paneHostPort
 		hosts.OnError = metrics.PaneHostErrors(fleetv1alpha1.RuntimePod)
 	} else if runtime == fleetv1alpha1.RuntimePod {
@@ -355,17 +355,13 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 		if gopts.Detectors, err = detect.Load(o.screenManifests); err != nil {
 			return err
 		}
-		// Images a member sends are read where its agent runs.
-		gopts.MemberFiles = controllers.NewMemberFiles(shared, hosts)
-		if hosts != nil {
-			gopts.PaneHosts = gateway.PaneHostsFunc(func(m *fleetv1alpha1.Member) (gateway.PaneReader, error) {
-				c, err := hosts.For(m)
-				if err != nil {
-					return nil, err
-				}
-				return c, nil
-			})
-		}
+		// Images a member sends, and its terminal, are read where its
+		// agent runs.
+		runtimes := controllers.NewRuntimes(shared, hosts, "", nil)
+		gopts.MemberFiles = controllers.NewMemberFiles(runtimes)
+		gopts.PaneHosts = gateway.PaneHostsFunc(func(m *fleetv1alpha1.Member) (gateway.PaneReader, error) {
+			return runtimes.For(m)
+		})
 		if o.staticTokens != "" {
 			ns, name, ok := strings.Cut(o.staticTokens, "/")
 			if !ok || ns == "" || name == "" {
