@@ -207,6 +207,13 @@ func (s *TLSServer) Serve(ln net.Listener) error {
 				return
 			}
 			_ = conn.SetDeadline(time.Time{})
+			// The peer's certificate vouched for it at the handshake; a
+			// connection that outlives the certificate ends with it, and
+			// the peer must show a current one to go on.
+			if peer := conn.ConnectionState().PeerCertificates; len(peer) > 0 {
+				expire := time.AfterFunc(time.Until(peer[0].NotAfter), func() { _ = conn.Close() })
+				defer expire.Stop()
+			}
 			if conn.ConnectionState().NegotiatedProtocol != MuxProtocol {
 				s.Single(conn)
 				return

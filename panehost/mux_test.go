@@ -197,3 +197,34 @@ func TestPaneHostBoundsAStream(t *testing.T) {
 		t.Errorf("%d connections, want the refusals and the ping on one", n)
 	}
 }
+
+// TestPaneHostEndsAConnectionWithItsCertificate: a connection lasts no
+// longer than the client certificate it was opened with; past it, the
+// client must present a current one, and an expired one opens nothing.
+func TestPaneHostEndsAConnectionWithItsCertificate(t *testing.T) {
+	h := startPaneHost(t)
+	// Valid for two more seconds.
+	cert, err := h.ca.IssueController(time.Now().Add(-leafValidity + 2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := herdr.NewTLSClient(h.addr, ClientConfig(h.ca.Pool(), func() (*tls.Certificate, error) { return &cert, nil }, memberUID))
+	c.Timeout = 5 * time.Second
+	if _, err := c.Ping(t.Context()); err != nil {
+		t.Fatalf("ping with a current certificate: %v", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := c.Ping(t.Context())
+		if err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the connection outlived its client certificate by 28 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := h.accepted.Load(); n < 2 {
+		t.Errorf("%d connections: the refusal came on the old connection, not at a new handshake", n)
+	}
+}
