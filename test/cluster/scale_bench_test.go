@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -68,8 +69,7 @@ const receivedLog = "/workspace/received.log"
 //     (API server, pane hosts, gateway clients) with 1 member and with
 //     150, and the most seen while the delegations ran; and the TCP
 //     connections its Pod dials and accepts per member start and per
-//     Delegation (every call to a pane host is a TLS connection of its
-//     own);
+//     Delegation (calls to a pane host share one connection);
 //   - 100 and then 1,000 detached Delegations ("reply: N") spread over the
 //     150: seconds from the first create to all Replied, throughput, the
 //     ratio of the two throughputs, and each Delegation's own latency;
@@ -348,7 +348,16 @@ func (r *scaleRun) startMembers(b *testing.B, v cache.Cache, ns string, names []
 	// agent CLIs (730 MiB, 90 s to load into the nodes) would sit unused.
 	// Only a Profile may name a member's image.
 	p := testutil.MakeProfile("scale", ns).Command("scripted-agent", "--received-log", receivedLog).Obj()
-	p.Spec.Pod = &fleetv1alpha1.MemberPod{Image: "fleetd:dev"}
+	// A scripted agent holds about 41 MiB and little CPU: the default
+	// requests, sized for a real CLI, would fit 60 members on 3 nodes of
+	// 2 cores, not 150.
+	p.Spec.Pod = &fleetv1alpha1.MemberPod{Image: "fleetd:dev", Resources: &corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("64Mi"),
+			corev1.ResourceEphemeralStorage: resource.MustParse("64Mi"),
+		},
+		Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi"), corev1.ResourceEphemeralStorage: resource.MustParse("1Gi")},
+	}}
 	if err := r.c.Create(context.Background(), p); err != nil && !apierrors.IsAlreadyExists(err) {
 		b.Fatal(err)
 	}

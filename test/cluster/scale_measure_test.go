@@ -136,8 +136,8 @@ type fleetdFigures struct {
 
 // tcpOpens are a network namespace's TCP connections opened so far: dialed
 // (active) and accepted (passive), from /proc/PID/net/snmp. In fleetd's
-// Pod, fleetd dials (the API server, and each call to a pane host, a TLS
-// connection of its own) and the gateway accepts (the members' forwarders,
+// Pod, fleetd dials (the API server, and a connection to each pane host,
+// which its calls share) and the gateway accepts (the members' forwarders,
 // primaries, the kubelet's probes); the shared pane server beside it does
 // neither.
 type tcpOpens struct{ active, passive int64 }
