@@ -13,8 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/net/http2"
 )
 
 // A pane host serves the protocol over TLS in one of two ways, chosen by
@@ -92,7 +90,7 @@ var errNoMux = errors.New("pane host does not multiplex")
 
 // mux is a client's multiplexed transport to one pane host.
 type mux struct {
-	h2  *http2.Transport
+	h2  *http.Transport
 	url string
 	// single is set once the pane host declined h2: every later exchange
 	// dials a connection of its own, as before multiplexing.
@@ -103,8 +101,13 @@ func newMux(addr string, cfg *tls.Config) *mux {
 	m := &mux{url: "https://" + addr + MuxPath}
 	offer := cfg.Clone()
 	offer.NextProtos = []string{MuxProtocol}
-	m.h2 = &http2.Transport{
-		DialTLSContext: func(ctx context.Context, _, _ string, _ *tls.Config) (net.Conn, error) {
+	// HTTP/2 only: a pane host that does not negotiate it is served one
+	// exchange per connection, never HTTP/1.
+	var h2only http.Protocols
+	h2only.SetHTTP2(true)
+	m.h2 = &http.Transport{
+		Protocols: &h2only,
+		DialTLSContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			d := tls.Dialer{Config: offer}
 			conn, err := d.DialContext(ctx, "tcp", addr)
 			if err != nil {
@@ -117,8 +120,7 @@ func newMux(addr string, cfg *tls.Config) *mux {
 			}
 			return conn, nil
 		},
-		ReadIdleTimeout: muxPingAfter,
-		PingTimeout:     muxPingTimeout,
+		HTTP2:           &http.HTTP2Config{SendPingTimeout: muxPingAfter, PingTimeout: muxPingTimeout},
 		IdleConnTimeout: muxIdleTimeout,
 	}
 	return m
@@ -171,7 +173,12 @@ type TLSServer struct {
 
 	mu     sync.Mutex
 	closed bool
-	conns  map[net.Conn]struct{}
+	// conns are the TCP connections being served, each with what to do
+	// when it ends.
+	conns map[net.Conn]func()
+	// ends are the multiplexed connections' ends, by the TLS connection
+	// the HTTP/2 server holds.
+	ends map[net.Conn]func()
 }
 
 // Serve serves the connections ln accepts until ln is closed; those being
@@ -179,8 +186,25 @@ type TLSServer struct {
 func (s *TLSServer) Serve(ln net.Listener) error {
 	cfg := s.Config.Clone()
 	cfg.NextProtos = append([]string{MuxProtocol}, cfg.NextProtos...)
-	h2 := &http2.Server{MaxConcurrentStreams: muxMaxStreams, IdleTimeout: muxIdleTimeout, MaxReadFrameSize: 1 << 20}
-	handler := http.HandlerFunc(s.exchange)
+	// The HTTP/2 server takes the connections that negotiated it, after
+	// the handshake here: net/http would serve the others HTTP/1.
+	multiplexed := newConnQueue(ln.Addr())
+	defer multiplexed.Close()
+	var h2only http.Protocols
+	h2only.SetHTTP2(true)
+	h2 := &http.Server{
+		Handler:     http.HandlerFunc(s.exchange),
+		Protocols:   &h2only,
+		HTTP2:       &http.HTTP2Config{MaxConcurrentStreams: muxMaxStreams, MaxReadFrameSize: 1 << 20},
+		IdleTimeout: muxIdleTimeout,
+		ErrorLog:    slog.NewLogLogger(s.logHandler(), slog.LevelInfo),
+		ConnState: func(c net.Conn, st http.ConnState) {
+			if st == http.StateClosed || st == http.StateHijacked {
+				s.ended(c)
+			}
+		},
+	}
+	go func() { _ = h2.Serve(multiplexed) }()
 	for {
 		raw, err := ln.Accept()
 		if err != nil {
@@ -193,35 +217,141 @@ func (s *TLSServer) Serve(ln net.Listener) error {
 			}
 			return err
 		}
-		if !s.track(raw) {
-			_ = raw.Close()
-			return nil
-		}
-		go func() {
-			defer s.untrack(raw)
-			conn := tls.Server(raw, cfg)
-			_ = conn.SetDeadline(time.Now().Add(handshakeTimeout))
-			if err := conn.Handshake(); err != nil {
-				s.log("Refused a connection", "remote", raw.RemoteAddr().String(), "err", err)
-				_ = conn.Close()
-				return
-			}
-			_ = conn.SetDeadline(time.Time{})
-			// The peer's certificate vouched for it at the handshake; a
-			// connection that outlives the certificate ends with it, and
-			// the peer must show a current one to go on.
-			if peer := conn.ConnectionState().PeerCertificates; len(peer) > 0 {
-				expire := time.AfterFunc(time.Until(peer[0].NotAfter), func() { _ = conn.Close() })
-				defer expire.Stop()
-			}
-			if conn.ConnectionState().NegotiatedProtocol != MuxProtocol {
-				s.Single(conn)
-				return
-			}
-			h2.ServeConn(conn, &http2.ServeConnOpts{Handler: handler})
-		}()
+		go s.serve(raw, cfg, multiplexed)
 	}
 }
+
+// serve authenticates one connection and serves it the way it asked for.
+func (s *TLSServer) serve(raw net.Conn, cfg *tls.Config, multiplexed *connQueue) {
+	conn := tls.Server(raw, cfg)
+	var expire *time.Timer
+	done := func() {
+		if expire != nil {
+			expire.Stop()
+		}
+		_ = conn.Close()
+		s.untrack(raw)
+	}
+	if !s.track(raw, done) {
+		_ = raw.Close()
+		return
+	}
+	_ = conn.SetDeadline(time.Now().Add(handshakeTimeout))
+	if err := conn.Handshake(); err != nil {
+		s.log("Refused a connection", "remote", raw.RemoteAddr().String(), "err", err)
+		done()
+		return
+	}
+	_ = conn.SetDeadline(time.Time{})
+	// The peer's certificate vouched for it at the handshake; a connection
+	// that outlives the certificate ends with it, and the peer must show a
+	// current one to go on.
+	if peer := conn.ConnectionState().PeerCertificates; len(peer) > 0 {
+		expire = time.AfterFunc(time.Until(peer[0].NotAfter), func() { _ = conn.Close() })
+	}
+	if conn.ConnectionState().NegotiatedProtocol != MuxProtocol {
+		s.Single(conn)
+		done()
+		return
+	}
+	s.mu.Lock()
+	s.ends[conn] = done
+	s.mu.Unlock()
+	if !multiplexed.push(conn) {
+		s.ended(conn)
+	}
+}
+
+// Close ends every connection the server serves; Serve's listener is its
+// caller's to close.
+func (s *TLSServer) Close() {
+	s.mu.Lock()
+	s.closed = true
+	conns := make([]net.Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+}
+
+func (s *TLSServer) track(c net.Conn, done func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	if s.conns == nil {
+		s.conns, s.ends = map[net.Conn]func(){}, map[net.Conn]func(){}
+	}
+	s.conns[c] = done
+	return true
+}
+
+func (s *TLSServer) untrack(c net.Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conns, c)
+}
+
+// ended runs the end of a multiplexed connection the HTTP/2 server is done
+// with.
+func (s *TLSServer) ended(c net.Conn) {
+	s.mu.Lock()
+	done := s.ends[c]
+	delete(s.ends, c)
+	s.mu.Unlock()
+	if done != nil {
+		done()
+	}
+}
+
+func (s *TLSServer) logHandler() slog.Handler {
+	if s.Log == nil {
+		return slog.DiscardHandler
+	}
+	return s.Log.Handler()
+}
+
+// connQueue is a listener of connections handed to it.
+type connQueue struct {
+	addr  net.Addr
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newConnQueue(addr net.Addr) *connQueue {
+	return &connQueue{addr: addr, conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+// push hands c to Accept; false once the queue is closed.
+func (q *connQueue) push(c net.Conn) bool {
+	select {
+	case q.conns <- c:
+		return true
+	case <-q.done:
+		return false
+	}
+}
+
+func (q *connQueue) Accept() (net.Conn, error) {
+	select {
+	case c := <-q.conns:
+		return c, nil
+	case <-q.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (q *connQueue) Close() error {
+	q.once.Do(func() { close(q.done) })
+	return nil
+}
+
+func (q *connQueue) Addr() net.Addr { return q.addr }
 
 // exchange carries one stream to the herdr server: the request line in,
 // every byte herdr writes back out as it comes, until herdr ends the
@@ -271,36 +401,6 @@ func (s *TLSServer) exchange(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-}
-
-// Close ends every connection the server serves; Serve's listener is its
-// caller's to close.
-func (s *TLSServer) Close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closed = true
-	for c := range s.conns {
-		_ = c.Close()
-	}
-}
-
-func (s *TLSServer) track(c net.Conn) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false
-	}
-	if s.conns == nil {
-		s.conns = map[net.Conn]struct{}{}
-	}
-	s.conns[c] = struct{}{}
-	return true
-}
-
-func (s *TLSServer) untrack(c net.Conn) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.conns, c)
 }
 
 func (s *TLSServer) log(msg string, args ...any) {

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/net/http2"
-
 	"github.com/fleetd/fleetd/herdr"
 )
 
@@ -172,7 +170,9 @@ func TestPaneHostBoundsAStream(t *testing.T) {
 	h := startPaneHost(t)
 	cfg := h.controllerConfig(t)
 	cfg.NextProtos = []string{herdr.MuxProtocol}
-	hc := &http.Client{Transport: &http2.Transport{TLSClientConfig: cfg}, Timeout: 10 * time.Second}
+	var h2only http.Protocols
+	h2only.SetHTTP2(true)
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg, Protocols: &h2only}, Timeout: 10 * time.Second}
 	post := func(path string, body []byte) (int, string) {
 		t.Helper()
 		resp, err := hc.Post("https://"+h.addr+path, "application/json", bytes.NewReader(body))
