@@ -123,7 +123,7 @@ func TestAMessageWithoutATraceGetsNoSpans(t *testing.T) {
 func attr(s sdktrace.ReadOnlySpan, key attribute.Key) string {
 	for _, kv := range s.Attributes() {
 		if kv.Key == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
