@@ -62,7 +62,7 @@ func BenchmarkHeldWaiters(b *testing.B) {
 	seeds := make([]*fleetv1alpha1.Delegation, heldWaiters)
 	for i := range seeds {
 		d := testutil.MakeDelegation(fmt.Sprintf("held-%d", i), "fuzz", "w1", "a task of a typical length: fix the flaky test in the gateway package").Obj()
-		if err := g.client.Create(ctx, d); err != nil {
+		if err := g.svc.client.Create(ctx, d); err != nil {
 			b.Fatal(err)
 		}
 		seeds[i] = d
@@ -76,9 +76,9 @@ func BenchmarkHeldWaiters(b *testing.B) {
 		hctx, release := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		for _, d := range seeds {
-			wg.Go(func() { _, _ = g.hold(hctx, c, client.ObjectKeyFromObject(d), nil, time.Hour, never) })
+			wg.Go(func() { _, _ = g.svc.hold(hctx, c, client.ObjectKeyFromObject(d), nil, time.Hour, never) })
 		}
-		for g.rv.held() < heldWaiters {
+		for g.svc.rv.held() < heldWaiters {
 			time.Sleep(10 * time.Millisecond)
 		}
 		// Let every waiter reach its select before measuring.
@@ -260,12 +260,12 @@ func BenchmarkHeldCalls(b *testing.B) {
 	var gw, bare heldCost
 	for b.Loop() {
 		var release func()
-		gw, release = measureHolds(b, "gateway", h.url, staticToken, n, 200*time.Millisecond, h.gw.rv.held)
+		gw, release = measureHolds(b, "gateway", h.url, staticToken, n, 200*time.Millisecond, h.gw.svc.rv.held)
 		// Deleting the Delegations ends the holds without a write each.
 		if err := env.Client.DeleteAllOf(ctx, &fleetv1alpha1.Delegation{}, client.InNamespace(ns)); err != nil {
 			b.Fatal(err)
 		}
-		for h.gw.rv.held() > 0 {
+		for h.gw.svc.rv.held() > 0 {
 			time.Sleep(100 * time.Millisecond)
 		}
 		release()
@@ -388,7 +388,7 @@ func holdSDK(b *testing.B, n int) heldCost {
 // them, a few at a time.
 func createHeldDelegations(b *testing.B, ns string, n int) {
 	b.Helper()
-	g := &Gateway{opts: Options{}.withDefaults()}
+	g := &Gateway{svc: &service{opts: Options{}.withDefaults()}}
 	p := &identity.Principal{Kind: fleetv1alpha1.PrincipalStatic, Name: "primary", Namespace: ns}
 	to := member("w1", ns).Obj()
 	next := make(chan int)
@@ -397,7 +397,7 @@ func createHeldDelegations(b *testing.B, ns string, n int) {
 	for range 16 {
 		wg.Go(func() {
 			for i := range next {
-				d := g.newDelegation(p, to, fmt.Sprintf("held call %d", i), true, 3600)
+				d := g.svc.newDelegation(p, to, fmt.Sprintf("held call %d", i), true, 3600)
 				if err := env.Client.Create(context.Background(), d); err != nil {
 					errs <- err
 					return
@@ -537,10 +537,10 @@ func BenchmarkBridgeListBytes(b *testing.B) {
 		return errIf(got.err != nil || list.Total != members, "%d of %d members listed: %v", list.Total, members, got.err)
 	})
 	var ms fleetv1alpha1.MemberList
-	if err := h.gw.cache.List(ctx, &ms, client.InNamespace(ns)); err != nil {
+	if err := h.gw.svc.cache.List(ctx, &ms, client.InNamespace(ns)); err != nil {
 		b.Fatal(err)
 	}
-	full, err := h.gw.memberViews(ctx, ms.Items, &identity.Principal{Kind: fleetv1alpha1.PrincipalStatic, Name: "primary", Namespace: ns}, nil)
+	full, err := h.gw.svc.memberViews(ctx, ms.Items, &identity.Principal{Kind: fleetv1alpha1.PrincipalStatic, Name: "primary", Namespace: ns}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -17,15 +17,15 @@ import (
 // interrupted before it answers that the cancel is under way.
 const cancelWait = 30 * time.Second
 
-// bridgeCancel withdraws a message: a queued one settles Cancelled at once;
+// cancel withdraws a message: a queued one settles Cancelled at once;
 // for one in its member's hands the injector interrupts the turn first. It
 // waits for the message to settle and says how: cancelled, or whatever
 // settled it first (a reply that came in the meantime wins).
-func (g *Gateway) bridgeCancel(ctx context.Context, c *call, in CancelInput) (*CancelOutput, error) {
+func (s *service) cancel(ctx context.Context, c *call, in CancelInput) (*CancelOutput, error) {
 	if in.DispatchID == "" {
 		return nil, toolerr.New(toolerr.InvalidArgument, "dispatchId must name the message to withdraw, as bridge_send returned it")
 	}
-	d, err := g.message(ctx, c.who.Namespace, in.DispatchID)
+	d, err := s.message(ctx, c.who.Namespace, in.DispatchID)
 	if err != nil {
 		return nil, err
 	}
@@ -34,24 +34,24 @@ func (g *Gateway) bridgeCancel(ctx context.Context, c *call, in CancelInput) (*C
 		if c.who.Kind == fleetv1alpha1.PrincipalMember {
 			return nil, toolerr.New(toolerr.Forbidden, "message %s was sent by %s, not by you; a member withdraws only its own messages", d.Name, d.Spec.From.Name)
 		}
-		if err := g.allow(ctx, c.who, identity.CancelDelegations); err != nil {
+		if err := s.allow(ctx, c.who, identity.CancelDelegations); err != nil {
 			return nil, err
 		}
 	}
-	now := g.opts.Clock.Now()
-	d, err = g.updateStatus(ctx, d, func(d *fleetv1alpha1.Delegation) (bool, error) {
+	now := s.opts.Clock.Now()
+	d, err = s.updateStatus(ctx, d, func(d *fleetv1alpha1.Delegation) (bool, error) {
 		return delegation.RequestCancel(d, now), nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	release, err := g.reserveHold(c)
+	release, err := s.reserveHold(c)
 	if err != nil {
 		// The cancel is recorded; a caller with no call to spare does not
 		// wait to see it settle.
 		return &CancelOutput{DispatchID: d.Name, Outcome: outcomeCancelling}, nil
 	}
-	last, err := g.hold(ctx, c, types.NamespacedName{Namespace: d.Namespace, Name: d.Name}, d, cancelWait, func(d *fleetv1alpha1.Delegation) bool { return delegation.Settled(d.Status.Phase) })
+	last, err := s.hold(ctx, c, types.NamespacedName{Namespace: d.Namespace, Name: d.Name}, d, cancelWait, func(d *fleetv1alpha1.Delegation) bool { return delegation.Settled(d.Status.Phase) })
 	release()
 	switch {
 	case errors.Is(err, errHoldTimeout), errors.Is(err, errGatewayStopping):
@@ -63,7 +63,7 @@ func (g *Gateway) bridgeCancel(ctx context.Context, c *call, in CancelInput) (*C
 	}
 	if sender {
 		// The outcome reached its sender: bridge_poll need not show it.
-		if _, err := g.updateStatus(ctx, last, func(d *fleetv1alpha1.Delegation) (bool, error) {
+		if _, err := s.updateStatus(ctx, last, func(d *fleetv1alpha1.Delegation) (bool, error) {
 			return delegation.Acknowledge(d, now)
 		}); err != nil {
 			return nil, err

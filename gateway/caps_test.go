@@ -62,13 +62,13 @@ func TestHeldCallsPerPrincipal(t *testing.T) {
 	// Every call is held or refused; which calls win the race does not
 	// matter, how many do does.
 	testutil.Eventually(t, "", func() error {
-		n, r := h.gw.rv.held(), int(refused.Load())
+		n, r := h.gw.svc.rv.held(), int(refused.Load())
 		return errIf(n+r != calls, "%d calls held and %d refused of %d", n, r, calls)
 	})
-	if n, r := h.gw.rv.held(), int(refused.Load()); n != limit || r != calls-limit {
+	if n, r := h.gw.svc.rv.held(), int(refused.Load()); n != limit || r != calls-limit {
 		t.Fatalf("%d calls held and %d refused, want %d held and %d refused", n, r, limit, calls-limit)
 	}
-	if n := h.gw.heldCalls.count(me); n != limit {
+	if n := h.gw.svc.heldCalls.count(me); n != limit {
 		t.Fatalf("%d held-call slots taken, want %d", n, limit)
 	}
 
@@ -82,7 +82,7 @@ func TestHeldCallsPerPrincipal(t *testing.T) {
 			t.Fatalf("a held call ended with %+v, want the reply", got)
 		}
 	}
-	if n := h.gw.heldCalls.count(me); n != 0 {
+	if n := h.gw.svc.heldCalls.count(me); n != 0 {
 		t.Fatalf("%d held-call slots still taken after every call returned", n)
 	}
 }
@@ -201,7 +201,7 @@ func TestDashboardScreenReadsShared(t *testing.T) {
 	setMemberStatus(t, w1, func(st *fleetv1alpha1.MemberStatus) { st.PaneID = pane })
 	testutil.Eventually(t, "the pane in the cache", func() error {
 		var m fleetv1alpha1.Member
-		if err := h.gw.cache.Get(context.Background(), client.ObjectKeyFromObject(w1), &m); err != nil {
+		if err := h.gw.svc.cache.Get(context.Background(), client.ObjectKeyFromObject(w1), &m); err != nil {
 			return err
 		}
 		return errIf(m.Status.PaneID != pane, "no pane yet")
@@ -218,7 +218,7 @@ func TestDashboardScreenReadsShared(t *testing.T) {
 	if got := panes.reads.Load(); got != 1 {
 		t.Fatalf("%d pages opened with %d terminal reads, want 1", pages, got)
 	}
-	if n := h.gw.screens.count(); n != 1 {
+	if n := h.gw.dashboard.screens.count(); n != 1 {
 		t.Fatalf("%d read loops for one member, want 1", n)
 	}
 
@@ -272,7 +272,7 @@ func TestRevokedMemberTokenStopsAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, "the deleted Secret gone from the cache", func() error {
-		err := h.gw.cache.Get(context.Background(), client.ObjectKeyFromObject(secret), &corev1.Secret{})
+		err := h.gw.svc.cache.Get(context.Background(), client.ObjectKeyFromObject(secret), &corev1.Secret{})
 		return errIf(!apierrors.IsNotFound(err), "still cached: %v", err)
 	})
 	if cs, err := h.tryConnect(token, nil); err == nil {

@@ -32,23 +32,43 @@ import (
 // at run time, hence inline styles.
 const dashboardCSP = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; font-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-// dashboardRoutes registers the dashboard's page and API.
-func (g *Gateway) dashboardRoutes(mux *http.ServeMux) {
+// dashboard is the dashboard's face: its page, its event streams (one
+// per open page, dashboard_stream.go) and its two actions, each of which
+// calls one of the service's verbs.
+type dashboard struct {
+	svc *service
+	// viewers are the open pages, woken by the informers' events.
+	viewers *viewers
+	// screens reads each shown member's terminal once for all its pages.
+	screens *screenFeeds
+	// streams bounds the streams each principal keeps open.
+	streams *principalSlots
+}
+
+func newDashboard(svc *service) *dashboard {
+	d := &dashboard{svc: svc, viewers: newViewers(), streams: newPrincipalSlots(svc.opts.MaxDashboardStreams)}
+	d.screens = newScreenFeeds(d)
+	return d
+}
+
+// routes registers the dashboard's page and API, the API behind
+// authenticate.
+func (d *dashboard) routes(mux *http.ServeMux, authenticate func(http.Handler) http.Handler) {
 	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 	mux.HandleFunc("GET /ui/{file...}", serveDashboardAsset)
 	// State-changing requests from another site's page are refused before
 	// anything else; the token in a header is the real guard, since no
 	// other page can set it.
 	actions := http.NewCrossOriginProtection()
-	mux.Handle("GET /ui/api/fleet", g.authenticate(http.HandlerFunc(g.dashboardFleet)))
-	mux.Handle("GET /ui/api/members/{member}", g.authenticate(http.HandlerFunc(g.dashboardMemberPage)))
-	mux.Handle("POST /ui/api/members/{member}/messages", actions.Handler(g.authenticate(http.HandlerFunc(g.dashboardSend))))
-	mux.Handle("POST /ui/api/messages/{dispatchId}/cancel", actions.Handler(g.authenticate(http.HandlerFunc(g.dashboardCancel))))
+	mux.Handle("GET /ui/api/fleet", authenticate(http.HandlerFunc(d.fleet)))
+	mux.Handle("GET /ui/api/members/{member}", authenticate(http.HandlerFunc(d.memberPage)))
+	mux.Handle("POST /ui/api/members/{member}/messages", actions.Handler(authenticate(http.HandlerFunc(d.send))))
+	mux.Handle("POST /ui/api/messages/{dispatchId}/cancel", actions.Handler(authenticate(http.HandlerFunc(d.cancel))))
 }
 
-// dashboardSend serves POST /ui/api/members/{member}/messages: what
-// bridge_send {sessionId: member, wait: false} does, through the same code.
-func (g *Gateway) dashboardSend(w http.ResponseWriter, r *http.Request) {
+// send serves POST /ui/api/members/{member}/messages: the service's send,
+// as bridge_send {sessionId: member, wait: false, autoSpawn: false}.
+func (d *dashboard) send(w http.ResponseWriter, r *http.Request) {
 	var req DashboardSendRequest
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 4*fleetv1alpha1.MaxContentBytes))
 	if err != nil {
@@ -59,7 +79,7 @@ func (g *Gateway) dashboardSend(w http.ResponseWriter, r *http.Request) {
 		writeError(w, toolerr.New(toolerr.InvalidArgument, "the body must be {\"content\": string, \"idempotencyKey\"?: string}: %v", err))
 		return
 	}
-	out, err := g.bridgeSend(r.Context(), &call{tool: "bridge_send", who: restPrincipal(r)}, SendInput{
+	out, err := d.svc.send(r.Context(), newCall("bridge_send", restPrincipal(r)), SendInput{
 		Content:        req.Content,
 		SessionID:      r.PathValue("member"),
 		Wait:           ptr.To(false),
@@ -73,10 +93,10 @@ func (g *Gateway) dashboardSend(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, out)
 }
 
-// dashboardCancel serves POST /ui/api/messages/{dispatchId}/cancel: what
-// bridge_cancel does, through the same code.
-func (g *Gateway) dashboardCancel(w http.ResponseWriter, r *http.Request) {
-	out, err := g.bridgeCancel(r.Context(), &call{tool: "bridge_cancel", who: restPrincipal(r)}, CancelInput{DispatchID: r.PathValue("dispatchId")})
+// cancel serves POST /ui/api/messages/{dispatchId}/cancel: the service's
+// cancel.
+func (d *dashboard) cancel(w http.ResponseWriter, r *http.Request) {
+	out, err := d.svc.cancel(r.Context(), newCall("bridge_cancel", restPrincipal(r)), CancelInput{DispatchID: r.PathValue("dispatchId")})
 	if err != nil {
 		writeError(w, err)
 		return

@@ -286,13 +286,13 @@ func TestDashboardTerminalAndAClosedTab(t *testing.T) {
 	}
 	d.WaitTerminal("and-then-more")
 	d.Screenshot("terminal")
-	if h.gw.viewers.count() != 1 {
-		t.Errorf("%d viewers open, want 1", h.gw.viewers.count())
+	if h.gw.dashboard.viewers.count() != 1 {
+		t.Errorf("%d viewers open, want 1", h.gw.dashboard.viewers.count())
 	}
 
 	d.Close()
 	testutil.Eventually(t, "the page's stream to end", func() error {
-		if n := h.gw.viewers.count(); n != 0 {
+		if n := h.gw.dashboard.viewers.count(); n != 0 {
 			return fmt.Errorf("%d viewers still open", n)
 		}
 		if g := streamGoroutines(); g != "" {
@@ -306,7 +306,7 @@ func TestDashboardTerminalAndAClosedTab(t *testing.T) {
 	setMemberStatus(t, w1, func(st *fleetv1alpha1.MemberStatus) { st.AgentStatus = fleetv1alpha1.AgentWorking })
 	testutil.Eventually(t, "the change in the cache", func() error {
 		var m fleetv1alpha1.Member
-		if err := h.gw.cache.Get(context.Background(), client.ObjectKeyFromObject(w1), &m); err != nil {
+		if err := h.gw.svc.cache.Get(context.Background(), client.ObjectKeyFromObject(w1), &m); err != nil {
 			return err
 		}
 		return errIf(m.Status.AgentStatus != fleetv1alpha1.AgentWorking, "still %s", m.Status.AgentStatus)

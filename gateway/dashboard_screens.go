@@ -13,13 +13,13 @@ import (
 // the pages, so a hundred open pages of one member cost the pane server
 // what one does. A loop runs only while a page watches it.
 type screenFeeds struct {
-	g     *Gateway
+	d     *dashboard
 	mu    sync.Mutex
 	feeds map[types.NamespacedName]*screenFeed
 }
 
-func newScreenFeeds(g *Gateway) *screenFeeds {
-	return &screenFeeds{g: g, feeds: map[types.NamespacedName]*screenFeed{}}
+func newScreenFeeds(d *dashboard) *screenFeeds {
+	return &screenFeeds{d: d, feeds: map[types.NamespacedName]*screenFeed{}}
 }
 
 // screenFeed is the read loop of one member's terminal and its watchers.
@@ -49,7 +49,7 @@ func (fs *screenFeeds) watch(key types.NamespacedName) *screenWatch {
 	if !ok {
 		f = &screenFeed{key: key, stop: make(chan struct{}), watchers: map[*screenWatch]struct{}{}}
 		fs.feeds[key] = f
-		go f.run(fs.g)
+		go f.run(fs.d)
 	}
 	w := &screenWatch{feed: f, wake: make(chan struct{}, 1)}
 	f.mu.Lock()
@@ -93,12 +93,12 @@ func (w *screenWatch) screen() DashboardScreen {
 // run reads the terminal now and then every screenInterval, on the
 // gateway's clock, until the last watcher leaves or the gateway stops,
 // and wakes the watchers when the screen changed.
-func (f *screenFeed) run(g *Gateway) {
-	t := g.opts.Clock.NewTicker(screenInterval)
+func (f *screenFeed) run(d *dashboard) {
+	t := d.svc.opts.Clock.NewTicker(screenInterval)
 	defer t.Stop()
 	var last uint64
 	for {
-		screen := g.readScreen(context.Background(), f.key)
+		screen := d.readScreen(context.Background(), f.key)
 		h := fnv.New64a()
 		_, _ = h.Write([]byte(screen.PaneID + "\x00" + screen.Text + "\x00" + screen.Unavailable))
 		if sum := h.Sum64(); sum != last {
@@ -108,7 +108,7 @@ func (f *screenFeed) run(g *Gateway) {
 		select {
 		case <-f.stop:
 			return
-		case <-g.stopping:
+		case <-d.svc.stopping:
 			return
 		case <-t.C():
 		}

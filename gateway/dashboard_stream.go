@@ -87,7 +87,7 @@ func (s *eventStream) flush() error { return s.rc.Flush() }
 // dashboardStream is one open dashboard stream: the viewer's scope and
 // registration, and what it last sent, so that only changes are sent.
 type dashboardStream struct {
-	g     *Gateway
+	d     *dashboard
 	es    *eventStream
 	v     *viewer
 	token string
@@ -101,62 +101,62 @@ type dashboardStream struct {
 	screen uint64
 }
 
-// dashboardScopeOf decides what p may see and do on the dashboard. Seeing
+// scopeOf decides what p may see and do on the dashboard. Seeing
 // anything takes what bridge_list takes (get members).
-func (g *Gateway) dashboardScopeOf(ctx context.Context, p *identity.Principal) (*dashboardScope, error) {
-	if err := g.allow(ctx, p, identity.GetMembers); err != nil {
+func (d *dashboard) scopeOf(ctx context.Context, p *identity.Principal) (*dashboardScope, error) {
+	if err := d.svc.allow(ctx, p, identity.GetMembers); err != nil {
 		return nil, err
 	}
 	s := &dashboardScope{who: p}
 	if p.Member == nil {
-		s.screens = g.opts.Panes != nil || g.opts.PaneHosts != nil
-		s.othersMessages = g.allow(ctx, p, identity.GetDelegations) == nil
-		s.cancelOthers = g.allow(ctx, p, identity.CancelDelegations) == nil
+		s.screens = d.svc.opts.Panes != nil || d.svc.opts.PaneHosts != nil
+		s.othersMessages = d.svc.allow(ctx, p, identity.GetDelegations) == nil
+		s.cancelOthers = d.svc.allow(ctx, p, identity.CancelDelegations) == nil
 	}
 	return s, nil
 }
 
-// openDashboardStream checks the caller, takes one of its stream slots,
+// openStream checks the caller, takes one of its stream slots,
 // subscribes a viewer and starts the event stream with the hello event. A
 // refusal is answered as every REST error is (401, 403, 429 for a caller
 // with as many streams open as it may) before anything is streamed.
-func (g *Gateway) openDashboardStream(w http.ResponseWriter, r *http.Request, member string) (*dashboardStream, func(), bool) {
+func (d *dashboard) openStream(w http.ResponseWriter, r *http.Request, member string) (*dashboardStream, func(), bool) {
 	p := restPrincipal(r)
-	scope, err := g.dashboardScopeOf(r.Context(), p)
+	scope, err := d.scopeOf(r.Context(), p)
 	if err != nil {
 		writeError(w, err)
 		return nil, nil, false
 	}
-	release, ok := g.streams.reserve(p)
+	release, ok := d.streams.reserve(p)
 	if !ok {
-		g.metrics.throttled.WithLabelValues("dashboard_streams").Inc()
-		writeError(w, toolerr.New(toolerr.Throttled, "you have %d dashboard streams open already, the most one caller may (--max-dashboard-streams); close a tab and try again", g.streams.max))
+		d.svc.metrics.throttled.WithLabelValues("dashboard_streams").Inc()
+		writeError(w, toolerr.New(toolerr.Throttled, "you have %d dashboard streams open already, the most one caller may (--max-dashboard-streams); close a tab and try again", d.streams.max))
 		return nil, nil, false
 	}
 	token, _ := identity.BearerToken(r)
-	v := g.viewers.subscribe(p.Namespace, member)
+	v := d.viewers.subscribe(p.Namespace, member)
 	es, err := startEventStream(w)
 	if err == nil {
 		err = es.send("hello", scope.hello())
 	}
 	if err != nil {
-		g.viewers.unsubscribe(v)
+		d.viewers.unsubscribe(v)
 		release()
 		return nil, nil, false
 	}
 	done := func() {
 		release()
-		g.viewers.unsubscribe(v)
+		d.viewers.unsubscribe(v)
 		// The connection may serve another request after the stream.
 		_ = es.rc.SetWriteDeadline(time.Time{})
 	}
-	return &dashboardStream{g: g, es: es, v: v, token: token, source: clientAddress(r), scope: scope, sent: map[string]uint64{}}, done, true
+	return &dashboardStream{d: d, es: es, v: v, token: token, source: clientAddress(r), scope: scope, sent: map[string]uint64{}}, done, true
 }
 
-// dashboardFleet serves GET /ui/api/fleet: every member the caller may see,
+// fleet serves GET /ui/api/fleet: every member the caller may see,
 // then each change as it happens.
-func (g *Gateway) dashboardFleet(w http.ResponseWriter, r *http.Request) {
-	s, done, ok := g.openDashboardStream(w, r, "")
+func (d *dashboard) fleet(w http.ResponseWriter, r *http.Request) {
+	s, done, ok := d.openStream(w, r, "")
 	if !ok {
 		return
 	}
@@ -164,12 +164,12 @@ func (g *Gateway) dashboardFleet(w http.ResponseWriter, r *http.Request) {
 	s.run(r.Context(), s.fleetSnapshot, s.fleetChanges, nil)
 }
 
-// dashboardMemberPage serves GET /ui/api/members/{member}: the member, its
+// memberPage serves GET /ui/api/members/{member}: the member, its
 // messages and, for primaries, its terminal, then each change.
-func (g *Gateway) dashboardMemberPage(w http.ResponseWriter, r *http.Request) {
+func (d *dashboard) memberPage(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("member")
 	var m fleetv1alpha1.Member
-	err := g.cache.Get(r.Context(), types.NamespacedName{Namespace: restPrincipal(r).Namespace, Name: name}, &m)
+	err := d.svc.cache.Get(r.Context(), types.NamespacedName{Namespace: restPrincipal(r).Namespace, Name: name}, &m)
 	if err == nil && !(&dashboardScope{who: restPrincipal(r)}).showsMember(&m) {
 		writeError(w, toolerr.New(toolerr.Forbidden, "member %s is not in your team; a member's dashboard shows its own team", name))
 		return
@@ -178,15 +178,15 @@ func (g *Gateway) dashboardMemberPage(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	s, done, ok := g.openDashboardStream(w, r, name)
+	s, done, ok := d.openStream(w, r, name)
 	if !ok {
 		return
 	}
 	defer done()
 	var screen *screenWatch
 	if s.scope.screens {
-		screen = g.screens.watch(types.NamespacedName{Namespace: s.v.namespace, Name: name})
-		defer g.screens.unwatch(screen)
+		screen = d.screens.watch(types.NamespacedName{Namespace: s.v.namespace, Name: name})
+		defer d.screens.unwatch(screen)
 	}
 	s.run(r.Context(), s.memberSnapshot, s.memberChanges, screen)
 }
@@ -195,7 +195,7 @@ func (g *Gateway) dashboardMemberPage(w http.ResponseWriter, r *http.Request) {
 // gateway stops, or the viewer may no longer see the page. Everything runs
 // on the request's goroutine: when the request ends, nothing is left.
 func (s *dashboardStream) run(ctx context.Context, snapshot func(context.Context) error, changes func(context.Context, sets.Set[string], sets.Set[string]) error, screen *screenWatch) {
-	clk := s.g.opts.Clock
+	clk := s.d.svc.opts.Clock
 	if err := snapshot(ctx); err != nil {
 		s.fail(err)
 		return
@@ -213,7 +213,7 @@ func (s *dashboardStream) run(ctx context.Context, snapshot func(context.Context
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.g.stopping:
+		case <-s.d.svc.stopping:
 			return
 		case <-s.v.wake:
 			members, messages := s.v.take()
@@ -260,11 +260,11 @@ func (s *dashboardStream) send(event string, v any) error {
 // for a new snapshot. A token that no longer authenticates, or a principal
 // that lost the right to see members, ends the stream.
 func (s *dashboardStream) rescope(ctx context.Context) (bool, error) {
-	p, f := s.g.auth.AuthenticateFrom(ctx, s.token, s.source)
+	p, f := s.d.svc.auth.AuthenticateFrom(ctx, s.token, s.source)
 	if f != nil {
 		return false, f.Error()
 	}
-	scope, err := s.g.dashboardScopeOf(ctx, p)
+	scope, err := s.d.scopeOf(ctx, p)
 	if err != nil {
 		return false, err
 	}
@@ -295,7 +295,7 @@ func (s *dashboardStream) changedSince(key string, v any) bool {
 
 // profilesByName is the namespace's Profiles, for the agent they run.
 func (s *dashboardStream) profilesByName(ctx context.Context) (map[string]*fleetv1alpha1.Profile, error) {
-	ps, err := s.g.profiles(ctx, s.v.namespace)
+	ps, err := s.d.svc.profiles(ctx, s.v.namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -308,14 +308,14 @@ func (s *dashboardStream) profilesByName(ctx context.Context) (map[string]*fleet
 
 // row shows m with its queue and the message in flight.
 func (s *dashboardStream) row(ctx context.Context, m *fleetv1alpha1.Member, profiles map[string]*fleetv1alpha1.Profile) (DashboardMember, error) {
-	q, err := s.g.queueOf(ctx, m.Namespace, m.Name)
+	q, err := s.d.svc.queueOf(ctx, m.Namespace, m.Name)
 	if err != nil {
 		return DashboardMember{}, err
 	}
 	var inFlight *fleetv1alpha1.Delegation
 	if q.inFlight != "" {
 		var d fleetv1alpha1.Delegation
-		if err := s.g.cache.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: q.inFlight}, &d); err == nil {
+		if err := s.d.svc.cache.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: q.inFlight}, &d); err == nil {
 			inFlight = &d
 		}
 	}
@@ -327,7 +327,7 @@ func (s *dashboardStream) row(ctx context.Context, m *fleetv1alpha1.Member, prof
 // a snapshot of hundreds of members asks once, not twice per member.
 func (s *dashboardStream) queues(ctx context.Context) (map[string]memberQueue, error) {
 	var list fleetv1alpha1.DelegationList
-	if err := s.g.cache.List(ctx, &list, client.InNamespace(s.v.namespace), client.UnsafeDisableDeepCopy); err != nil {
+	if err := s.d.svc.cache.List(ctx, &list, client.InNamespace(s.v.namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing messages in %s: %w", s.v.namespace, err)
 	}
 	return queuesOf(list.Items), nil
@@ -339,7 +339,7 @@ func messageKey(name string) string { return "d/" + name }
 
 // fleetSnapshot sends every member the viewer sees.
 func (s *dashboardStream) fleetSnapshot(ctx context.Context) error {
-	members, err := s.g.members(ctx, s.v.namespace)
+	members, err := s.d.svc.members(ctx, s.v.namespace)
 	if err != nil {
 		return err
 	}
@@ -400,7 +400,7 @@ func (s *dashboardStream) fleetChanges(ctx context.Context, names, _ sets.Set[st
 // or the viewer may not see it.
 func (s *dashboardStream) memberRow(ctx context.Context, name string, profiles map[string]*fleetv1alpha1.Profile) (DashboardMember, bool, error) {
 	var m fleetv1alpha1.Member
-	switch err := s.g.cache.Get(ctx, types.NamespacedName{Namespace: s.v.namespace, Name: name}, &m); {
+	switch err := s.d.svc.cache.Get(ctx, types.NamespacedName{Namespace: s.v.namespace, Name: name}, &m); {
 	case apierrors.IsNotFound(err):
 		return DashboardMember{}, false, nil
 	case err != nil:
@@ -423,7 +423,7 @@ func (s *dashboardStream) memberSnapshot(ctx context.Context) error {
 	// the namespace is looked at, read from the cache without copies (the
 	// views only read them).
 	var list fleetv1alpha1.DelegationList
-	if err := s.g.cache.List(ctx, &list, client.InNamespace(s.v.namespace), client.UnsafeDisableDeepCopy); err != nil {
+	if err := s.d.svc.cache.List(ctx, &list, client.InNamespace(s.v.namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("listing messages to %s: %w", s.v.member, err)
 	}
 	out := DashboardMessages{Reset: true, Messages: []DashboardMessage{}}
@@ -475,7 +475,7 @@ func (s *dashboardStream) memberChanges(ctx context.Context, members, messages s
 	for _, name := range sets.List(messages) {
 		key := messageKey(name)
 		var d fleetv1alpha1.Delegation
-		err := s.g.cache.Get(ctx, types.NamespacedName{Namespace: s.v.namespace, Name: name}, &d)
+		err := s.d.svc.cache.Get(ctx, types.NamespacedName{Namespace: s.v.namespace, Name: name}, &d)
 		switch {
 		case apierrors.IsNotFound(err) || (err == nil && !s.scope.showsMessage(&d)):
 			if _, ok := s.sent[key]; ok {
@@ -510,15 +510,15 @@ func (s *dashboardStream) sendScreen(screen DashboardScreen) error {
 
 // readScreen reads what the member's terminal shows now, through herdr's
 // pane.read on the member's pane host (as bridge_read does), as plain text.
-func (g *Gateway) readScreen(ctx context.Context, key types.NamespacedName) DashboardScreen {
+func (d *dashboard) readScreen(ctx context.Context, key types.NamespacedName) DashboardScreen {
 	var m fleetv1alpha1.Member
-	if err := g.cache.Get(ctx, key, &m); err != nil {
+	if err := d.svc.cache.Get(ctx, key, &m); err != nil {
 		return DashboardScreen{Unavailable: "the member is gone"}
 	}
 	if m.Status.PaneID == "" {
 		return DashboardScreen{Unavailable: fmt.Sprintf("no pane yet (phase %s)", summaryStatus(&m))}
 	}
-	panes, err := g.panesOf(&m)
+	panes, err := d.svc.panesOf(&m)
 	if err != nil {
 		return DashboardScreen{PaneID: m.Status.PaneID, Unavailable: "the member's pane host cannot be reached: " + err.Error()}
 	}

@@ -111,7 +111,7 @@ func TestDashboardStreamEndsWhenItsViewerLosesItsRights(t *testing.T) {
 	}
 	testutil.Eventually(t, "the deleted member gone from the cache", func() error {
 		var list fleetv1alpha1.MemberList
-		if err := h.gw.cache.List(context.Background(), &list); err != nil {
+		if err := h.gw.svc.cache.List(context.Background(), &list); err != nil {
 			return err
 		}
 		for _, m := range list.Items {
@@ -137,5 +137,7 @@ func TestDashboardStreamEndsWhenItsViewerLosesItsRights(t *testing.T) {
 	if ev, ok := nextEvent(t, events); ok {
 		t.Fatalf("the stream goes on after its error: %s %s", ev.name, ev.data)
 	}
-	testutil.Eventually(t, "the viewer gone", func() error { return errIf(h.gw.viewers.count() != 0, "%d viewers", h.gw.viewers.count()) })
+	testutil.Eventually(t, "the viewer gone", func() error {
+		return errIf(h.gw.dashboard.viewers.count() != 0, "%d viewers", h.gw.dashboard.viewers.count())
+	})
 }

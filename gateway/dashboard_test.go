@@ -282,7 +282,7 @@ func TestViewersWakeWhatTheyShow(t *testing.T) {
 
 func TestDashboardAssets(t *testing.T) {
 	mux := http.NewServeMux()
-	(&Gateway{}).dashboardRoutes(mux)
+	(&dashboard{}).routes(mux, func(h http.Handler) http.Handler { return h })
 	get := func(path string, header ...string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodGet, path, nil)
 		for i := 0; i+1 < len(header); i += 2 {

@@ -3,7 +3,6 @@ package gateway
 import (
 	"cmp"
 	"context"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -48,12 +47,15 @@ func agentKindOf(m *fleetv1alpha1.Member, profiles map[string]*fleetv1alpha1.Pro
 // and plain commands. A CLI is looked for where the shared pane server's
 // panes run, on this machine; a pod member's comes from its image, and its
 // start failure says when it is missing there.
-func (g *Gateway) providers(ctx context.Context, p *identity.Principal) (*ProvidersDiagnostics, error) {
-	profiles, err := g.profiles(ctx, p.Namespace)
+func (s *service) providers(ctx context.Context, p *identity.Principal) (*ProvidersDiagnostics, error) {
+	if err := s.allow(ctx, p, identity.GetMembers); err != nil {
+		return nil, err
+	}
+	profiles, err := s.profiles(ctx, p.Namespace)
 	if err != nil {
 		return nil, err
 	}
-	members, err := g.members(ctx, p.Namespace)
+	members, err := s.members(ctx, p.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -149,19 +151,4 @@ func startFailure(m *fleetv1alpha1.Member) *StartFailure {
 
 func cliView(c agents.CLI) *CLIView {
 	return &CLIView{Command: c.Command, Found: c.Found(), Path: c.Path, Version: c.Version, Error: c.Error}
-}
-
-// restProviders serves GET /v1/diagnostics/providers.
-func (g *Gateway) restProviders(w http.ResponseWriter, r *http.Request) {
-	p := restPrincipal(r)
-	if err := g.allow(r.Context(), p, identity.GetMembers); err != nil {
-		writeError(w, err)
-		return
-	}
-	out, err := g.providers(r.Context(), p)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
 }

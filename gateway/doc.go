@@ -26,6 +26,31 @@
 // between replicas; a ResourceQuota (config/quota) is the API server's
 // bound beneath all of them.
 //
+// The gateway is built in layers. The service (service.go) owns the verbs
+// (send, await, answer, reply, ask, poll, ack, cancel, spawn, stop, read,
+// the team and process tools) with the holds, the rendezvous and the
+// bounds behind them, and returns domain outcomes. Three adapters decode
+// a request, call one verb and encode what it returns: MCP (mcp.go, one
+// generic adapter for every tool), REST (rest.go) and the dashboard
+// (dashboard.go, with its event streams in dashboard_stream.go). Gateway
+// (server.go) only wires them: authentication, routes, start and stop.
+// A held call whose client speaks HTTP/1.1 is answered on its connection
+// by park.go, so that a thousand of them cost little.
+//
+// Following bridge_send from the MCP call to the pane, in order:
+//  1. gateway/mcp.go: addTool decodes the call, resolves the caller, and
+//     calls the service's send;
+//  2. gateway/send.go: send resolves the member (target.go), builds the
+//     Delegation and creates it within the bounds (createDelegations);
+//  3. gateway/message_bounds.go: the bounds that admit it;
+//  4. gateway/hold.go: the call held until the Delegation has an outcome
+//     (outcome.go decides which), woken by rendezvous.go;
+//  5. controllers/delegation_controller.go: the Delegation reconciler
+//     orders the member's queue and types the message;
+//  6. delegation/decide.go: the pure decision of what to do next;
+//  7. controllers/runtime.go: where the member's panes are;
+//  8. herdr/client.go: agent.prompt on the pane's herdr.
+//
 // The decisions (which member a sessionId addresses, what outcome a
 // Delegation shows a waiter, which Delegation a reply settles) are pure
 // functions beside the handlers that use them.

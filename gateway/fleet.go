@@ -19,11 +19,11 @@ import (
 // bridge_profiles, bridge_whoami), and starting and stopping members
 // (bridge_spawn, bridge_stop).
 
-// bridgeStatus shows the full record of one member, or of the calling
+// status shows the full record of one member, or of the calling
 // member itself, and everything pending for the caller: its messages in
 // progress, outcomes it has not acknowledged, questions open to it.
-func (g *Gateway) bridgeStatus(ctx context.Context, c *call, in StatusInput) (*StatusOutput, error) {
-	if err := g.allow(ctx, c.who, identity.GetMembers); err != nil {
+func (s *service) status(ctx context.Context, c *call, in StatusInput) (*StatusOutput, error) {
+	if err := s.allow(ctx, c.who, identity.GetMembers); err != nil {
 		return nil, err
 	}
 	out := &StatusOutput{Members: []MemberView{}, Pending: []DelegationView{}}
@@ -32,7 +32,7 @@ func (g *Gateway) bridgeStatus(ctx context.Context, c *call, in StatusInput) (*S
 		id = c.who.Name
 	}
 	if id != "" {
-		members, err := g.members(ctx, c.who.Namespace)
+		members, err := s.members(ctx, c.who.Namespace)
 		if err != nil {
 			return nil, err
 		}
@@ -40,14 +40,14 @@ func (g *Gateway) bridgeStatus(ctx context.Context, c *call, in StatusInput) (*S
 		if terr != nil {
 			return nil, terr
 		}
-		v, err := g.memberView(ctx, m, c.who)
+		v, err := s.memberView(ctx, m, c.who)
 		if err != nil {
 			return nil, err
 		}
 		out.Members = []MemberView{v}
 	}
 	// What bridge_poll would show, and the caller's messages in progress.
-	inbox, pending, err := g.inbox(ctx, c.who)
+	inbox, pending, err := s.inbox(ctx, c.who)
 	if err != nil {
 		return nil, err
 	}
@@ -66,13 +66,13 @@ func (g *Gateway) bridgeStatus(ctx context.Context, c *call, in StatusInput) (*S
 	return out, nil
 }
 
-// bridgeSpawn starts a member from a Profile.
-func (g *Gateway) bridgeSpawn(ctx context.Context, c *call, in SpawnInput) (*SpawnOutput, error) {
-	m, err := g.spawn(ctx, c.who, spawnRequest{profile: in.Profile})
+// spawn starts a member from a Profile.
+func (s *service) spawn(ctx context.Context, c *call, in SpawnInput) (*SpawnOutput, error) {
+	m, err := s.spawnMember(ctx, c.who, newMember{profile: in.Profile})
 	if err != nil {
 		return nil, err
 	}
-	v, err := g.memberView(ctx, m, c.who)
+	v, err := s.memberView(ctx, m, c.who)
 	if err != nil {
 		return nil, err
 	}
@@ -85,10 +85,10 @@ const (
 	maxListLimit     = 500
 )
 
-// bridgeList lists the members of the caller's namespace, compactly, with
+// list lists the members of the caller's namespace, compactly, with
 // filters and pages.
-func (g *Gateway) bridgeList(ctx context.Context, c *call, in ListInput) (*ListOutput, error) {
-	if err := g.allow(ctx, c.who, identity.GetMembers); err != nil {
+func (s *service) list(ctx context.Context, c *call, in ListInput) (*ListOutput, error) {
+	if err := s.allow(ctx, c.who, identity.GetMembers); err != nil {
 		return nil, err
 	}
 	limit := defaultListLimit
@@ -98,7 +98,7 @@ func (g *Gateway) bridgeList(ctx context.Context, c *call, in ListInput) (*ListO
 		}
 		limit = *in.Limit
 	}
-	members, err := g.members(ctx, c.who.Namespace)
+	members, err := s.members(ctx, c.who.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +123,7 @@ func (g *Gateway) bridgeList(ctx context.Context, c *call, in ListInput) (*ListO
 			continue
 		}
 		// Only the members on the page need their queues.
-		q, err := g.queueOf(ctx, m.Namespace, m.Name)
+		q, err := s.queueOf(ctx, m.Namespace, m.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -133,18 +133,18 @@ func (g *Gateway) bridgeList(ctx context.Context, c *call, in ListInput) (*ListO
 	return out, nil
 }
 
-// bridgeStop deletes a member the caller may stop.
-func (g *Gateway) bridgeStop(ctx context.Context, c *call, in StopInput) (*StopOutput, error) {
-	s, err := g.stop(ctx, c.who, in.PaneID)
+// stop deletes a member the caller may stop.
+func (s *service) stop(ctx context.Context, c *call, in StopInput) (*StopOutput, error) {
+	st, err := s.stopMember(ctx, c.who, in.PaneID)
 	if err != nil {
 		return nil, err
 	}
-	return &StopOutput{Stopped: s.name, AlreadyGone: s.alreadyGone}, nil
+	return &StopOutput{Stopped: st.name, AlreadyGone: st.alreadyGone}, nil
 }
 
-// bridgeProfiles lists the Profiles of the caller's namespace.
-func (g *Gateway) bridgeProfiles(ctx context.Context, c *call, _ ProfilesInput) (*ProfilesOutput, error) {
-	views, err := g.profileViews(ctx, c.who.Namespace)
+// listProfiles lists the Profiles of the caller's namespace.
+func (s *service) listProfiles(ctx context.Context, c *call, _ ProfilesInput) (*ProfilesOutput, error) {
+	views, err := s.profileViews(ctx, c.who.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -152,8 +152,8 @@ func (g *Gateway) bridgeProfiles(ctx context.Context, c *call, _ ProfilesInput) 
 }
 
 // profileViews shows the Profiles of a namespace, by name.
-func (g *Gateway) profileViews(ctx context.Context, namespace string) ([]ProfileView, error) {
-	ps, err := g.profiles(ctx, namespace)
+func (s *service) profileViews(ctx context.Context, namespace string) ([]ProfileView, error) {
+	ps, err := s.profiles(ctx, namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -170,24 +170,66 @@ func (g *Gateway) profileViews(ctx context.Context, namespace string) ([]Profile
 	return views, nil
 }
 
-// bridgeWhoami reports the caller's identity as the gateway resolved it.
-func (g *Gateway) bridgeWhoami(ctx context.Context, c *call, _ WhoamiInput) (*WhoamiOutput, error) {
+// whoami reports the caller's identity as the gateway resolved it.
+func (s *service) whoami(ctx context.Context, c *call, _ WhoamiInput) (*WhoamiOutput, error) {
 	p := c.who
 	out := &WhoamiOutput{Kind: string(p.Kind), Name: p.Name, Namespace: p.Namespace, Primary: p.IsPrimary(), Namespaces: map[string]bool{}}
 	for _, ns := range []ToolNamespace{ToolNamespaceBridge, ToolNamespaceTeam, ToolNamespaceProcess} {
-		out.Namespaces[string(ns)] = g.enabled(ns)
+		out.Namespaces[string(ns)] = s.opts.enabled(ns)
 	}
 	if p.Member != nil {
 		// The member as it is now, not as it was when the token was checked.
 		var m fleetv1alpha1.Member
-		if err := g.cache.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, &m); err != nil {
+		if err := s.cache.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, &m); err != nil {
 			return nil, fmt.Errorf("reading member %s: %w", p.Name, err)
 		}
-		v, err := g.memberView(ctx, &m, p)
+		v, err := s.memberView(ctx, &m, p)
 		if err != nil {
 			return nil, err
 		}
 		out.Member, out.Team, out.Role = &v, v.Team, v.Role
 	}
 	return out, nil
+}
+
+// agents lists the members of the caller's namespace with their queues.
+func (s *service) agents(ctx context.Context, p *identity.Principal) ([]MemberView, error) {
+	if err := s.allow(ctx, p, identity.GetMembers); err != nil {
+		return nil, err
+	}
+	members, err := s.members(ctx, p.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	return s.memberViews(ctx, members, p, nil)
+}
+
+// capabilities says what is on for the caller p; tools lists a
+// namespace's tools.
+func (s *service) capabilities(ctx context.Context, p *identity.Principal, tools func(ToolNamespace) []string) (*Capabilities, error) {
+	c := &Capabilities{
+		SupportedNamespaces:   []ToolNamespace{},
+		Tools:                 []string{},
+		ProcessEnabled:        s.opts.enabled(ToolNamespaceProcess),
+		TeamEnabled:           s.opts.enabled(ToolNamespaceTeam),
+		TeamManagePermissions: TeamManagePermissions(s.opts.TeamPolicy),
+		TeamModelPresets:      []ProfileView{},
+	}
+	for _, ns := range []ToolNamespace{ToolNamespaceBridge, ToolNamespaceTeam, ToolNamespaceProcess} {
+		nc := NamespaceCapability{Name: ns, Enabled: s.opts.enabled(ns), Tools: []string{}}
+		if nc.Enabled {
+			nc.Tools = tools(ns)
+			c.SupportedNamespaces = append(c.SupportedNamespaces, ns)
+			c.Tools = append(c.Tools, nc.Tools...)
+		}
+		c.Namespaces = append(c.Namespaces, nc)
+	}
+	if c.TeamEnabled {
+		profiles, err := s.profileViews(ctx, p.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		c.TeamModelPresets = profiles
+	}
+	return c, nil
 }

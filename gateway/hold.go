@@ -70,11 +70,11 @@ func requestDone(ctx context.Context) <-chan struct{} {
 // catches up with it. While it waits a hold keeps no copy of the
 // Delegation: it returns the one decide passed, or else the latest there
 // is.
-func (g *Gateway) hold(ctx context.Context, c *call, key types.NamespacedName, seed *fleetv1alpha1.Delegation, timeout time.Duration, decide func(*fleetv1alpha1.Delegation) bool) (*fleetv1alpha1.Delegation, error) {
+func (s *service) hold(ctx context.Context, c *call, key types.NamespacedName, seed *fleetv1alpha1.Delegation, timeout time.Duration, decide func(*fleetv1alpha1.Delegation) bool) (*fleetv1alpha1.Delegation, error) {
 	// The loop keeps its state in h, and looks and handles events in
 	// calls of their own, so that what a parked call's goroutine keeps on
 	// its stack while it waits is small.
-	h := g.startHold(ctx, c, key, seed, timeout)
+	h := s.startHold(ctx, c, key, seed, timeout)
 	defer h.end()
 	for {
 		if d, ended, err := h.look(decide); ended {
@@ -88,7 +88,7 @@ func (g *Gateway) hold(ctx context.Context, c *call, key types.NamespacedName, s
 
 // holding is one hold's state.
 type holding struct {
-	g       *Gateway
+	svc     *service
 	ctx     context.Context
 	c       *call
 	key     types.NamespacedName
@@ -103,36 +103,36 @@ type holding struct {
 // startHold counts the hold, and subscribes to key and starts the timers
 // before the first read. The deadline and the progress ticks run on the
 // gateway's clock, so a test steps them instead of waiting.
-func (g *Gateway) startHold(ctx context.Context, c *call, key types.NamespacedName, seed *fleetv1alpha1.Delegation, timeout time.Duration) *holding {
-	g.metrics.openHolds.WithLabelValues(c.tool).Inc()
-	h := &holding{g: g, ctx: ctx, c: c, key: key, seed: seed, token: c.progressToken(), started: g.opts.Clock.Now()}
+func (s *service) startHold(ctx context.Context, c *call, key types.NamespacedName, seed *fleetv1alpha1.Delegation, timeout time.Duration) *holding {
+	s.metrics.openHolds.WithLabelValues(c.tool).Inc()
+	h := &holding{svc: s, ctx: ctx, c: c, key: key, seed: seed, token: c.progressToken(), started: s.opts.Clock.Now()}
 	var interval time.Duration
 	if h.token != nil {
-		interval = g.opts.ProgressInterval
+		interval = s.opts.ProgressInterval
 	}
 	if c.stream != nil && c.stream.conn != nil {
-		h.wait = g.waitOnConn(key, c.stream.conn, timeout, interval)
+		h.wait = s.waitOnConn(key, c.stream.conn, timeout, interval)
 	} else {
 		hangup := c.hangup()
 		if hangup == nil {
 			hangup = requestDone(ctx)
 		}
-		h.wait = g.waitOnChannels(ctx, key, hangup, timeout, interval)
+		h.wait = s.waitOnChannels(ctx, key, hangup, timeout, interval)
 	}
 	return h
 }
 
 func (h *holding) end() {
 	h.wait.stop()
-	h.g.metrics.openHolds.WithLabelValues(h.c.tool).Dec()
-	h.g.metrics.holdDuration.WithLabelValues(h.c.tool).Observe(h.g.opts.Clock.Since(h.started).Seconds())
+	h.svc.metrics.openHolds.WithLabelValues(h.c.tool).Dec()
+	h.svc.metrics.holdDuration.WithLabelValues(h.c.tool).Observe(h.svc.opts.Clock.Since(h.started).Seconds())
 }
 
 // look reads the Delegation and decides; ended says the hold is over.
 func (h *holding) look(decide func(*fleetv1alpha1.Delegation) bool) (*fleetv1alpha1.Delegation, bool, error) {
 	current := h.seed
 	var d fleetv1alpha1.Delegation
-	switch err := h.g.cache.Get(h.ctx, h.key, &d); {
+	switch err := h.svc.cache.Get(h.ctx, h.key, &d); {
 	case err == nil:
 		// A cached copy may trail what this gateway just wrote; decide
 		// copes (answered turns are passed in), and the informer wakes
@@ -162,7 +162,7 @@ func (h *holding) handle(ev holdEvent) (*fleetv1alpha1.Delegation, bool, error) 
 	case eventChanged:
 		return nil, false, nil
 	case eventProgress:
-		h.g.notifyProgress(h.ctx, h.c, h.token, h.started, h.key.Name, h.status)
+		h.svc.notifyProgress(h.ctx, h.c, h.token, h.started, h.key.Name, h.status)
 		return nil, false, nil
 	case eventTimeout:
 		err = errHoldTimeout
@@ -178,7 +178,7 @@ func (h *holding) handle(ev holdEvent) (*fleetv1alpha1.Delegation, bool, error) 
 
 // latest is the Delegation as it is at the end of the hold.
 func (h *holding) latest() *fleetv1alpha1.Delegation {
-	return h.g.latestDelegation(h.ctx, h.key, h.seed)
+	return h.svc.latestDelegation(h.ctx, h.key, h.seed)
 }
 
 // holdEvent is what ends one wait of a hold.
@@ -211,7 +211,7 @@ type holdWaiter interface {
 // chanWaiter waits in a select, on the goroutine of a call held on its
 // request.
 type chanWaiter struct {
-	g      *Gateway
+	svc    *service
 	key    types.NamespacedName
 	w      *waiter
 	timer  clock.Timer
@@ -223,10 +223,10 @@ type chanWaiter struct {
 
 // waitOnChannels subscribes to key and starts the hold's timers; interval 0
 // means no progress notifications.
-func (g *Gateway) waitOnChannels(ctx context.Context, key types.NamespacedName, hangup <-chan struct{}, timeout, interval time.Duration) *chanWaiter {
-	cw := &chanWaiter{g: g, key: key, w: g.rv.subscribe(key), timer: g.opts.Clock.NewTimer(timeout), hangup: hangup, done: ctx.Done()}
+func (s *service) waitOnChannels(ctx context.Context, key types.NamespacedName, hangup <-chan struct{}, timeout, interval time.Duration) *chanWaiter {
+	cw := &chanWaiter{svc: s, key: key, w: s.rv.subscribe(key), timer: s.opts.Clock.NewTimer(timeout), hangup: hangup, done: ctx.Done()}
 	if interval > 0 {
-		cw.ticker = g.opts.Clock.NewTicker(interval)
+		cw.ticker = s.opts.Clock.NewTicker(interval)
 		cw.tick = cw.ticker.C()
 	}
 	return cw
@@ -242,7 +242,7 @@ func (cw *chanWaiter) next() holdEvent {
 		return eventTimeout
 	case <-cw.hangup:
 		return eventHangup
-	case <-cw.g.stopping:
+	case <-cw.svc.stopping:
 		return eventStopping
 	case <-cw.done:
 		return eventDone
@@ -250,7 +250,7 @@ func (cw *chanWaiter) next() holdEvent {
 }
 
 func (cw *chanWaiter) stop() {
-	cw.g.rv.unsubscribe(cw.key, cw.w)
+	cw.svc.rv.unsubscribe(cw.key, cw.w)
 	cw.timer.Stop()
 	if cw.ticker != nil {
 		cw.ticker.Stop()
@@ -259,8 +259,8 @@ func (cw *chanWaiter) stop() {
 
 // latestDelegation is the Delegation at key as the cache shows it, else as
 // the API server does, else seed; nil when it is gone.
-func (g *Gateway) latestDelegation(ctx context.Context, key types.NamespacedName, seed *fleetv1alpha1.Delegation) *fleetv1alpha1.Delegation {
-	d, err := g.getDelegation(context.WithoutCancel(ctx), key)
+func (s *service) latestDelegation(ctx context.Context, key types.NamespacedName, seed *fleetv1alpha1.Delegation) *fleetv1alpha1.Delegation {
+	d, err := s.getDelegation(context.WithoutCancel(ctx), key)
 	if err == nil {
 		return d
 	}
@@ -276,10 +276,10 @@ func (g *Gateway) latestDelegation(ctx context.Context, key types.NamespacedName
 // returns errParked at once, and the gateway finishes the wait and then on
 // a goroutine of its own, under its own context (which ends only after it
 // started stopping, and parked holds end then).
-func holdThen[Out any](g *Gateway, ctx context.Context, c *call, seed *fleetv1alpha1.Delegation, timeout time.Duration,
+func holdThen[Out any](s *service, ctx context.Context, c *call, seed *fleetv1alpha1.Delegation, timeout time.Duration,
 	decide func(*fleetv1alpha1.Delegation) bool, then func(context.Context, *fleetv1alpha1.Delegation, error) (*Out, error)) (*Out, error) {
 	key := types.NamespacedName{Namespace: seed.Namespace, Name: seed.Name}
-	release, err := g.reserveHold(c)
+	release, err := s.reserveHold(c)
 	if err != nil {
 		return nil, err
 	}
@@ -287,7 +287,7 @@ func holdThen[Out any](g *Gateway, ctx context.Context, c *call, seed *fleetv1al
 	if c.parking != nil && c.finish != nil {
 		current := seed
 		var cached fleetv1alpha1.Delegation
-		if err := g.cache.Get(ctx, key, &cached); err == nil {
+		if err := s.cache.Get(ctx, key, &cached); err == nil {
 			current = &cached
 		}
 		if decide(current) {
@@ -295,14 +295,14 @@ func holdThen[Out any](g *Gateway, ctx context.Context, c *call, seed *fleetv1al
 			endHoldSpan(span, current, nil)
 			return then(ctx, current, nil)
 		}
-		clk := g.opts.Clock
+		clk := s.opts.Clock
 		deadline := clk.Now().Add(timeout)
 		parked := &call{tool: c.tool, who: c.who, token: c.progressToken()}
 		finish := c.finish
-		if c.parking.park(func(ctx context.Context, s *heldStream) *parkedHold {
-			parked.stream = s
+		if c.parking.park(func(ctx context.Context, stream *heldStream) *parkedHold {
+			parked.stream = stream
 			return &parkedHold{
-				h:      g.startHold(ctx, parked, key, nil, max(deadline.Sub(clk.Now()), 0)),
+				h:      s.startHold(ctx, parked, key, nil, max(deadline.Sub(clk.Now()), 0)),
 				decide: decide,
 				end: func(ctx context.Context, last *fleetv1alpha1.Delegation, err error) *mcp.CallToolResult {
 					release()
@@ -315,7 +315,7 @@ func holdThen[Out any](g *Gateway, ctx context.Context, c *call, seed *fleetv1al
 			return nil, errParked
 		}
 	}
-	last, err := g.hold(ctx, c, key, seed, timeout, decide)
+	last, err := s.hold(ctx, c, key, seed, timeout, decide)
 	release()
 	endHoldSpan(span, last, err)
 	return then(ctx, last, err)
@@ -356,12 +356,12 @@ func endHoldSpan(span trace.Span, last *fleetv1alpha1.Delegation, err error) {
 // call when it holds as many as it may: one principal's calls, held on one
 // message or many, cannot take the gateway's memory and goroutines from
 // everyone else.
-func (g *Gateway) reserveHold(c *call) (release func(), err error) {
-	release, ok := g.heldCalls.reserve(c.who)
+func (s *service) reserveHold(c *call) (release func(), err error) {
+	release, ok := s.heldCalls.reserve(c.who)
 	if !ok {
-		g.metrics.throttled.WithLabelValues("held_calls").Inc()
+		s.metrics.throttled.WithLabelValues("held_calls").Inc()
 		return nil, toolerr.New(toolerr.Throttled, "you hold %d calls open already, the most one caller may (--max-held-calls); "+
-			"wait for some to return, or send with wait:false and collect the outcomes with bridge_poll", g.heldCalls.max)
+			"wait for some to return, or send with wait:false and collect the outcomes with bridge_poll", s.heldCalls.max)
 	}
 	return release, nil
 }
@@ -384,10 +384,10 @@ type progressStatus struct {
 // notifyProgress tells the client the call is alive, so that it does not cut
 // off a silent call. Failures are ignored: the next tick tries again, and a
 // client that is gone ends the hold through its context.
-func (g *Gateway) notifyProgress(ctx context.Context, c *call, token any, started time.Time, name string, st progressStatus) {
+func (s *service) notifyProgress(ctx context.Context, c *call, token any, started time.Time, name string, st progressStatus) {
 	p := &mcp.ProgressNotificationParams{
 		ProgressToken: token,
-		Progress:      g.opts.Clock.Since(started).Seconds(),
+		Progress:      s.opts.Clock.Since(started).Seconds(),
 		Message:       fmt.Sprintf("waiting for %s: %s (%s)", st.to, cmp.Or(st.phase, fleetv1alpha1.DelegationPending), name),
 	}
 	if c.stream != nil {
@@ -401,22 +401,22 @@ func (g *Gateway) notifyProgress(ctx context.Context, c *call, token any, starte
 // reply takes the detached path. It runs after the call's context may have
 // ended, so it writes under a context of its own. If the Delegation reached
 // an outcome meanwhile, detach returns it instead of writing.
-func (g *Gateway) detach(ctx context.Context, d *fleetv1alpha1.Delegation, answered func(*fleetv1alpha1.Delegation) bool) (*fleetv1alpha1.Delegation, bool) {
+func (s *service) detach(ctx context.Context, d *fleetv1alpha1.Delegation, answered func(*fleetv1alpha1.Delegation) bool) (*fleetv1alpha1.Delegation, bool) {
 	if d == nil {
 		return nil, false
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), detachTimeout)
 	defer cancel()
 	select {
-	case g.detachSlots <- struct{}{}:
-		defer func() { <-g.detachSlots }()
+	case s.detachSlots <- struct{}{}:
+		defer func() { <-s.detachSlots }()
 	case <-ctx.Done():
-		g.log.Error(ctx.Err(), "Recording a departed waiter", "delegation", klog.KObj(d))
+		s.log.Error(ctx.Err(), "Recording a departed waiter", "delegation", klog.KObj(d))
 		return d, false
 	}
 	reached := false
-	now := g.opts.Clock.Now()
-	updated, err := g.updateStatus(ctx, d, func(d *fleetv1alpha1.Delegation) (bool, error) {
+	now := s.opts.Clock.Now()
+	updated, err := s.updateStatus(ctx, d, func(d *fleetv1alpha1.Delegation) (bool, error) {
 		if reached = answered != nil && answered(d); reached {
 			// The waiter gets its outcome after all.
 			return false, nil
@@ -424,37 +424,37 @@ func (g *Gateway) detach(ctx context.Context, d *fleetv1alpha1.Delegation, answe
 		return delegation.Detach(d, now), nil
 	})
 	if err != nil {
-		g.log.Error(err, "Recording a departed waiter", "delegation", klog.KObj(d))
+		s.log.Error(err, "Recording a departed waiter", "delegation", klog.KObj(d))
 	}
 	return updated, reached
 }
 
 // acknowledge records that a waiter handed a detached Delegation's outcome
 // to its sender (a re-attached call), so bridge_poll does not show it again.
-func (g *Gateway) acknowledge(ctx context.Context, d *fleetv1alpha1.Delegation) {
+func (s *service) acknowledge(ctx context.Context, d *fleetv1alpha1.Delegation) {
 	if d == nil || !delegation.Unclaimed(d) {
 		return
 	}
-	now := g.opts.Clock.Now()
-	if _, err := g.updateStatus(ctx, d, func(d *fleetv1alpha1.Delegation) (bool, error) {
+	now := s.opts.Clock.Now()
+	if _, err := s.updateStatus(ctx, d, func(d *fleetv1alpha1.Delegation) (bool, error) {
 		return delegation.Acknowledge(d, now)
 	}); err != nil {
-		g.log.Error(err, "Acknowledging a delivered outcome", "delegation", klog.KObj(d))
+		s.log.Error(err, "Acknowledging a delivered outcome", "delegation", klog.KObj(d))
 	}
 }
 
 // reattach clears detachedAt of a Delegation whose sender waits on it again
 // (a retried bridge_send with the same idempotency key, or an answer), so a
 // reply goes to the waiter rather than down the detached path.
-func (g *Gateway) reattach(ctx context.Context, d *fleetv1alpha1.Delegation) *fleetv1alpha1.Delegation {
+func (s *service) reattach(ctx context.Context, d *fleetv1alpha1.Delegation) *fleetv1alpha1.Delegation {
 	if !delegation.Reattach(d.DeepCopy()) {
 		return d
 	}
-	updated, err := g.updateStatus(ctx, d, func(d *fleetv1alpha1.Delegation) (bool, error) {
+	updated, err := s.updateStatus(ctx, d, func(d *fleetv1alpha1.Delegation) (bool, error) {
 		return delegation.Reattach(d), nil
 	})
 	if err != nil {
-		g.log.Error(err, "Re-attaching a waiter", "delegation", klog.KObj(d))
+		s.log.Error(err, "Re-attaching a waiter", "delegation", klog.KObj(d))
 	}
 	return updated
 }

@@ -30,10 +30,10 @@ func TestLegacyProtocolCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sent := async[SendOutput](t, ctx, cs, "bridge_send", map[string]any{"content": "hang up on me"})
 	d := waitDelegation(t, ns, "w1", nil)
-	testutil.Eventually(t, "", func() error { return errIf(h.gw.rv.held() != 1, "not held") })
+	testutil.Eventually(t, "", func() error { return errIf(h.gw.svc.rv.held() != 1, "not held") })
 	cancel()
 	receive(t, sent)
-	testutil.Eventually(t, "", func() error { return errIf(h.gw.rv.held() != 0, "still held after the client hung up") })
+	testutil.Eventually(t, "", func() error { return errIf(h.gw.svc.rv.held() != 0, "still held after the client hung up") })
 	testutil.Eventually(t, "", func() error {
 		return errIf(getDelegation(t, ns, d.Name).Status.DetachedAt == nil, "detachedAt not set")
 	})
@@ -52,7 +52,7 @@ func TestHoldDeadlineRunsOnTheClock(t *testing.T) {
 	sent := async[SendOutput](t, context.Background(), primary, "bridge_send", map[string]any{"content": "take your time", "timeoutMs": 600000})
 	d := waitDelegation(t, ns, "w1", nil)
 	testutil.Eventually(t, "", func() error {
-		return errIf(h.gw.rv.held() != 1 || !clk.HasWaiters(), "the call is not held on the clock yet")
+		return errIf(h.gw.svc.rv.held() != 1 || !clk.HasWaiters(), "the call is not held on the clock yet")
 	})
 	// A fake clock fires a timer inside Step: one still waiting after the
 	// step has not fired.

@@ -59,7 +59,7 @@ type messageImage struct {
 // messageImages reads and checks the images a caller sends with a message:
 // files of a member's working directory (paths) and bytes in the call
 // (inline).
-func (g *Gateway) messageImages(ctx context.Context, c *call, paths []string, inline []ImageInput) ([]messageImage, error) {
+func (s *service) messageImages(ctx context.Context, c *call, paths []string, inline []ImageInput) ([]messageImage, error) {
 	n := len(paths) + len(inline)
 	switch {
 	case n == 0:
@@ -68,7 +68,7 @@ func (g *Gateway) messageImages(ctx context.Context, c *call, paths []string, in
 		return nil, toolerr.New(toolerr.InvalidArgument, "%d images; a message carries at most %d", n, fleetv1alpha1.MaxImages)
 	case len(paths) > 0 && c.who.Member == nil:
 		return nil, toolerr.New(toolerr.InvalidArgument, "imagePaths name files in a member's own working directory, and you are not a member: pass the images' bytes in images instead")
-	case len(paths) > 0 && g.opts.MemberFiles == nil:
+	case len(paths) > 0 && s.opts.MemberFiles == nil:
 		return nil, toolerr.New(toolerr.FeatureDisabled, "this gateway cannot read members' files; pass the images' bytes in images instead")
 	}
 	var out []messageImage
@@ -90,7 +90,7 @@ func (g *Gateway) messageImages(ctx context.Context, c *call, paths []string, in
 		if total >= fleetv1alpha1.MaxImageBytes {
 			return nil, tooLarge
 		}
-		b, err := g.opts.MemberFiles.ReadFile(ctx, c.who.Member, p, int64(fleetv1alpha1.MaxImageBytes-total))
+		b, err := s.opts.MemberFiles.ReadFile(ctx, c.who.Member, p, int64(fleetv1alpha1.MaxImageBytes-total))
 		if err != nil {
 			return nil, imagePathError(p, c.who.Member, err)
 		}
@@ -181,52 +181,52 @@ func messageImagesSecret(ns string, imgs []messageImage, to []*fleetv1alpha1.Mem
 	return spec, s
 }
 
-// storeImages writes s, the Secret of a message's images, and names it in
+// storeImages writes secret, the Secret of a message's images, and names it in
 // spec, which the message's Delegations carry. It is written once the
 // Delegations were admitted, right before they are created, so that a
 // refused message leaves no Secret behind (dropImages removes it when no
 // Delegation was created after all).
-func (g *Gateway) storeImages(ctx context.Context, spec *fleetv1alpha1.DelegationImages, s *corev1.Secret) error {
-	if err := g.client.Create(ctx, s); err != nil {
+func (s *service) storeImages(ctx context.Context, spec *fleetv1alpha1.DelegationImages, secret *corev1.Secret) error {
+	if err := s.client.Create(ctx, secret); err != nil {
 		return fmt.Errorf("storing the message's images: %w", err)
 	}
-	spec.SecretName = s.Name
+	spec.SecretName = secret.Name
 	return nil
 }
 
 // settleImages gives the images' Secret to the Delegations that were
 // created (ownImages), or deletes it when none was: a message that was not
 // sent leaves nothing behind.
-func (g *Gateway) settleImages(ctx context.Context, s *corev1.Secret, sent []*fleetv1alpha1.Delegation) {
-	if s == nil || s.Name == "" {
+func (s *service) settleImages(ctx context.Context, secret *corev1.Secret, sent []*fleetv1alpha1.Delegation) {
+	if secret == nil || secret.Name == "" {
 		return
 	}
 	if len(sent) > 0 {
-		g.ownImages(ctx, s, sent)
+		s.ownImages(ctx, secret, sent)
 		return
 	}
 	// The caller's context may be what ended the call.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := g.client.Delete(ctx, s); client.IgnoreNotFound(err) != nil {
-		g.log.Info("Leaving the images of a message not sent with its recipients", "secret", s.Name, "error", err.Error())
+	if err := s.client.Delete(ctx, secret); client.IgnoreNotFound(err) != nil {
+		s.log.Info("Leaving the images of a message not sent with its recipients", "secret", secret.Name, "error", err.Error())
 	}
 }
 
 // ownImages gives the images' Secret to the Delegations that carry them,
 // so it goes when the last of them goes. Until then the recipients own it:
 // a gateway stopped in between leaves it to go with them.
-func (g *Gateway) ownImages(ctx context.Context, s *corev1.Secret, ds []*fleetv1alpha1.Delegation) {
-	if s == nil || len(ds) == 0 {
+func (s *service) ownImages(ctx context.Context, secret *corev1.Secret, ds []*fleetv1alpha1.Delegation) {
+	if secret == nil || len(ds) == 0 {
 		return
 	}
-	s.OwnerReferences = nil
+	secret.OwnerReferences = nil
 	for _, d := range ds {
-		s.OwnerReferences = append(s.OwnerReferences, metav1.OwnerReference{
+		secret.OwnerReferences = append(secret.OwnerReferences, metav1.OwnerReference{
 			APIVersion: fleetv1alpha1.GroupVersion.String(), Kind: "Delegation", Name: d.Name, UID: d.UID,
 		})
 	}
-	if err := g.client.Update(ctx, s); err != nil {
-		g.log.Info("Leaving a message's images with its recipients", "secret", s.Name, "error", err.Error())
+	if err := s.client.Update(ctx, secret); err != nil {
+		s.log.Info("Leaving a message's images with its recipients", "secret", secret.Name, "error", err.Error())
 	}
 }

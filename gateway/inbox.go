@@ -15,22 +15,22 @@ import (
 	"github.com/fleetd/fleetd/gateway/toolerr"
 )
 
-// bridgePoll lists the caller's outcomes that nobody waited for, and the
+// poll lists the caller's outcomes that nobody waited for, and the
 // open questions addressed to it.
-func (g *Gateway) bridgePoll(ctx context.Context, c *call, _ PollInput) (*PollOutput, error) {
-	out, _, err := g.inbox(ctx, c.who)
+func (s *service) poll(ctx context.Context, c *call, _ PollInput) (*PollOutput, error) {
+	out, _, err := s.inbox(ctx, c.who)
 	return out, err
 }
 
 // inbox is what waits for p: the outcomes nobody waited for and the open
 // questions (bridge_poll), and p's messages still in progress, in poll
 // order.
-func (g *Gateway) inbox(ctx context.Context, p *identity.Principal) (*PollOutput, []*fleetv1alpha1.Delegation, error) {
-	done, err := g.delegationsFrom(ctx, p, statePollable)
+func (s *service) inbox(ctx context.Context, p *identity.Principal) (*PollOutput, []*fleetv1alpha1.Delegation, error) {
+	done, err := s.delegationsFrom(ctx, p, statePollable)
 	if err != nil {
 		return nil, nil, err
 	}
-	ds, err := g.delegationsFrom(ctx, p, statePending)
+	ds, err := s.delegationsFrom(ctx, p, statePending)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -74,16 +74,16 @@ func openQuestionView(d *fleetv1alpha1.Delegation) OpenQuestion {
 	return OpenQuestion{DispatchID: d.Name, TurnID: q.TurnID, Member: d.Spec.To, Text: q.Text, AskedAt: q.AskedAt.UTC().Format(time.RFC3339)}
 }
 
-// bridgeAck acknowledges settled outcomes of the caller's Delegations. All
+// ack acknowledges settled outcomes of the caller's Delegations. All
 // ids are checked before any is written, so a refused id changes nothing.
-func (g *Gateway) bridgeAck(ctx context.Context, c *call, in AckInput) (*AckOutput, error) {
+func (s *service) ack(ctx context.Context, c *call, in AckInput) (*AckOutput, error) {
 	ids := slices.Clone(in.IDs)
 	if in.DispatchID != "" {
 		ids = append(ids, in.DispatchID)
 	}
 	var targets []*fleetv1alpha1.Delegation
 	if len(ids) == 0 {
-		ds, err := g.delegationsFrom(ctx, c.who, statePollable)
+		ds, err := s.delegationsFrom(ctx, c.who, statePollable)
 		if err != nil {
 			return nil, err
 		}
@@ -103,7 +103,7 @@ func (g *Gateway) bridgeAck(ctx context.Context, c *call, in AckInput) (*AckOutp
 			if id == "" {
 				return nil, toolerr.New(toolerr.InvalidArgument, "ids must not be empty")
 			}
-			d, err := g.message(ctx, c.who.Namespace, id)
+			d, err := s.message(ctx, c.who.Namespace, id)
 			if err != nil {
 				return nil, err
 			}
@@ -116,10 +116,10 @@ func (g *Gateway) bridgeAck(ctx context.Context, c *call, in AckInput) (*AckOutp
 			targets = append(targets, d)
 		}
 	}
-	now := g.opts.Clock.Now()
+	now := s.opts.Clock.Now()
 	out := &AckOutput{Acknowledged: []string{}}
 	for _, d := range targets {
-		if _, err := g.updateStatus(ctx, d, func(d *fleetv1alpha1.Delegation) (bool, error) {
+		if _, err := s.updateStatus(ctx, d, func(d *fleetv1alpha1.Delegation) (bool, error) {
 			return delegation.Acknowledge(d, now)
 		}); err != nil {
 			return nil, err
@@ -129,7 +129,7 @@ func (g *Gateway) bridgeAck(ctx context.Context, c *call, in AckInput) (*AckOutp
 	// A bridge_poll right after the ack reads the cache: wait until it shows
 	// the acks, so the caller never sees an acknowledged outcome again.
 	for _, d := range targets {
-		g.awaitCache(ctx, client.ObjectKeyFromObject(d), func(d *fleetv1alpha1.Delegation) bool { return d.Status.AcknowledgedAt != nil })
+		s.awaitCache(ctx, client.ObjectKeyFromObject(d), func(d *fleetv1alpha1.Delegation) bool { return d.Status.AcknowledgedAt != nil })
 	}
 	slices.Sort(out.Acknowledged)
 	return out, nil
@@ -141,14 +141,14 @@ const cacheCatchUp = 2 * time.Second
 
 // awaitCache waits, at most cacheCatchUp, until the cached Delegation at key
 // satisfies shows.
-func (g *Gateway) awaitCache(ctx context.Context, key types.NamespacedName, shows func(*fleetv1alpha1.Delegation) bool) {
-	w := g.rv.subscribe(key)
-	defer g.rv.unsubscribe(key, w)
+func (s *service) awaitCache(ctx context.Context, key types.NamespacedName, shows func(*fleetv1alpha1.Delegation) bool) {
+	w := s.rv.subscribe(key)
+	defer s.rv.unsubscribe(key, w)
 	limit := time.NewTimer(cacheCatchUp)
 	defer limit.Stop()
 	for {
 		var d fleetv1alpha1.Delegation
-		if err := g.cache.Get(ctx, key, &d); err != nil || shows(&d) {
+		if err := s.cache.Get(ctx, key, &d); err != nil || shows(&d) {
 			return
 		}
 		select {

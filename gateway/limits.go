@@ -38,24 +38,17 @@ const (
 	DefaultMaxMembers = 256
 )
 
-// createDelegation creates d, a message from p, within the limits
-// (createDelegations).
-func (g *Gateway) createDelegation(ctx context.Context, p *identity.Principal, d *fleetv1alpha1.Delegation) error {
-	_, err := g.createDelegations(ctx, p, []*fleetv1alpha1.Delegation{d}, nil)
-	return err
-}
-
 // chain makes d, sent by a member, one hop further than the message the
 // member works on (spec.hops, and the sent-while annotation that links
 // them), and refuses it once the chain would be longer than MaxHops,
 // naming the chain. Two members that forward every message to each other
 // end there, and so does a member that sends while it answers a message
 // that came the same way.
-func (g *Gateway) chain(ctx context.Context, p *identity.Principal, d *fleetv1alpha1.Delegation) error {
+func (s *service) chain(ctx context.Context, p *identity.Principal, d *fleetv1alpha1.Delegation) error {
 	if p.Kind != fleetv1alpha1.PrincipalMember {
 		return nil
 	}
-	active, err := g.delegationsTo(ctx, p.Namespace, p.Name, stateActive)
+	active, err := s.delegationsTo(ctx, p.Namespace, p.Name, stateActive)
 	if err != nil {
 		return err
 	}
@@ -73,12 +66,12 @@ func (g *Gateway) chain(ctx context.Context, p *identity.Principal, d *fleetv1al
 		// own, linked to the one it came from.
 		trace.SpanFromContext(ctx).AddLink(trace.Link{SpanContext: sc})
 	}
-	if d.Spec.Hops <= g.opts.MaxHops {
+	if d.Spec.Hops <= s.opts.MaxHops {
 		return nil
 	}
 	return toolerr.New(toolerr.HopLimit,
 		"this message would be hop %d of one chain of messages, and at most %d are allowed: %s -> %s. A member's message sent while it works on one is a hop further than that one; answer the message you work on with bridge_reply instead of passing it on",
-		d.Spec.Hops, g.opts.MaxHops, g.describeChain(ctx, parent), d.Spec.To)
+		d.Spec.Hops, s.opts.MaxHops, s.describeChain(ctx, parent), d.Spec.To)
 }
 
 // chainShown bounds the links describeChain names at either end.
@@ -87,10 +80,10 @@ const chainShown = 4
 // describeChain is the chain of messages that led to d, oldest first, as
 // "sender -> receiver (message)" links: followed back through the
 // messages each was sent while working on, and the replies carried back.
-func (g *Gateway) describeChain(ctx context.Context, d *fleetv1alpha1.Delegation) string {
+func (s *service) describeChain(ctx context.Context, d *fleetv1alpha1.Delegation) string {
 	var links []string
 	seen := sets.New[string]()
-	for d != nil && !seen.Has(d.Name) && len(seen) <= int(g.opts.MaxHops)+1 {
+	for d != nil && !seen.Has(d.Name) && len(seen) <= int(s.opts.MaxHops)+1 {
 		seen.Insert(d.Name)
 		links = append(links, fmt.Sprintf("%s -> %s (%s)", d.Spec.From.Name, d.Spec.To, d.Name))
 		up := d.Annotations[fleetv1alpha1.AnnotationSentWhile]
@@ -101,7 +94,7 @@ func (g *Gateway) describeChain(ctx context.Context, d *fleetv1alpha1.Delegation
 			break
 		}
 		var err error
-		if d, err = g.getDelegation(ctx, types.NamespacedName{Namespace: d.Namespace, Name: up}); err != nil {
+		if d, err = s.getDelegation(ctx, types.NamespacedName{Namespace: d.Namespace, Name: up}); err != nil {
 			break
 		}
 	}
@@ -117,22 +110,22 @@ func (g *Gateway) describeChain(ctx context.Context, d *fleetv1alpha1.Delegation
 // turn, and a lead's team. Every member spawned counts against its
 // spawner's spawner too, so a member cannot pass its spawner's bound by
 // spawning members that spawn. The namespace holds MaxMembers at most.
-func (g *Gateway) roomToSpawn(ctx context.Context, p *identity.Principal) error {
-	if g.opts.MaxSpawns <= 0 && g.opts.MaxMembers <= 0 {
+func (s *service) roomToSpawn(ctx context.Context, p *identity.Principal) error {
+	if s.opts.MaxSpawns <= 0 && s.opts.MaxMembers <= 0 {
 		return nil
 	}
 	// Read on the API server: spawns are rare, and a caller's spawn right
 	// after its last would not be in the cache yet.
 	var list fleetv1alpha1.MemberList
-	if err := g.live.List(ctx, &list, client.InNamespace(p.Namespace)); err != nil {
+	if err := s.live.List(ctx, &list, client.InNamespace(p.Namespace)); err != nil {
 		return fmt.Errorf("listing members in %s: %w", p.Namespace, err)
 	}
 	members := slices.DeleteFunc(list.Items, func(m fleetv1alpha1.Member) bool { return m.DeletionTimestamp != nil })
-	if g.opts.MaxMembers > 0 && len(members) >= g.opts.MaxMembers {
+	if s.opts.MaxMembers > 0 && len(members) >= s.opts.MaxMembers {
 		return toolerr.New(toolerr.SpawnLimit,
 			"namespace %s has %d members, the most the gateway starts members up to; stop some (bridge_stop) before you spawn more", p.Namespace, len(members))
 	}
-	if g.opts.MaxSpawns <= 0 {
+	if s.opts.MaxSpawns <= 0 {
 		return nil
 	}
 	spawned := map[string][]*fleetv1alpha1.Member{}
@@ -179,7 +172,7 @@ func (g *Gateway) roomToSpawn(ctx context.Context, p *identity.Principal) error 
 	}
 	for visited := sets.New[string](); key != "" && !visited.Has(key); {
 		visited.Insert(key)
-		if n := answersFor(key, self).Len(); n >= g.opts.MaxSpawns {
+		if n := answersFor(key, self).Len(); n >= s.opts.MaxSpawns {
 			who := "you have"
 			if key != p.Key() {
 				who = key + ", which spawned you or a member that spawned you, has"

@@ -236,19 +236,19 @@ func TestAHeldMessageTheCacheShowsCountsOnce(t *testing.T) {
 	sent := wantOK(t, callTool[SendOutput](t, primary, "bridge_send", map[string]any{"sessionId": "w1", "content": "job", "wait": false}))
 	var d fleetv1alpha1.Delegation
 	testutil.Eventually(t, "the gateway's cache to show the message", func() (bool, string) {
-		err := h.gw.cache.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: sent.DispatchID}, &d)
+		err := h.gw.svc.cache.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: sent.DispatchID}, &d)
 		return err == nil, fmt.Sprint(err)
 	})
 	sender := identity.Key(d.Spec.From)
 
-	l := &h.gw.ledger
+	l := &h.gw.svc.ledger
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	// As admitDelegations holds it while the create is on its way.
 	held := &heldMessage{namespace: ns, sender: sender, to: "w1", bytes: messageBytes(&d), name: d.Name}
 	l.held[held] = struct{}{}
 	defer delete(l.held, held)
-	u, err := h.gw.messageUsage(context.Background(), ns, sender, []outgoing{{to: "w1"}})
+	u, err := h.gw.svc.messageUsage(context.Background(), ns, sender, []outgoing{{to: "w1"}})
 	if err != nil {
 		t.Fatal(err)
 	}

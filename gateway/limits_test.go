@@ -125,7 +125,7 @@ func workOn(t *testing.T, h *harness, ns, name string) *fleetv1alpha1.Delegation
 	deliver(t, ns, name)
 	testutil.Eventually(t, "the gateway sees "+name+" in flight", func() error {
 		var d fleetv1alpha1.Delegation
-		if err := h.gw.cache.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
+		if err := h.gw.svc.cache.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
 			return err
 		}
 		return errIf(!delegation.InFlight(&d), "%s is %s in the cache", name, d.Status.Phase)

@@ -98,6 +98,12 @@ type call struct {
 	token  any
 }
 
+// newCall is a call of tool by who that is held, when it waits, on its
+// own request: the dashboard's and REST's calls.
+func newCall(tool string, who *identity.Principal) *call {
+	return &call{tool: tool, who: who}
+}
+
 // progressToken is the call's progress token, nil when its client gave
 // none.
 func (c *call) progressToken() any {
@@ -164,7 +170,7 @@ func addTool[In, Out any, PO interface {
 }](g *Gateway, spec toolSpec, h func(context.Context, *call, In) (*Out, error)) {
 	g.toolNamespaces[spec.name] = spec.namespace
 	g.toolOrder = append(g.toolOrder, spec.name)
-	if !g.enabled(spec.namespace) {
+	if !g.svc.opts.enabled(spec.namespace) {
 		return
 	}
 	in, err := jsonschema.For[In](nil)
@@ -235,7 +241,7 @@ func toolResult[Out any, PO interface {
 		if errors.Is(err, context.Canceled) {
 			label = "client_gone"
 		}
-		g.metrics.toolCalls.WithLabelValues(tool, label).Inc()
+		g.svc.metrics.toolCalls.WithLabelValues(tool, label).Inc()
 		out = new(Out)
 		PO(out).setError(te)
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: te.Error()}}}, out, te
@@ -243,7 +249,7 @@ func toolResult[Out any, PO interface {
 	if out == nil {
 		out = new(Out)
 	}
-	g.metrics.toolCalls.WithLabelValues(tool, PO(out).metricOutcome()).Inc()
+	g.svc.metrics.toolCalls.WithLabelValues(tool, PO(out).metricOutcome()).Inc()
 	if tx, ok := any(out).(texter); ok {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: tx.text()}}}, out, nil
 	}
@@ -303,11 +309,11 @@ func (g *Gateway) toolsByNamespace(ns ToolNamespace) []string {
 }
 
 // enabled reports whether a tool namespace is on.
-func (g *Gateway) enabled(ns ToolNamespace) bool {
+func (o Options) enabled(ns ToolNamespace) bool {
 	if ns == ToolNamespaceBridge {
 		return true
 	}
-	if on, ok := g.opts.Features[ns]; ok {
+	if on, ok := o.Features[ns]; ok {
 		return on
 	}
 	return namespaceDefaults[ns]
@@ -338,17 +344,17 @@ func (g *Gateway) registerTools() {
 		}
 	}
 
-	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_send", description: descSend, schema: both(contentLimit("content"), timeoutBounds)}, g.bridgeSend)
-	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_reply", description: descReply, schema: contentLimit("content")}, g.bridgeReply)
-	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_ask", description: descAsk, schema: both(contentLimit("content"), timeoutBounds)}, g.bridgeAsk)
-	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_poll", description: descPoll, readOnly: true}, g.bridgePoll)
-	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_ack", description: descAck}, g.bridgeAck)
-	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_status", description: descStatus, readOnly: true}, g.bridgeStatus)
-	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_spawn", description: descSpawn}, g.bridgeSpawn)
-	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_list", description: descList, readOnly: true}, g.bridgeList)
-	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_stop", description: descStop}, g.bridgeStop)
-	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_profiles", description: descProfiles, readOnly: true}, g.bridgeProfiles)
-	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_whoami", description: descWhoami, readOnly: true}, g.bridgeWhoami)
+	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_send", description: descSend, schema: both(contentLimit("content"), timeoutBounds)}, g.svc.send)
+	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_reply", description: descReply, schema: contentLimit("content")}, g.svc.reply)
+	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_ask", description: descAsk, schema: both(contentLimit("content"), timeoutBounds)}, g.svc.ask)
+	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_poll", description: descPoll, readOnly: true}, g.svc.poll)
+	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_ack", description: descAck}, g.svc.ack)
+	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_status", description: descStatus, readOnly: true}, g.svc.status)
+	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_spawn", description: descSpawn}, g.svc.spawn)
+	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_list", description: descList, readOnly: true}, g.svc.list)
+	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_stop", description: descStop}, g.svc.stop)
+	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_profiles", description: descProfiles, readOnly: true}, g.svc.listProfiles)
+	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_whoami", description: descWhoami, readOnly: true}, g.svc.whoami)
 	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_read", description: descRead, readOnly: true, schema: func(s *jsonschema.Schema) {
 		if ps := s.Properties["source"]; ps != nil {
 			ps.Enum = []any{"visible", "recent", "recent_unwrapped", "detection"}
@@ -356,10 +362,10 @@ func (g *Gateway) registerTools() {
 		if ps := s.Properties["lines"]; ps != nil {
 			ps.Minimum, ps.Maximum = ptr.To(1.0), ptr.To(float64(maxReadLines))
 		}
-	}}, g.bridgeRead)
-	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_cancel", description: descCancel}, g.bridgeCancel)
+	}}, g.svc.read)
+	addTool(g, toolSpec{namespace: ToolNamespaceBridge, name: "bridge_cancel", description: descCancel}, g.svc.cancel)
 
-	addTool(g, toolSpec{namespace: ToolNamespaceTeam, name: "team_status", description: descTeamStatus, readOnly: true}, g.teamStatus)
+	addTool(g, toolSpec{namespace: ToolNamespaceTeam, name: "team_status", description: descTeamStatus, readOnly: true}, g.svc.teamStatus)
 	imageLimit := func(s *jsonschema.Schema) {
 		for _, p := range []string{"imagePaths", "images"} {
 			if ps := s.Properties[p]; ps != nil {
@@ -367,22 +373,22 @@ func (g *Gateway) registerTools() {
 			}
 		}
 	}
-	addTool(g, toolSpec{namespace: ToolNamespaceTeam, name: "team_message", description: descTeamMessage, schema: both(contentLimit("content", "recipient"), imageLimit)}, g.teamMessage)
+	addTool(g, toolSpec{namespace: ToolNamespaceTeam, name: "team_message", description: descTeamMessage, schema: both(contentLimit("content", "recipient"), imageLimit)}, g.svc.teamMessage)
 	addTool(g, toolSpec{namespace: ToolNamespaceTeam, name: "team_manage", description: descTeamManage, schema: both(contentLimit("message"), imageLimit, func(s *jsonschema.Schema) {
 		if ps := s.Properties["action"]; ps != nil {
 			ps.Enum = []any{"add", "remove"}
 		}
-	})}, g.teamManage)
+	})}, g.svc.teamManage)
 
 	addTool(g, toolSpec{namespace: ToolNamespaceProcess, name: "process_run", description: descProcessRun, schema: func(s *jsonschema.Schema) {
 		if ps := s.Properties["command"]; ps != nil {
 			ps.MinItems = ptr.To(1)
 			ps.MaxItems = ptr.To(process.MaxArgs)
 		}
-	}}, g.processRun)
-	addTool(g, toolSpec{namespace: ToolNamespaceProcess, name: "process_status", description: descProcessStatus, readOnly: true}, g.processStatus)
-	addTool(g, toolSpec{namespace: ToolNamespaceProcess, name: "process_logs", description: descProcessLogs, readOnly: true}, g.processLogs)
-	addTool(g, toolSpec{namespace: ToolNamespaceProcess, name: "process_kill", description: descProcessKill}, g.processKill)
+	}}, g.svc.processRun)
+	addTool(g, toolSpec{namespace: ToolNamespaceProcess, name: "process_status", description: descProcessStatus, readOnly: true}, g.svc.processStatus)
+	addTool(g, toolSpec{namespace: ToolNamespaceProcess, name: "process_logs", description: descProcessLogs, readOnly: true}, g.svc.processLogs)
+	addTool(g, toolSpec{namespace: ToolNamespaceProcess, name: "process_kill", description: descProcessKill}, g.svc.processKill)
 }
 
 // checkContent validates a message, question, answer or reply.
@@ -421,11 +427,11 @@ func (g *Gateway) toolMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		name := ctr.Params.Name
 		ns, known := g.toolNamespaces[name]
 		if !known {
-			g.metrics.toolCalls.WithLabelValues("unknown", string(toolerr.InvalidArgument)).Inc()
+			g.svc.metrics.toolCalls.WithLabelValues("unknown", string(toolerr.InvalidArgument)).Inc()
 			return errorResult(toolerr.New(toolerr.InvalidArgument, "no tool %q on this gateway; its namespaces are bridge, team and process (GET /v1/mcp/capabilities lists what is on)", excerpt(name, 64))), nil
 		}
-		if !g.enabled(ns) {
-			g.metrics.toolCalls.WithLabelValues(name, string(toolerr.FeatureDisabled)).Inc()
+		if !g.svc.opts.enabled(ns) {
+			g.svc.metrics.toolCalls.WithLabelValues(name, string(toolerr.FeatureDisabled)).Inc()
 			return errorResult(toolerr.New(toolerr.FeatureDisabled, "the %s namespace is switched off on this gateway; GET /v1/mcp/capabilities lists what is on", ns)), nil
 		}
 		res, err := next(ctx, method, req)
@@ -445,7 +451,7 @@ func (g *Gateway) toolMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 				msg = t.Text
 			}
 		}
-		g.metrics.toolCalls.WithLabelValues(name, string(toolerr.InvalidArgument)).Inc()
+		g.svc.metrics.toolCalls.WithLabelValues(name, string(toolerr.InvalidArgument)).Inc()
 		return errorResult(toolerr.New(toolerr.InvalidArgument, "%s", msg)), nil
 	}
 }

@@ -47,7 +47,7 @@ func TestREADMEListsEveryTool(t *testing.T) {
 	for _, r := range rows {
 		documented = append(documented, r[1])
 	}
-	g := &Gateway{opts: Options{Features: map[ToolNamespace]bool{ToolNamespaceProcess: true}}, toolNamespaces: map[string]ToolNamespace{}, server: mcp.NewServer(&mcp.Implementation{Name: "t"}, nil)}
+	g := &Gateway{svc: &service{opts: Options{Features: map[ToolNamespace]bool{ToolNamespaceProcess: true}}}, toolNamespaces: map[string]ToolNamespace{}, server: mcp.NewServer(&mcp.Implementation{Name: "t"}, nil)}
 	g.registerTools()
 	if diff := cmp.Diff(g.toolOrder, documented, cmpSorted); diff != "" {
 		t.Errorf("the README's tool table (-served +documented):\n%s", diff)

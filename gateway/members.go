@@ -15,8 +15,8 @@ import (
 	"github.com/fleetd/fleetd/gateway/toolerr"
 )
 
-// spawnRequest says what member to start.
-type spawnRequest struct {
+// newMember says what member to start.
+type newMember struct {
 	// profile names the Profile; empty means the default Profile.
 	profile string
 	// name is the member's name; empty means a generated one.
@@ -28,11 +28,11 @@ type spawnRequest struct {
 
 // spawn creates a Member from a Profile, on the caller's behalf and within
 // its billing mode. The Member controller starts its pane.
-func (g *Gateway) spawn(ctx context.Context, p *identity.Principal, r spawnRequest) (*fleetv1alpha1.Member, error) {
-	if err := g.allow(ctx, p, identity.CreateMembers); err != nil {
+func (s *service) spawnMember(ctx context.Context, p *identity.Principal, r newMember) (*fleetv1alpha1.Member, error) {
+	if err := s.allow(ctx, p, identity.CreateMembers); err != nil {
 		return nil, err
 	}
-	profiles, err := g.profiles(ctx, p.Namespace)
+	profiles, err := s.profiles(ctx, p.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -65,8 +65,8 @@ func (g *Gateway) spawn(ctx context.Context, p *identity.Principal, r spawnReque
 	// The count and the create are one step: a spawn counts the members
 	// the last one created (roomToSpawn reads the API server), so no two
 	// spawns in one namespace pass the bound together.
-	defer g.spawnLocks.lock(p.Namespace)()
-	if err := g.roomToSpawn(ctx, p); err != nil {
+	defer s.spawnLocks.lock(p.Namespace)()
+	if err := s.roomToSpawn(ctx, p); err != nil {
 		return nil, err
 	}
 	m := &fleetv1alpha1.Member{
@@ -83,7 +83,7 @@ func (g *Gateway) spawn(ctx context.Context, p *identity.Principal, r spawnReque
 	if m.Spec.Role == "" {
 		m.Spec.Role = fleetv1alpha1.RoleMember
 	}
-	if err := quotaRefusal(g.client.Create(ctx, m), "new member of profile "+to.Name); err != nil {
+	if err := quotaRefusal(s.client.Create(ctx, m), "new member of profile "+to.Name); err != nil {
 		return nil, fmt.Errorf("creating a member from profile %s: %w", to.Name, err)
 	}
 	return m, nil
@@ -99,14 +99,14 @@ type stopped struct {
 
 // stop deletes the member id addresses, if the caller may stop it. A member
 // that is already gone, or already being deleted, is stopped.
-func (g *Gateway) stop(ctx context.Context, p *identity.Principal, id string) (stopped, error) {
+func (s *service) stopMember(ctx context.Context, p *identity.Principal, id string) (stopped, error) {
 	if id == "" {
 		return stopped{}, toolerr.New(toolerr.InvalidArgument, "paneId must name a member: pane id, name, terminal id or agent session id")
 	}
-	if err := g.allow(ctx, p, identity.DeleteMembers); err != nil {
+	if err := s.allow(ctx, p, identity.DeleteMembers); err != nil {
 		return stopped{}, err
 	}
-	members, err := g.members(ctx, p.Namespace)
+	members, err := s.members(ctx, p.Namespace)
 	if err != nil {
 		return stopped{}, err
 	}
@@ -115,7 +115,7 @@ func (g *Gateway) stop(ctx context.Context, p *identity.Principal, id string) (s
 		// The cache may trail a member created a moment ago: ask the API
 		// server before calling it gone.
 		var live fleetv1alpha1.Member
-		err := g.live.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: id}, &live)
+		err := s.live.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: id}, &live)
 		switch {
 		case apierrors.IsNotFound(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
 			return stopped{name: id, alreadyGone: true}, nil
@@ -133,14 +133,14 @@ func (g *Gateway) stop(ctx context.Context, p *identity.Principal, id string) (s
 	if m.DeletionTimestamp != nil {
 		return stopped{name: m.Name, alreadyGone: true}, nil
 	}
-	return stopped{name: m.Name}, g.deleteMember(ctx, m)
+	return stopped{name: m.Name}, s.deleteMember(ctx, m)
 }
 
 // deleteMember deletes a Member; its controller closes the pane.
-func (g *Gateway) deleteMember(ctx context.Context, m *fleetv1alpha1.Member) error {
+func (s *service) deleteMember(ctx context.Context, m *fleetv1alpha1.Member) error {
 	// The UID precondition keeps a stale cache from deleting a newer
 	// Member that reuses the name.
-	if err := g.client.Delete(ctx, m, client.Preconditions{UID: &m.UID}); client.IgnoreNotFound(err) != nil {
+	if err := s.client.Delete(ctx, m, client.Preconditions{UID: &m.UID}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting member %s: %w", m.Name, err)
 	}
 	return nil

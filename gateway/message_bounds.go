@@ -8,14 +8,12 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/gateway/identity"
 	"github.com/fleetd/fleetd/gateway/toolerr"
-	"github.com/fleetd/fleetd/internal/tracing"
 )
 
 // The bounds on the messages a sender keeps, and on how fast it sends.
@@ -187,12 +185,12 @@ func (a *admission) release() {
 // admitDelegations admits ds, the messages one call of p sends, within the
 // bounds and p's rate, or refuses them all. The caller creates the
 // admitted ones, calls created for each and release at the end.
-func (g *Gateway) admitDelegations(ctx context.Context, p *identity.Principal, ds []*fleetv1alpha1.Delegation) (*admission, error) {
-	l := &g.ledger
+func (s *service) admitDelegations(ctx context.Context, p *identity.Principal, ds []*fleetv1alpha1.Delegation) (*admission, error) {
+	l := &s.ledger
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := g.opts.Clock.Now()
-	if err := g.forgetShown(ctx, now); err != nil {
+	now := s.opts.Clock.Now()
+	if err := s.forgetShown(ctx, now); err != nil {
 		return nil, err
 	}
 	sender := p.Key()
@@ -200,14 +198,14 @@ func (g *Gateway) admitDelegations(ctx context.Context, p *identity.Principal, d
 	for i, d := range ds {
 		out[i] = outgoing{to: d.Spec.To, bytes: messageBytes(d)}
 	}
-	u, err := g.messageUsage(ctx, p.Namespace, sender, out)
+	u, err := s.messageUsage(ctx, p.Namespace, sender, out)
 	if err != nil {
 		return nil, err
 	}
-	if terr := admitMessages(g.opts.messageLimits(), u, out, p.Namespace); terr != nil {
+	if terr := admitMessages(s.opts.messageLimits(), u, out, p.Namespace); terr != nil {
 		return nil, terr
 	}
-	if terr := l.rates.take(sender, now, len(ds), g.opts.SenderRate, g.opts.SenderBurst); terr != nil {
+	if terr := l.rates.take(sender, now, len(ds), s.opts.SenderRate, s.opts.SenderBurst); terr != nil {
 		return nil, terr
 	}
 	a := &admission{ledger: l}
@@ -244,20 +242,20 @@ func generateName(prefix string) string {
 
 // forgetShown stops holding the created messages the cache shows, and
 // those held longer than heldFor. The ledger is locked.
-func (g *Gateway) forgetShown(ctx context.Context, now time.Time) error {
-	for h := range g.ledger.held {
+func (s *service) forgetShown(ctx context.Context, now time.Time) error {
+	for h := range s.ledger.held {
 		if h.createdAt.IsZero() {
 			continue
 		}
 		if now.Sub(h.createdAt) > heldFor {
-			delete(g.ledger.held, h)
+			delete(s.ledger.held, h)
 			continue
 		}
 		var d fleetv1alpha1.Delegation
-		err := g.cache.Get(ctx, client.ObjectKey{Namespace: h.namespace, Name: h.name}, &d, &client.GetOptions{UnsafeDisableDeepCopy: ptrTrue})
+		err := s.cache.Get(ctx, client.ObjectKey{Namespace: h.namespace, Name: h.name}, &d, &client.GetOptions{UnsafeDisableDeepCopy: ptrTrue})
 		switch {
 		case err == nil:
-			delete(g.ledger.held, h)
+			delete(s.ledger.held, h)
 		case client.IgnoreNotFound(err) != nil:
 			return fmt.Errorf("reading delegation %s/%s: %w", h.namespace, h.name, err)
 		}
@@ -272,15 +270,15 @@ var ptrTrue = func() *bool { b := true; return &b }()
 // the receivers of out: the cache, and the messages held that the cache's
 // lists did not show (each list by itself: the cache may show a message
 // between two of them). The ledger is locked.
-func (g *Gateway) messageUsage(ctx context.Context, namespace, sender string, out []outgoing) (messageUsage, error) {
+func (s *service) messageUsage(ctx context.Context, namespace, sender string, out []outgoing) (messageUsage, error) {
 	u := messageUsage{queued: map[string]int{}, queuedFromSender: map[string]int{}}
 	keptShown, queuedShown := map[string]bool{}, map[string]bool{}
-	l := g.opts.messageLimits()
+	l := s.opts.messageLimits()
 	if l.keptMessages > 0 || l.keptBytes > 0 {
 		// Read in place: a sender may keep many large messages, and nothing
 		// here changes them.
 		var kept fleetv1alpha1.DelegationList
-		if err := g.cache.List(ctx, &kept, client.InNamespace(namespace), client.MatchingFields{indexSender: sender}, client.UnsafeDisableDeepCopy); err != nil {
+		if err := s.cache.List(ctx, &kept, client.InNamespace(namespace), client.MatchingFields{indexSender: sender}, client.UnsafeDisableDeepCopy); err != nil {
 			return u, fmt.Errorf("listing the messages of %s in %s: %w", sender, namespace, err)
 		}
 		u.keptMessages = len(kept.Items)
@@ -295,7 +293,7 @@ func (g *Gateway) messageUsage(ctx context.Context, namespace, sender string, ou
 				continue
 			}
 			var queued fleetv1alpha1.DelegationList
-			if err := g.cache.List(ctx, &queued, client.InNamespace(namespace), client.MatchingFields{indexReceiverState: indexValue(stateQueued, o.to)}, client.UnsafeDisableDeepCopy); err != nil {
+			if err := s.cache.List(ctx, &queued, client.InNamespace(namespace), client.MatchingFields{indexReceiverState: indexValue(stateQueued, o.to)}, client.UnsafeDisableDeepCopy); err != nil {
 				return u, fmt.Errorf("listing delegations to %s/%s: %w", namespace, o.to, err)
 			}
 			u.queued[o.to] = len(queued.Items)
@@ -307,7 +305,7 @@ func (g *Gateway) messageUsage(ctx context.Context, namespace, sender string, ou
 			}
 		}
 	}
-	for h := range g.ledger.held {
+	for h := range s.ledger.held {
 		if h.namespace != namespace {
 			continue
 		}
@@ -385,48 +383,3 @@ func indexSenderFunc(o client.Object) []string {
 	}
 	return []string{identity.Key(d.Spec.From)}
 }
-
-// createDelegations creates ds, one call's messages from p, within the
-// limits: each is one hop further than the message p (a member) works on,
-// and all of them fit the bounds of this file, or none is created. Once
-// they are admitted, and before the first is created, prepare (when not
-// nil) writes what they refer to; nothing is written for messages that are
-// refused. It returns how many were created before an error; an error
-// from the API server comes back as it is, a quota's refusal as
-// quota_exceeded.
-func (g *Gateway) createDelegations(ctx context.Context, p *identity.Principal, ds []*fleetv1alpha1.Delegation, prepare func() error) (int, error) {
-	for _, d := range ds {
-		if err := g.chain(ctx, p, d); err != nil {
-			return 0, err
-		}
-	}
-	a, err := g.admitDelegations(ctx, p, ds)
-	if err != nil {
-		return 0, err
-	}
-	defer a.release()
-	if prepare != nil {
-		if err := prepare(); err != nil {
-			return 0, err
-		}
-	}
-	for i, d := range ds {
-		tracing.Inject(ctx, d)
-		err := g.client.Create(ctx, d)
-		for try := 0; apierrors.IsAlreadyExists(err) && d.GenerateName != "" && try < nameTries; try++ {
-			// Another message took the name first: another one, as the
-			// API server itself would try.
-			d.Name = generateName(d.GenerateName)
-			a.renamed(i, d.Name)
-			err = g.client.Create(ctx, d)
-		}
-		if err := quotaRefusal(err, "message to "+d.Spec.To); err != nil {
-			return i, err
-		}
-		a.created(i, d.Name, g.opts.Clock.Now())
-	}
-	return len(ds), nil
-}
-
-// nameTries bounds the names tried for one message past its first.
-const nameTries = 3

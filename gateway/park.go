@@ -261,7 +261,7 @@ func (g *Gateway) holdParked(start parkedStart, s *heldStream) (res *mcp.CallToo
 			res = errorResult(toolerr.New(toolerr.Internal, "the gateway failed while holding the call"))
 		}
 	}()
-	p = start(g.holds, s)
+	p = start(g.svc.holds, s)
 	for res = p.look(); res == nil; {
 		if res = p.handle(p.h.wait.next()); res == nil {
 			res = p.look()
@@ -434,7 +434,7 @@ func closedChan() <-chan struct{} {
 // pending. One goroutine, resting in a shallow read, is all a parked call
 // keeps.
 type connWaiter struct {
-	g        *Gateway
+	svc      *service
 	key      types.NamespacedName
 	conn     net.Conn
 	interval time.Duration
@@ -451,18 +451,18 @@ var aLongTimeAgo = time.Unix(1, 0)
 // waitOnConn subscribes to key and starts the hold's timers; interval 0
 // means no progress notifications. The gateway's stopping reaches it
 // through the rendezvous.
-func (g *Gateway) waitOnConn(key types.NamespacedName, conn net.Conn, timeout, interval time.Duration) *connWaiter {
-	cw := &connWaiter{g: g, key: key, conn: conn, interval: interval}
-	cw.w = g.rv.subscribePoke(key, cw.raise)
+func (s *service) waitOnConn(key types.NamespacedName, conn net.Conn, timeout, interval time.Duration) *connWaiter {
+	cw := &connWaiter{svc: s, key: key, conn: conn, interval: interval}
+	cw.w = s.rv.subscribePoke(key, cw.raise)
 	select {
-	case <-g.stopping:
+	case <-s.stopping:
 		// It began before the subscription: nothing will poke it.
 		cw.raise(eventStopping)
 	default:
 	}
-	cw.timeout = g.opts.Clock.AfterFunc(timeout, func() { cw.raise(eventTimeout) })
+	cw.timeout = s.opts.Clock.AfterFunc(timeout, func() { cw.raise(eventTimeout) })
 	if interval > 0 {
-		cw.tick = g.opts.Clock.AfterFunc(interval, func() { cw.raise(eventProgress) })
+		cw.tick = s.opts.Clock.AfterFunc(interval, func() { cw.raise(eventProgress) })
 	}
 	return cw
 }
@@ -511,7 +511,7 @@ func (cw *connWaiter) next() holdEvent {
 }
 
 func (cw *connWaiter) stop() {
-	cw.g.rv.unsubscribe(cw.key, cw.w)
+	cw.svc.rv.unsubscribe(cw.key, cw.w)
 	cw.timeout.Stop()
 	if cw.tick != nil {
 		cw.tick.Stop()

@@ -137,7 +137,7 @@ func TestParkedCallOnItsRequest(t *testing.T) {
 		h.gw.Handler().ServeHTTP(rec, heldSendRequest(t, "/mcp"))
 	}()
 	d := waitDelegation(t, ns, "w1", nil)
-	testutil.Eventually(t, "", func() error { return errIf(h.gw.rv.held() != 1, "the call is not held") })
+	testutil.Eventually(t, "", func() error { return errIf(h.gw.svc.rv.held() != 1, "the call is not held") })
 	settle(t, ns, d.Name, typed, replied("answered on the request"))
 	select {
 	case <-served:
@@ -191,7 +191,7 @@ func TestParkedResultIsTheSDKs(t *testing.T) {
 					held <- res
 				}()
 				d := waitDelegation(t, ns, "w1", func(d *fleetv1alpha1.Delegation) bool { return d.Spec.Content == content })
-				testutil.Eventually(t, "", func() error { return errIf(h.gw.rv.held() != 1, "the call is not held") })
+				testutil.Eventually(t, "", func() error { return errIf(h.gw.svc.rv.held() != 1, "the call is not held") })
 				settle(t, ns, d.Name, typed, outcome)
 				parked := <-held
 				if parked == nil {
@@ -239,7 +239,9 @@ func TestParkedCallsEndWhenTheGatewayStops(t *testing.T) {
 	for i := range results {
 		results[i] = async[SendOutput](t, context.Background(), primary, "bridge_send", map[string]any{"content": fmt.Sprintf("held %d", i)})
 	}
-	testutil.Eventually(t, "", func() error { return errIf(h.gw.rv.held() != calls, "%d of %d calls held", h.gw.rv.held(), calls) })
+	testutil.Eventually(t, "", func() error {
+		return errIf(h.gw.svc.rv.held() != calls, "%d of %d calls held", h.gw.svc.rv.held(), calls)
+	})
 	h.stop()
 	for _, r := range results {
 		if got := wantOK(t, receive(t, r)); got.Outcome != outcomeInterrupted || got.DispatchID == "" {

@@ -26,11 +26,11 @@ func processView(p *process.Process) ProcessView {
 	return v
 }
 
-func (g *Gateway) processRun(ctx context.Context, c *call, in ProcessRunInput) (*ProcessOutput, error) {
-	if err := g.allow(ctx, c.who, identity.CreateProcesses); err != nil {
+func (s *service) processRun(ctx context.Context, c *call, in ProcessRunInput) (*ProcessOutput, error) {
+	if err := s.allow(ctx, c.who, identity.CreateProcesses); err != nil {
 		return nil, err
 	}
-	p, err := g.procs.Run(processOwner(c.who), in.Command, in.WorkingDir)
+	p, err := s.procs.Run(processOwner(c.who), in.Command, in.WorkingDir)
 	if err != nil {
 		return nil, err
 	}
@@ -38,30 +38,30 @@ func (g *Gateway) processRun(ctx context.Context, c *call, in ProcessRunInput) (
 	return &ProcessOutput{Process: &v}, nil
 }
 
-func (g *Gateway) processStatus(ctx context.Context, c *call, in ProcessStatusInput) (*ProcessStatusOutput, error) {
-	if err := g.allow(ctx, c.who, identity.GetProcesses); err != nil {
+func (s *service) processStatus(ctx context.Context, c *call, in ProcessStatusInput) (*ProcessStatusOutput, error) {
+	if err := s.allow(ctx, c.who, identity.GetProcesses); err != nil {
 		return nil, err
 	}
 	out := &ProcessStatusOutput{Processes: []ProcessView{}}
 	if in.ProcessID != "" {
-		p, err := g.procs.Get(processOwner(c.who), in.ProcessID)
+		p, err := s.procs.Get(processOwner(c.who), in.ProcessID)
 		if err != nil {
 			return nil, err
 		}
 		out.Processes = append(out.Processes, processView(p))
 		return out, nil
 	}
-	for _, p := range g.procs.List(processOwner(c.who)) {
+	for _, p := range s.procs.List(processOwner(c.who)) {
 		out.Processes = append(out.Processes, processView(p))
 	}
 	return out, nil
 }
 
-func (g *Gateway) processLogs(ctx context.Context, c *call, in ProcessLogsInput) (*ProcessLogsOutput, error) {
-	if err := g.allow(ctx, c.who, identity.GetProcesses); err != nil {
+func (s *service) processLogs(ctx context.Context, c *call, in ProcessLogsInput) (*ProcessLogsOutput, error) {
+	if err := s.allow(ctx, c.who, identity.GetProcesses); err != nil {
 		return nil, err
 	}
-	p, err := g.procs.Get(processOwner(c.who), in.ProcessID)
+	p, err := s.procs.Get(processOwner(c.who), in.ProcessID)
 	if err != nil {
 		return nil, err
 	}
@@ -76,11 +76,11 @@ func (g *Gateway) processLogs(ctx context.Context, c *call, in ProcessLogsInput)
 	return &ProcessLogsOutput{ProcessID: p.ID(), State: p.Status().State, Output: string(data), Truncated: truncated}, nil
 }
 
-func (g *Gateway) processKill(ctx context.Context, c *call, in ProcessIDInput) (*ProcessOutput, error) {
-	if err := g.allow(ctx, c.who, identity.DeleteProcesses); err != nil {
+func (s *service) processKill(ctx context.Context, c *call, in ProcessIDInput) (*ProcessOutput, error) {
+	if err := s.allow(ctx, c.who, identity.DeleteProcesses); err != nil {
 		return nil, err
 	}
-	p, err := g.procs.Get(processOwner(c.who), in.ProcessID)
+	p, err := s.procs.Get(processOwner(c.who), in.ProcessID)
 	if err != nil {
 		return nil, err
 	}

@@ -20,16 +20,16 @@ const (
 	maxReadBytes = 64 << 10
 )
 
-// bridgeRead shows a member's terminal text, through herdr's pane.read,
+// read shows a member's terminal text, through herdr's pane.read,
 // with every escape sequence and control removed.
-func (g *Gateway) bridgeRead(ctx context.Context, c *call, in ReadInput) (*ReadOutput, error) {
+func (s *service) read(ctx context.Context, c *call, in ReadInput) (*ReadOutput, error) {
 	if c.who.Member != nil {
 		return nil, toolerr.New(toolerr.Forbidden, "bridge_read is for primaries; a member sees its own terminal")
 	}
-	if err := g.allow(ctx, c.who, identity.GetMembers); err != nil {
+	if err := s.allow(ctx, c.who, identity.GetMembers); err != nil {
 		return nil, err
 	}
-	if g.opts.Panes == nil && g.opts.PaneHosts == nil {
+	if s.opts.Panes == nil && s.opts.PaneHosts == nil {
 		return nil, toolerr.New(toolerr.FeatureDisabled, "this gateway has no herdr connection to read terminals with")
 	}
 	source := herdr.ReadSource(in.Source)
@@ -50,7 +50,7 @@ func (g *Gateway) bridgeRead(ctx context.Context, c *call, in ReadInput) (*ReadO
 	if in.SessionID == "" {
 		return nil, toolerr.New(toolerr.InvalidArgument, "sessionId must name the member to read: name, agent session id, terminal id or pane id")
 	}
-	members, err := g.members(ctx, c.who.Namespace)
+	members, err := s.members(ctx, c.who.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +66,7 @@ func (g *Gateway) bridgeRead(ctx context.Context, c *call, in ReadInput) (*ReadO
 	if source != herdr.ReadSourceVisible && source != herdr.ReadSourceDetection {
 		params.Lines = &lines
 	}
-	panes, err := g.panesOf(m)
+	panes, err := s.panesOf(m)
 	if err != nil {
 		return nil, toolerr.New(toolerr.WorkerGone, "member %s's pane host cannot be reached: %v", m.Name, err)
 	}
@@ -81,19 +81,19 @@ func (g *Gateway) bridgeRead(ctx context.Context, c *call, in ReadInput) (*ReadO
 	truncated := len(text) > maxReadBytes
 	out := &ReadOutput{Member: m.Name, PaneID: m.Status.PaneID, Source: string(source), Truncated: truncated}
 	if source == herdr.ReadSourceDetection {
-		out.Detection = g.detection(ctx, panes, m, read.Text)
+		out.Detection = s.detection(ctx, panes, m, read.Text)
 	}
 	out.Text = textcut.Tail(text, maxReadBytes)
 	return out, nil
 }
 
 // panesOf is where member m's terminal is read.
-func (g *Gateway) panesOf(m *fleetv1alpha1.Member) (PaneReader, error) {
-	if g.opts.PaneHosts != nil {
-		return g.opts.PaneHosts.For(m)
+func (s *service) panesOf(m *fleetv1alpha1.Member) (PaneReader, error) {
+	if s.opts.PaneHosts != nil {
+		return s.opts.PaneHosts.For(m)
 	}
-	if g.opts.Panes == nil {
+	if s.opts.Panes == nil {
 		return nil, errors.New("this gateway has no herdr connection")
 	}
-	return g.opts.Panes, nil
+	return s.opts.Panes, nil
 }

@@ -25,9 +25,9 @@ var builtinDetectors = sync.OnceValue(func() map[string]*detect.Detector {
 })
 
 // detectors are the screen rules by agent label.
-func (g *Gateway) detectors() map[string]*detect.Detector {
-	if g.opts.Detectors != nil {
-		return g.opts.Detectors
+func (s *service) detectors() map[string]*detect.Detector {
+	if s.opts.Detectors != nil {
+		return s.opts.Detectors
 	}
 	return builtinDetectors()
 }
@@ -37,7 +37,7 @@ func (g *Gateway) detectors() map[string]*detect.Detector {
 // rules matched and what they concluded, beside the status herdr holds
 // (which a hook may have set). A plain command has no rules: only its
 // status is shown.
-func (g *Gateway) detection(ctx context.Context, panes PaneReader, m *fleetv1alpha1.Member, text string) *DetectionView {
+func (s *service) detection(ctx context.Context, panes PaneReader, m *fleetv1alpha1.Member, text string) *DetectionView {
 	v := &DetectionView{AgentStatus: string(m.Status.AgentStatus), Matches: []DetectionMatch{}}
 	var title string
 	if info, err := panes.AgentGet(ctx, m.Status.PaneID); err == nil {
@@ -47,7 +47,7 @@ func (g *Gateway) detection(ctx context.Context, panes PaneReader, m *fleetv1alp
 		}
 	}
 	v.Title = herdr.ReadableText(title)
-	d := g.detectors()[string(m.Status.AgentKind)]
+	d := s.detectors()[string(m.Status.AgentKind)]
 	if m.Status.AgentKind == "" || d == nil {
 		return v
 	}

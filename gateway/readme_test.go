@@ -47,7 +47,7 @@ func TestREADMEListsEveryParameter(t *testing.T) {
 	for _, m := range regexp.MustCompile("(?m)^\\| `((?:bridge|team|process)_[a-z]+)` \\| ([^|]*) \\|").FindAllStringSubmatch(readme(t), -1) {
 		rows[m[1]] = m[2]
 	}
-	g := &Gateway{opts: Options{Features: map[ToolNamespace]bool{ToolNamespaceProcess: true}}, toolNamespaces: map[string]ToolNamespace{}, server: mcp.NewServer(&mcp.Implementation{Name: "t"}, nil)}
+	g := &Gateway{svc: &service{opts: Options{Features: map[ToolNamespace]bool{ToolNamespaceProcess: true}}}, toolNamespaces: map[string]ToolNamespace{}, server: mcp.NewServer(&mcp.Implementation{Name: "t"}, nil)}
 	g.registerTools()
 	ct, st := mcp.NewInMemoryTransports()
 	ctx := context.Background()

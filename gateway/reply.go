@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/delegation"
@@ -28,20 +29,20 @@ const changeAttempts = 3
 // to.
 var errNothingInFlight = errors.New("nothing in flight")
 
-// bridgeReply settles the caller's current Delegation with its reply, or
+// reply settles the caller's current Delegation with its reply, or
 // records a late reply on the last one typed to it, when that one settled
 // without one (timed out, or its turn seen to end).
-func (g *Gateway) bridgeReply(ctx context.Context, c *call, in ReplyInput) (*ReplyOutput, error) {
+func (s *service) reply(ctx context.Context, c *call, in ReplyInput) (*ReplyOutput, error) {
 	if err := requireMember(c); err != nil {
 		return nil, err
 	}
 	if err := checkContent("content", in.Content); err != nil {
 		return nil, err
 	}
-	now := g.opts.Clock.Now()
+	now := s.opts.Clock.Now()
 	started := time.Now()
 	var typedAt *metav1.Time
-	d, late, err := g.onCurrent(ctx, c.who, true, func(d *fleetv1alpha1.Delegation, late bool) error {
+	d, late, err := s.onCurrent(ctx, c.who, true, func(d *fleetv1alpha1.Delegation, late bool) error {
 		// A reply that comes before the injector saw the member working is
 		// what picks the message up.
 		typedAt = nil
@@ -79,22 +80,22 @@ func recordReply(ctx context.Context, d *fleetv1alpha1.Delegation, started time.
 	span.End()
 }
 
-// bridgeAsk records a question on the caller's current Delegation and holds
+// ask records a question on the caller's current Delegation and holds
 // the call until the sender answers it.
-func (g *Gateway) bridgeAsk(ctx context.Context, c *call, in AskInput) (*AskOutput, error) {
+func (s *service) ask(ctx context.Context, c *call, in AskInput) (*AskOutput, error) {
 	if err := requireMember(c); err != nil {
 		return nil, err
 	}
 	if err := checkContent("content", in.Content); err != nil {
 		return nil, err
 	}
-	timeout, terr := holdTimeout(in.TimeoutMs, g.opts.MaxTimeout)
+	timeout, terr := holdTimeout(in.TimeoutMs, s.opts.MaxTimeout)
 	if terr != nil {
 		return nil, terr
 	}
-	now := g.opts.Clock.Now()
+	now := s.opts.Clock.Now()
 	var turn string
-	d, _, err := g.onCurrent(ctx, c.who, false, func(d *fleetv1alpha1.Delegation, _ bool) error {
+	d, _, err := s.onCurrent(ctx, c.who, false, func(d *fleetv1alpha1.Delegation, _ bool) error {
 		var err error
 		turn, err = delegation.Ask(d, now, in.Content)
 		return err
@@ -116,12 +117,12 @@ func (g *Gateway) bridgeAsk(ctx context.Context, c *call, in AskInput) (*AskOutp
 		return done
 	}
 	name := d.Name
-	return holdThen(g, ctx, c, d, timeout, decide, func(ctx context.Context, last *fleetv1alpha1.Delegation, err error) (*AskOutput, error) {
+	return holdThen(s, ctx, c, d, timeout, decide, func(ctx context.Context, last *fleetv1alpha1.Delegation, err error) (*AskOutput, error) {
 		if err != nil && !errors.Is(err, errDelegationDeleted) && last != nil {
 			// The worker goes on without the answer (it timed out, or its
 			// call is gone): an open question would hold the message, and
 			// its member's queue, until the deadline.
-			g.withdrawQuestion(ctx, last, turn)
+			s.withdrawQuestion(ctx, last, turn)
 		}
 		switch {
 		case err == nil:
@@ -148,16 +149,16 @@ func (g *Gateway) bridgeAsk(ctx context.Context, c *call, in AskInput) (*AskOutp
 // Delegation settled or moved on meanwhile) looks again, from the API
 // server; errNothingInFlight says there is nothing to apply it to. It
 // returns the Delegation as written, or as last seen with an error.
-func (g *Gateway) onCurrent(ctx context.Context, p *identity.Principal, allowLate bool, change func(d *fleetv1alpha1.Delegation, late bool) error) (*fleetv1alpha1.Delegation, bool, error) {
+func (s *service) onCurrent(ctx context.Context, p *identity.Principal, allowLate bool, change func(d *fleetv1alpha1.Delegation, late bool) error) (*fleetv1alpha1.Delegation, bool, error) {
 	for attempt := range changeAttempts {
-		current, late, err := g.replyTarget(ctx, p, attempt > 0)
+		current, late, err := s.replyTarget(ctx, p, attempt > 0)
 		if err != nil {
 			return nil, false, err
 		}
 		if current == nil || late && !allowLate {
 			return nil, false, errNothingInFlight
 		}
-		d, err := g.updateStatus(ctx, current, func(d *fleetv1alpha1.Delegation) (bool, error) {
+		d, err := s.updateStatus(ctx, current, func(d *fleetv1alpha1.Delegation) (bool, error) {
 			if d.Spec.To != p.Name {
 				return false, errStale
 			}
@@ -180,19 +181,19 @@ func (g *Gateway) onCurrent(ctx context.Context, p *identity.Principal, allowLat
 // else the last one typed to it when that settled without a reply (late). The cache answers
 // first; when it shows nothing, or live is set, the API server decides,
 // since a worker may reply a moment after its delivery was written.
-func (g *Gateway) replyTarget(ctx context.Context, p *identity.Principal, live bool) (*fleetv1alpha1.Delegation, bool, error) {
+func (s *service) replyTarget(ctx context.Context, p *identity.Principal, live bool) (*fleetv1alpha1.Delegation, bool, error) {
 	if !live {
 		// A worker often replies a moment after its delivery was written,
 		// before the cache shows it: wait briefly for the cache to catch up
 		// before asking the API server.
 		key := receiverKey(p.Namespace, p.Name)
-		w := g.rv.subscribe(key)
-		defer g.rv.unsubscribe(key, w)
+		w := s.rv.subscribe(key)
+		defer s.rv.unsubscribe(key, w)
 		grace := time.NewTimer(cacheGrace)
 		defer grace.Stop()
 	wait:
 		for {
-			ds, err := g.delegationsTo(ctx, p.Namespace, p.Name, stateActive)
+			ds, err := s.delegationsTo(ctx, p.Namespace, p.Name, stateActive)
 			if err != nil {
 				return nil, false, err
 			}
@@ -208,7 +209,7 @@ func (g *Gateway) replyTarget(ctx context.Context, p *identity.Principal, live b
 			}
 		}
 	}
-	ds, err := g.allDelegationsTo(ctx, p.Namespace, p.Name)
+	ds, err := s.allDelegationsTo(ctx, p.Namespace, p.Name)
 	if err != nil {
 		return nil, false, err
 	}
@@ -224,16 +225,23 @@ func (g *Gateway) replyTarget(ctx context.Context, p *identity.Principal, live b
 // withdrawQuestion records that the worker stopped waiting for the answer
 // to turn, unless it was answered meanwhile: the message is worked on again,
 // so the turn's own end settles it. It writes under a context of its own,
-// since the call's may have ended.
-func (g *Gateway) withdrawQuestion(ctx context.Context, d *fleetv1alpha1.Delegation, turn string) {
+// since the call's may have ended, and returns once this replica's cache
+// shows the question closed: once bridge_ask has returned, no bridge_poll
+// offers the withdrawn question.
+func (s *service) withdrawQuestion(ctx context.Context, d *fleetv1alpha1.Delegation, turn string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), detachTimeout)
 	defer cancel()
-	now := g.opts.Clock.Now()
-	if _, err := g.updateStatus(ctx, d, func(d *fleetv1alpha1.Delegation) (bool, error) {
+	now := s.opts.Clock.Now()
+	if _, err := s.updateStatus(ctx, d, func(d *fleetv1alpha1.Delegation) (bool, error) {
 		return delegation.WithdrawQuestion(d, now, turn), nil
 	}); err != nil {
-		g.log.Error(err, "Withdrawing an abandoned question", "delegation", klog.KObj(d), "turn", turn)
+		s.log.Error(err, "Withdrawing an abandoned question", "delegation", klog.KObj(d), "turn", turn)
+		return
 	}
+	s.awaitCache(ctx, client.ObjectKeyFromObject(d), func(d *fleetv1alpha1.Delegation) bool {
+		q := delegation.FindQuestion(d, turn)
+		return q == nil || q.Answer != nil || q.WithdrawnAt != nil || delegation.Settled(d.Status.Phase)
+	})
 }
 
 // currentDelegation is the Delegation a worker is handling, the one its

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -32,8 +31,25 @@ func writeError(w http.ResponseWriter, err error) {
 	writeJSON(w, te.Code.HTTPStatus(), errorBody{Error: te})
 }
 
-// restSpawn serves POST /members.
-func (g *Gateway) restSpawn(w http.ResponseWriter, r *http.Request) {
+// restAPI is the REST face: each handler decodes a request, calls one of
+// the service's verbs and encodes what it returns.
+type restAPI struct {
+	svc *service
+	// tools lists the tools of a namespace, for the capabilities.
+	tools func(ToolNamespace) []string
+}
+
+// routes registers the REST endpoints, each behind authenticate.
+func (a *restAPI) routes(mux *http.ServeMux, authenticate func(http.Handler) http.Handler) {
+	mux.Handle("POST /members", authenticate(http.HandlerFunc(a.spawn)))
+	mux.Handle("DELETE /members/{paneId}", authenticate(http.HandlerFunc(a.stop)))
+	mux.Handle("GET /agents", authenticate(http.HandlerFunc(a.agents)))
+	mux.Handle("GET /v1/mcp/capabilities", authenticate(http.HandlerFunc(a.capabilities)))
+	mux.Handle("GET /v1/diagnostics/providers", authenticate(http.HandlerFunc(a.providers)))
+}
+
+// spawn serves POST /members.
+func (a *restAPI) spawn(w http.ResponseWriter, r *http.Request) {
 	var req SpawnRequest
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRESTBody))
 	if err != nil {
@@ -47,7 +63,7 @@ func (g *Gateway) restSpawn(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	p := restPrincipal(r)
-	m, err := g.spawn(r.Context(), p, spawnRequest{profile: req.Profile, name: req.Name})
+	m, err := a.svc.spawnMember(r.Context(), p, newMember{profile: req.Profile, name: req.Name})
 	if err != nil {
 		writeError(w, err)
 		return
@@ -56,9 +72,9 @@ func (g *Gateway) restSpawn(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, memberView(m, p, queue{}))
 }
 
-// restStop serves DELETE /members/{paneId}.
-func (g *Gateway) restStop(w http.ResponseWriter, r *http.Request) {
-	s, err := g.stop(r.Context(), restPrincipal(r), r.PathValue("paneId"))
+// stop serves DELETE /members/{paneId}.
+func (a *restAPI) stop(w http.ResponseWriter, r *http.Request) {
+	s, err := a.svc.stopMember(r.Context(), restPrincipal(r), r.PathValue("paneId"))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -66,20 +82,10 @@ func (g *Gateway) restStop(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, StopResponse{Stopped: s.name, AlreadyGone: s.alreadyGone})
 }
 
-// restAgents serves GET /agents: the members of the caller's namespace with
+// agents serves GET /agents: the members of the caller's namespace with
 // their status.
-func (g *Gateway) restAgents(w http.ResponseWriter, r *http.Request) {
-	p := restPrincipal(r)
-	if err := g.allow(r.Context(), p, identity.GetMembers); err != nil {
-		writeError(w, err)
-		return
-	}
-	members, err := g.members(r.Context(), p.Namespace)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	views, err := g.memberViews(r.Context(), members, p, nil)
+func (a *restAPI) agents(w http.ResponseWriter, r *http.Request) {
+	views, err := a.svc.agents(r.Context(), restPrincipal(r))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -87,41 +93,22 @@ func (g *Gateway) restAgents(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string][]MemberView{"agents": views})
 }
 
-// capabilities says what is on for the caller p.
-func (g *Gateway) capabilities(ctx context.Context, p *identity.Principal) (*Capabilities, error) {
-	c := &Capabilities{
-		SupportedNamespaces:   []ToolNamespace{},
-		Tools:                 []string{},
-		ProcessEnabled:        g.enabled(ToolNamespaceProcess),
-		TeamEnabled:           g.enabled(ToolNamespaceTeam),
-		TeamManagePermissions: TeamManagePermissions(g.opts.TeamPolicy),
-		TeamModelPresets:      []ProfileView{},
-	}
-	for _, ns := range []ToolNamespace{ToolNamespaceBridge, ToolNamespaceTeam, ToolNamespaceProcess} {
-		nc := NamespaceCapability{Name: ns, Enabled: g.enabled(ns), Tools: []string{}}
-		if nc.Enabled {
-			nc.Tools = g.toolsByNamespace(ns)
-			c.SupportedNamespaces = append(c.SupportedNamespaces, ns)
-			c.Tools = append(c.Tools, nc.Tools...)
-		}
-		c.Namespaces = append(c.Namespaces, nc)
-	}
-	if c.TeamEnabled {
-		profiles, err := g.profileViews(ctx, p.Namespace)
-		if err != nil {
-			return nil, err
-		}
-		c.TeamModelPresets = profiles
-	}
-	return c, nil
-}
-
-// restCapabilities serves GET /v1/mcp/capabilities.
-func (g *Gateway) restCapabilities(w http.ResponseWriter, r *http.Request) {
-	c, err := g.capabilities(r.Context(), restPrincipal(r))
+// capabilities serves GET /v1/mcp/capabilities.
+func (a *restAPI) capabilities(w http.ResponseWriter, r *http.Request) {
+	c, err := a.svc.capabilities(r.Context(), restPrincipal(r), a.tools)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, c)
+}
+
+// providers serves GET /v1/diagnostics/providers.
+func (a *restAPI) providers(w http.ResponseWriter, r *http.Request) {
+	out, err := a.svc.providers(r.Context(), restPrincipal(r))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
 }

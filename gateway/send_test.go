@@ -336,7 +336,7 @@ func TestSendCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sent := async[SendOutput](t, ctx, primary, "bridge_send", map[string]any{"content": "never mind"})
 	d := waitDelegation(t, ns, "w1", nil)
-	testutil.Eventually(t, "", func() error { return errIf(h.gw.rv.held() != 1, "%d held calls", h.gw.rv.held()) })
+	testutil.Eventually(t, "", func() error { return errIf(h.gw.svc.rv.held() != 1, "%d held calls", h.gw.svc.rv.held()) })
 	cancel()
 	if got := receive(t, sent); got.err == nil {
 		t.Fatalf("a cancelled call returned %+v", got.out)
@@ -344,7 +344,7 @@ func TestSendCancelled(t *testing.T) {
 	testutil.Eventually(t, "", func() error {
 		return errIf(getDelegation(t, ns, d.Name).Status.DetachedAt == nil, "detachedAt not set")
 	})
-	testutil.Eventually(t, "", func() error { return errIf(h.gw.rv.held() != 0, "%d held calls", h.gw.rv.held()) })
+	testutil.Eventually(t, "", func() error { return errIf(h.gw.svc.rv.held() != 0, "%d held calls", h.gw.svc.rv.held()) })
 	if st := getDelegation(t, ns, d.Name).Status; delegation.Settled(st.Phase) {
 		t.Errorf("cancelling the call settled the delegation: %+v", st)
 	}
@@ -363,7 +363,7 @@ func TestGatewayRestart(t *testing.T) {
 
 	sent := async[SendOutput](t, context.Background(), primary, "bridge_send", args)
 	d := waitDelegation(t, ns, "w1", nil)
-	testutil.Eventually(t, "", func() error { return errIf(first.gw.rv.held() != 1, "not held yet") })
+	testutil.Eventually(t, "", func() error { return errIf(first.gw.svc.rv.held() != 1, "not held yet") })
 	first.stop()
 	got := wantOK(t, receive(t, sent))
 	if got.Outcome != outcomeInterrupted || got.DispatchID != d.Name || !strings.Contains(got.Text, `"dispatchId": "`+d.Name+`"`) {
@@ -377,7 +377,7 @@ func TestGatewayRestart(t *testing.T) {
 	primary = second.connect(t, staticToken, nil)
 	worker := second.connect(t, workerToken, nil)
 	rejoined := async[SendOutput](t, context.Background(), primary, "bridge_send", map[string]any{"dispatchId": d.Name})
-	testutil.Eventually(t, "", func() error { return errIf(second.gw.rv.held() != 1, "the re-attached call is not held") })
+	testutil.Eventually(t, "", func() error { return errIf(second.gw.svc.rv.held() != 1, "the re-attached call is not held") })
 	deliver(t, ns, d.Name)
 	wantOK(t, callTool[ReplyOutput](t, worker, "bridge_reply", map[string]any{"content": "still here"}))
 	if got := wantOK(t, receive(t, rejoined)); got.Outcome != "reply" || got.Text != "still here" || got.DispatchID != d.Name {
@@ -411,7 +411,7 @@ func TestSendReattachWaits(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	first := async[SendOutput](t, ctx, primary, "bridge_send", args)
-	testutil.Eventually(t, "", func() error { return errIf(h.gw.rv.held() != 1, "not held yet") })
+	testutil.Eventually(t, "", func() error { return errIf(h.gw.svc.rv.held() != 1, "not held yet") })
 	cancel()
 	receive(t, first)
 	testutil.Eventually(t, "", func() error {

@@ -91,11 +91,11 @@ func indexSenderStateFunc(o client.Object) []string {
 // getDelegation reads a Delegation from the cache, and from the API server
 // when the cache has not seen it yet (it may have been created a moment
 // ago, or by another replica).
-func (g *Gateway) getDelegation(ctx context.Context, key types.NamespacedName) (*fleetv1alpha1.Delegation, error) {
+func (s *service) getDelegation(ctx context.Context, key types.NamespacedName) (*fleetv1alpha1.Delegation, error) {
 	var d fleetv1alpha1.Delegation
-	err := g.cache.Get(ctx, key, &d)
+	err := s.cache.Get(ctx, key, &d)
 	if apierrors.IsNotFound(err) {
-		err = g.live.Get(ctx, key, &d)
+		err = s.live.Get(ctx, key, &d)
 	}
 	if err != nil {
 		return nil, err
@@ -105,8 +105,8 @@ func (g *Gateway) getDelegation(ctx context.Context, key types.NamespacedName) (
 
 // message reads the Delegation a caller in namespace names by its dispatch
 // id; not_found when there is none (a malformed id names none either).
-func (g *Gateway) message(ctx context.Context, namespace, id string) (*fleetv1alpha1.Delegation, error) {
-	d, err := g.getDelegation(ctx, types.NamespacedName{Namespace: namespace, Name: id})
+func (s *service) message(ctx context.Context, namespace, id string) (*fleetv1alpha1.Delegation, error) {
+	d, err := s.getDelegation(ctx, types.NamespacedName{Namespace: namespace, Name: id})
 	if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
 		return nil, toolerr.New(toolerr.NotFound, "no message %s in namespace %s", id, namespace)
 	}
@@ -115,22 +115,22 @@ func (g *Gateway) message(ctx context.Context, namespace, id string) (*fleetv1al
 
 // delegationsTo lists the Delegations in state sent to a member, from the
 // cache.
-func (g *Gateway) delegationsTo(ctx context.Context, namespace, member, state string) ([]fleetv1alpha1.Delegation, error) {
+func (s *service) delegationsTo(ctx context.Context, namespace, member, state string) ([]fleetv1alpha1.Delegation, error) {
 	var list fleetv1alpha1.DelegationList
-	if err := g.cache.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{indexReceiverState: indexValue(state, member)}); err != nil {
+	if err := s.cache.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{indexReceiverState: indexValue(state, member)}); err != nil {
 		return nil, fmt.Errorf("listing delegations to %s/%s: %w", namespace, member, err)
 	}
 	return list.Items, nil
 }
 
 // queueOf is what member's queue holds, from the cache.
-func (g *Gateway) queueOf(ctx context.Context, namespace, member string) (queue, error) {
-	queued, err := g.delegationsTo(ctx, namespace, member, stateQueued)
+func (s *service) queueOf(ctx context.Context, namespace, member string) (queue, error) {
+	queued, err := s.delegationsTo(ctx, namespace, member, stateQueued)
 	if err != nil {
 		return queue{}, err
 	}
 	q := queue{depth: int32(len(queued))}
-	active, err := g.delegationsTo(ctx, namespace, member, stateActive)
+	active, err := s.delegationsTo(ctx, namespace, member, stateActive)
 	if err != nil {
 		return queue{}, err
 	}
@@ -142,9 +142,9 @@ func (g *Gateway) queueOf(ctx context.Context, namespace, member string) (queue,
 
 // allDelegationsTo lists every Delegation sent to a member, from the API
 // server: the answer when the cache may trail.
-func (g *Gateway) allDelegationsTo(ctx context.Context, namespace, member string) ([]fleetv1alpha1.Delegation, error) {
+func (s *service) allDelegationsTo(ctx context.Context, namespace, member string) ([]fleetv1alpha1.Delegation, error) {
 	var list fleetv1alpha1.DelegationList
-	if err := g.live.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{fleetv1alpha1.LabelMember: member}); err != nil {
+	if err := s.live.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{fleetv1alpha1.LabelMember: member}); err != nil {
 		return nil, fmt.Errorf("listing delegations to %s/%s: %w", namespace, member, err)
 	}
 	// The label is a convenience; the spec is the truth.
@@ -158,27 +158,27 @@ func (g *Gateway) allDelegationsTo(ctx context.Context, namespace, member string
 }
 
 // delegationsFrom lists the Delegations in state a principal sent.
-func (g *Gateway) delegationsFrom(ctx context.Context, p *identity.Principal, state string) ([]fleetv1alpha1.Delegation, error) {
+func (s *service) delegationsFrom(ctx context.Context, p *identity.Principal, state string) ([]fleetv1alpha1.Delegation, error) {
 	var list fleetv1alpha1.DelegationList
-	if err := g.cache.List(ctx, &list, client.InNamespace(p.Namespace), client.MatchingFields{indexSenderState: indexValue(state, p.Key())}); err != nil {
+	if err := s.cache.List(ctx, &list, client.InNamespace(p.Namespace), client.MatchingFields{indexSenderState: indexValue(state, p.Key())}); err != nil {
 		return nil, fmt.Errorf("listing delegations from %s: %w", p.Key(), err)
 	}
 	return list.Items, nil
 }
 
 // members lists the Members of a namespace.
-func (g *Gateway) members(ctx context.Context, namespace string) ([]fleetv1alpha1.Member, error) {
+func (s *service) members(ctx context.Context, namespace string) ([]fleetv1alpha1.Member, error) {
 	var list fleetv1alpha1.MemberList
-	if err := g.cache.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+	if err := s.cache.List(ctx, &list, client.InNamespace(namespace)); err != nil {
 		return nil, fmt.Errorf("listing members in %s: %w", namespace, err)
 	}
 	return list.Items, nil
 }
 
 // profiles lists the Profiles of a namespace.
-func (g *Gateway) profiles(ctx context.Context, namespace string) ([]fleetv1alpha1.Profile, error) {
+func (s *service) profiles(ctx context.Context, namespace string) ([]fleetv1alpha1.Profile, error) {
 	var list fleetv1alpha1.ProfileList
-	if err := g.cache.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+	if err := s.cache.List(ctx, &list, client.InNamespace(namespace)); err != nil {
 		return nil, fmt.Errorf("listing profiles in %s: %w", namespace, err)
 	}
 	return list.Items, nil
@@ -189,7 +189,7 @@ func (g *Gateway) profiles(ctx context.Context, namespace string) ([]fleetv1alph
 // is never overwritten. On a conflict it re-reads the Delegation from the
 // API server and applies mutate again. mutate returns false to write
 // nothing, or an error (errStale among them) to give up.
-func (g *Gateway) updateStatus(ctx context.Context, d *fleetv1alpha1.Delegation, mutate func(*fleetv1alpha1.Delegation) (bool, error)) (*fleetv1alpha1.Delegation, error) {
+func (s *service) updateStatus(ctx context.Context, d *fleetv1alpha1.Delegation, mutate func(*fleetv1alpha1.Delegation) (bool, error)) (*fleetv1alpha1.Delegation, error) {
 	key := types.NamespacedName{Namespace: d.Namespace, Name: d.Name}
 	for attempt := 0; ; attempt++ {
 		next := d.DeepCopy()
@@ -197,7 +197,7 @@ func (g *Gateway) updateStatus(ctx context.Context, d *fleetv1alpha1.Delegation,
 		if err != nil || !write {
 			return d, err
 		}
-		err = g.client.Status().Update(ctx, next)
+		err = s.client.Status().Update(ctx, next)
 		if err == nil {
 			return next, nil
 		}
@@ -205,7 +205,7 @@ func (g *Gateway) updateStatus(ctx context.Context, d *fleetv1alpha1.Delegation,
 			return d, fmt.Errorf("updating the status of delegation %s: %w", key, err)
 		}
 		fresh := &fleetv1alpha1.Delegation{}
-		if err := g.live.Get(ctx, key, fresh); err != nil {
+		if err := s.live.Get(ctx, key, fresh); err != nil {
 			return d, fmt.Errorf("re-reading delegation %s: %w", key, err)
 		}
 		d = fresh

@@ -166,7 +166,7 @@ func cached(t testing.TB, objs ...client.Object) {
 	for _, o := range objs {
 		for _, h := range running.in(o.GetNamespace()) {
 			testutil.Eventually(t, "", func() error {
-				return h.gw.cache.Get(context.Background(), client.ObjectKeyFromObject(o), o.DeepCopyObject().(client.Object))
+				return h.gw.svc.cache.Get(context.Background(), client.ObjectKeyFromObject(o), o.DeepCopyObject().(client.Object))
 			})
 		}
 	}

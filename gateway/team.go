@@ -58,8 +58,8 @@ func mayManage(p *identity.Principal, team, action string, policy TeamPolicy) *t
 	return toolerr.New(toolerr.Forbidden, "only the lead of team %s may %s it on this gateway (GET /v1/mcp/capabilities shows teamManagePermissions)", team, verb)
 }
 
-func (g *Gateway) teamMembers(ctx context.Context, p *identity.Principal, team string) ([]fleetv1alpha1.Member, error) {
-	all, err := g.members(ctx, p.Namespace)
+func (s *service) teamMembers(ctx context.Context, p *identity.Principal, team string) ([]fleetv1alpha1.Member, error) {
+	all, err := s.members(ctx, p.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -73,19 +73,19 @@ func (g *Gateway) teamMembers(ctx context.Context, p *identity.Principal, team s
 }
 
 // teamStatus shows the members of a team.
-func (g *Gateway) teamStatus(ctx context.Context, c *call, in TeamStatusInput) (*TeamStatusOutput, error) {
-	if err := g.allow(ctx, c.who, identity.GetMembers); err != nil {
+func (s *service) teamStatus(ctx context.Context, c *call, in TeamStatusInput) (*TeamStatusOutput, error) {
+	if err := s.allow(ctx, c.who, identity.GetMembers); err != nil {
 		return nil, err
 	}
 	team, terr := teamOf(c.who, in.Team)
 	if terr != nil {
 		return nil, terr
 	}
-	ms, err := g.teamMembers(ctx, c.who, team)
+	ms, err := s.teamMembers(ctx, c.who, team)
 	if err != nil {
 		return nil, err
 	}
-	views, err := g.memberViews(ctx, ms, c.who, nil)
+	views, err := s.memberViews(ctx, ms, c.who, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +94,7 @@ func (g *Gateway) teamStatus(ctx context.Context, c *call, in TeamStatusInput) (
 
 // teamMessage sends detached Delegations to one team member or to all
 // others.
-func (g *Gateway) teamMessage(ctx context.Context, c *call, in TeamMessageInput) (*TeamMessageOutput, error) {
+func (s *service) teamMessage(ctx context.Context, c *call, in TeamMessageInput) (*TeamMessageOutput, error) {
 	team, terr := teamOf(c.who, in.Team)
 	if terr != nil {
 		return nil, terr
@@ -105,7 +105,7 @@ func (g *Gateway) teamMessage(ctx context.Context, c *call, in TeamMessageInput)
 	if in.Recipient == "" {
 		return nil, toolerr.New(toolerr.InvalidArgument, "recipient must be a member of team %s or %q", team, broadcast)
 	}
-	ms, err := g.teamMembers(ctx, c.who, team)
+	ms, err := s.teamMembers(ctx, c.who, team)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +120,7 @@ func (g *Gateway) teamMessage(ctx context.Context, c *call, in TeamMessageInput)
 			return nil, toolerr.New(toolerr.NotFound, "team %s has no other members to broadcast to", team)
 		}
 	} else {
-		m, terr := findMemberFor(ms, in.Recipient, g.describerFor(ctx, c.who))
+		m, terr := findMemberFor(ms, in.Recipient, s.describerFor(ctx, c.who))
 		if terr != nil {
 			return nil, toolerr.New(terr.Code, "in team %s: %s", team, terr.Message)
 		}
@@ -130,15 +130,15 @@ func (g *Gateway) teamMessage(ctx context.Context, c *call, in TeamMessageInput)
 		to = append(to, m)
 	}
 	slices.SortFunc(to, func(a, b *fleetv1alpha1.Member) int { return strings.Compare(a.Name, b.Name) })
-	imgs, err := g.readImages(ctx, c, in.ImagePaths, in.Images, to)
+	imgs, err := s.readImages(ctx, c, in.ImagePaths, in.Images, to)
 	if err != nil {
 		return nil, err
 	}
 	ds := make([]*fleetv1alpha1.Delegation, len(to))
 	for i, m := range to {
-		ds[i] = g.newDelegation(c.who, m, in.Content, false, fleetv1alpha1.DefaultTimeoutSeconds)
+		ds[i] = s.newDelegation(c.who, m, in.Content, false, fleetv1alpha1.DefaultTimeoutSeconds)
 	}
-	n, err := g.createWithImages(ctx, c.who, ds, imgs, to)
+	n, err := s.createWithImages(ctx, c.who, ds, imgs, to)
 	if err != nil {
 		if n == 0 {
 			return nil, err
@@ -155,39 +155,39 @@ func (g *Gateway) teamMessage(ctx context.Context, c *call, in TeamMessageInput)
 
 // readImages reads the images a caller sends to members to, and refuses
 // them when one of to cannot take images; nil when there are none.
-func (g *Gateway) readImages(ctx context.Context, c *call, paths []string, inline []ImageInput, to []*fleetv1alpha1.Member) ([]messageImage, error) {
+func (s *service) readImages(ctx context.Context, c *call, paths []string, inline []ImageInput, to []*fleetv1alpha1.Member) ([]messageImage, error) {
 	if len(paths)+len(inline) == 0 {
 		return nil, nil
 	}
-	profiles, err := g.profiles(ctx, c.who.Namespace)
+	profiles, err := s.profiles(ctx, c.who.Namespace)
 	if err != nil {
 		return nil, err
 	}
 	if err := refuseImageless(to, profiles); err != nil {
 		return nil, err
 	}
-	return g.messageImages(ctx, c, paths, inline)
+	return s.messageImages(ctx, c, paths, inline)
 }
 
 // createWithImages creates ds, one call's messages from p to members to,
 // carrying imgs: admitted first, then the images' Secret, then the
 // Delegations, which then own it. It returns how many were created; a
 // call that created none leaves no Secret.
-func (g *Gateway) createWithImages(ctx context.Context, p *identity.Principal, ds []*fleetv1alpha1.Delegation, imgs []messageImage, to []*fleetv1alpha1.Member) (int, error) {
+func (s *service) createWithImages(ctx context.Context, p *identity.Principal, ds []*fleetv1alpha1.Delegation, imgs []messageImage, to []*fleetv1alpha1.Member) (int, error) {
 	if len(imgs) == 0 {
-		return g.createDelegations(ctx, p, ds, nil)
+		return s.createDelegations(ctx, p, ds, nil)
 	}
 	spec, secret := messageImagesSecret(p.Namespace, imgs, to)
 	for _, d := range ds {
 		d.Spec.Images = spec
 	}
-	n, err := g.createDelegations(ctx, p, ds, func() error { return g.storeImages(ctx, spec, secret) })
-	g.settleImages(ctx, secret, ds[:n])
+	n, err := s.createDelegations(ctx, p, ds, func() error { return s.storeImages(ctx, spec, secret) })
+	s.settleImages(ctx, secret, ds[:n])
 	return n, err
 }
 
 // teamManage adds a member to a team from a Profile, or removes members.
-func (g *Gateway) teamManage(ctx context.Context, c *call, in TeamManageInput) (*TeamManageOutput, error) {
+func (s *service) teamManage(ctx context.Context, c *call, in TeamManageInput) (*TeamManageOutput, error) {
 	team, terr := teamOf(c.who, in.Team)
 	if terr != nil {
 		return nil, terr
@@ -195,14 +195,14 @@ func (g *Gateway) teamManage(ctx context.Context, c *call, in TeamManageInput) (
 	if in.Action != "add" && in.Action != "remove" {
 		return nil, toolerr.New(toolerr.InvalidArgument, "action must be add or remove, not %q", in.Action)
 	}
-	if terr := mayManage(c.who, team, in.Action, g.opts.TeamPolicy); terr != nil {
+	if terr := mayManage(c.who, team, in.Action, s.opts.TeamPolicy); terr != nil {
 		return nil, terr
 	}
 	if in.Action == "add" {
 		if len(in.RemoveAgentIDs) > 0 {
 			return nil, toolerr.New(toolerr.InvalidArgument, "removeAgentIds is for action remove")
 		}
-		return g.teamAdd(ctx, c, in, team)
+		return s.teamAdd(ctx, c, in, team)
 	}
 	if in.Message != "" || len(in.ImagePaths)+len(in.Images) > 0 {
 		return nil, toolerr.New(toolerr.InvalidArgument, "message, imagePaths and images are for action add")
@@ -214,7 +214,7 @@ func (g *Gateway) teamManage(ctx context.Context, c *call, in TeamManageInput) (
 	if len(ids) == 0 {
 		return nil, toolerr.New(toolerr.InvalidArgument, "removeAgentIds (or name) must name the members to remove")
 	}
-	ms, err := g.teamMembers(ctx, c.who, team)
+	ms, err := s.teamMembers(ctx, c.who, team)
 	if err != nil {
 		return nil, err
 	}
@@ -236,12 +236,12 @@ func (g *Gateway) teamManage(ctx context.Context, c *call, in TeamManageInput) (
 			remove = append(remove, m)
 		}
 	}
-	if err := g.allow(ctx, c.who, identity.DeleteMembers); err != nil {
+	if err := s.allow(ctx, c.who, identity.DeleteMembers); err != nil {
 		return nil, err
 	}
 	out := &TeamManageOutput{Action: in.Action, Removed: []string{}}
 	for _, m := range remove {
-		if err := g.deleteMember(ctx, m); err != nil {
+		if err := s.deleteMember(ctx, m); err != nil {
 			return nil, fmt.Errorf("%w (removed before it: %s)", err, strings.Join(out.Removed, ", "))
 		}
 		out.Removed = append(out.Removed, m.Name)
@@ -254,7 +254,7 @@ func (g *Gateway) teamManage(ctx context.Context, c *call, in TeamManageInput) (
 // teamAdd adds a member to a team from a Profile and, with a message,
 // sends it that message (and its images) to start with: a detached
 // Delegation, typed in once its agent is ready.
-func (g *Gateway) teamAdd(ctx context.Context, c *call, in TeamManageInput, team string) (*TeamManageOutput, error) {
+func (s *service) teamAdd(ctx context.Context, c *call, in TeamManageInput, team string) (*TeamManageOutput, error) {
 	hasImages := len(in.ImagePaths)+len(in.Images) > 0
 	switch {
 	case in.Message == "" && hasImages:
@@ -267,7 +267,7 @@ func (g *Gateway) teamAdd(ctx context.Context, c *call, in TeamManageInput, team
 	var imgs []messageImage
 	if hasImages {
 		// Refused before the member is added: nothing is started or sent.
-		profiles, err := g.profiles(ctx, c.who.Namespace)
+		profiles, err := s.profiles(ctx, c.who.Namespace)
 		if err != nil {
 			return nil, err
 		}
@@ -282,11 +282,11 @@ func (g *Gateway) teamAdd(ctx context.Context, c *call, in TeamManageInput, team
 				return nil, err
 			}
 		}
-		if imgs, err = g.messageImages(ctx, c, in.ImagePaths, in.Images); err != nil {
+		if imgs, err = s.messageImages(ctx, c, in.ImagePaths, in.Images); err != nil {
 			return nil, err
 		}
 	}
-	m, err := g.spawn(ctx, c.who, spawnRequest{profile: in.Profile, name: in.Name, team: team, role: fleetv1alpha1.RoleMember})
+	m, err := s.spawnMember(ctx, c.who, newMember{profile: in.Profile, name: in.Name, team: team, role: fleetv1alpha1.RoleMember})
 	if err != nil {
 		return nil, err
 	}
@@ -295,8 +295,8 @@ func (g *Gateway) teamAdd(ctx context.Context, c *call, in TeamManageInput, team
 	if in.Message == "" {
 		return out, nil
 	}
-	d := g.newDelegation(c.who, m, in.Message, false, fleetv1alpha1.DefaultTimeoutSeconds)
-	if _, err := g.createWithImages(ctx, c.who, []*fleetv1alpha1.Delegation{d}, imgs, []*fleetv1alpha1.Member{m}); err != nil {
+	d := s.newDelegation(c.who, m, in.Message, false, fleetv1alpha1.DefaultTimeoutSeconds)
+	if _, err := s.createWithImages(ctx, c.who, []*fleetv1alpha1.Delegation{d}, imgs, []*fleetv1alpha1.Member{m}); err != nil {
 		return nil, fmt.Errorf("member %s was added, but not its first message: %w", m.Name, err)
 	}
 	out.DispatchID = d.Name

@@ -76,8 +76,8 @@ func memberView(m *fleetv1alpha1.Member, caller *identity.Principal, q queue) Me
 }
 
 // memberView shows m with its queue.
-func (g *Gateway) memberView(ctx context.Context, m *fleetv1alpha1.Member, caller *identity.Principal) (MemberView, error) {
-	q, err := g.queueOf(ctx, m.Namespace, m.Name)
+func (s *service) memberView(ctx context.Context, m *fleetv1alpha1.Member, caller *identity.Principal) (MemberView, error) {
+	q, err := s.queueOf(ctx, m.Namespace, m.Name)
 	if err != nil {
 		return MemberView{}, err
 	}
@@ -86,13 +86,13 @@ func (g *Gateway) memberView(ctx context.Context, m *fleetv1alpha1.Member, calle
 
 // memberViews shows the Members keep passes (all when nil) with their
 // queues, sorted by name.
-func (g *Gateway) memberViews(ctx context.Context, ms []fleetv1alpha1.Member, caller *identity.Principal, keep func(*fleetv1alpha1.Member) bool) ([]MemberView, error) {
+func (s *service) memberViews(ctx context.Context, ms []fleetv1alpha1.Member, caller *identity.Principal, keep func(*fleetv1alpha1.Member) bool) ([]MemberView, error) {
 	views := make([]MemberView, 0, len(ms))
 	for i := range ms {
 		if keep != nil && !keep(&ms[i]) {
 			continue
 		}
-		v, err := g.memberView(ctx, &ms[i], caller)
+		v, err := s.memberView(ctx, &ms[i], caller)
 		if err != nil {
 			return nil, err
 		}
