@@ -9,7 +9,7 @@ import (
 	"os/exec"
 	"syscall"
 
-	"github.com/fleetd/fleetd/herdr/paneserver/internal/confine"
+	"github.com/fleetd/fleetd/panehost/paneserver/internal/confine"
 )
 
 // A pane's shell starts through a launcher: the server's own binary run

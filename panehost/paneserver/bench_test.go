@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/fleetd/fleetd/herdr"
-	"github.com/fleetd/fleetd/herdr/paneserver"
+	"github.com/fleetd/fleetd/panehost/paneserver"
 )
 
 // BenchmarkPing measures one request round trip: dial, request, response,

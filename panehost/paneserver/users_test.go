@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"github.com/fleetd/fleetd/herdr"
-	"github.com/fleetd/fleetd/herdr/paneserver"
 	"github.com/fleetd/fleetd/internal/testutil"
+	"github.com/fleetd/fleetd/panehost/paneserver"
 )
 
 // asClientEnv makes the test binary one call of a herdr client, run as

@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"github.com/fleetd/fleetd/herdr"
-	"github.com/fleetd/fleetd/herdr/paneserver"
 	"github.com/fleetd/fleetd/internal/testutil"
+	"github.com/fleetd/fleetd/panehost/paneserver"
 )
 
 // outsideTmp is a directory for a server whose panes get a /tmp of their

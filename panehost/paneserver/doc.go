@@ -1,8 +1,11 @@
-// Package paneserver is a herdr-compatible server: the same socket protocol
-// and the methods fleetd calls, with a real pty, shell and terminal
-// emulator behind every pane. fleetd's tests and local runs use it where
-// the real herdr (0.8.2, protocol 20) cannot be installed, so it follows
-// herdr's behaviour, not habits of its own:
+// Package paneserver is the pane server fleetd ships: herdr-compatible,
+// with herdr's socket protocol and the methods fleetd calls, and a real
+// pty, shell and terminal emulator behind every pane. It runs beside fleetd
+// in local mode (fleetd dev starts it where no herdr is installed) and in the
+// agent's container of every member Pod (cmd/paneserver), where the pane
+// host relays the controllers' TLS connections to its socket. It follows
+// herdr's behaviour (0.8.2, protocol 20), not habits of its own, so that a
+// client written against herdr works with it unchanged:
 //
 //   - Report authority. pane.report_agent answers ok whatever it changes.
 //     Reports are ordered per source by seq; once a source sent a seq, its
@@ -81,7 +84,7 @@
 //     not every member of the group.
 //   - Only the methods fleetd calls are served.
 //
-// In a test:
+// Serving a socket:
 //
 //	srv, err := paneserver.New(paneserver.Options{SocketPath: sock, Shell: "/bin/sh"})
 //	if err != nil { ... }

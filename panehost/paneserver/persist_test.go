@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/fleetd/fleetd/herdr/paneserver"
+	"github.com/fleetd/fleetd/panehost/paneserver"
 )
 
 // TestSavedSessionNeverChoosesTheUser: the saved session decides which
