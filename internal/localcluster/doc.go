@@ -17,12 +17,18 @@
 // per machine: the first cluster up saves it, the last one down restores
 // it.
 //
-// The decisions (addresses, ports, paths, the configuration files, what to
-// undo and in which order) are pure functions of a Config, in layout.go,
-// render.go, journal.go and machine.go (MachineRecord). The I/O is in the
-// files named after what they touch: host.go (the network namespace,
-// sysctls and directories), machine.go (the machine's record, under a
-// lock), cgroup.go, mount.go, process.go, pki.go, packages.go (the Debian
-// packages the nodes run), relay.go, node.go; up.go and down.go run the
-// steps in order, and cluster.go is what callers hold.
+// The decisions are pure functions, table-tested: addresses, ports and
+// paths of a Config in layout.go, the daemons' configuration files and
+// flags in render.go, what to undo and in which order in journal.go
+// (PlanTeardown), and the shared record's joins and leaves in machine.go
+// (MachineRecord). The I/O is in the files named after what they touch:
+// host.go (the network namespace, sysctls and directories), machine.go
+// (the machine's record, under a lock), cgroup.go, mount.go (mountinfo and
+// unmounting), process.go (the daemons and their start times), pki.go (the
+// certificates and kubeconfigs), packages.go (root, and the Debian packages
+// the cluster needs, installed with debpkg when missing), relay.go (the
+// loopback relay into the namespace), node.go (killing and restarting a
+// node); up.go and down.go run the steps in order, and cluster.go is what
+// callers hold (Load, clients, dialing into the namespace, importing
+// images).
 package localcluster

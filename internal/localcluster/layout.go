@@ -8,7 +8,7 @@ import (
 )
 
 // Config says what cluster to run. The zero value of every field but
-// StateDir and BinDir has a default (see Defaults).
+// StateDir and BinDir has a default (see WithDefaults).
 type Config struct {
 	// StateDir holds everything the cluster keeps: the journal, etcd's data,
 	// certificates, kubeconfigs, each node's containerd and kubelet, logs.
