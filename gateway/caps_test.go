@@ -175,6 +175,17 @@ func TestDashboardStreamsPerPrincipal(t *testing.T) {
 	})
 }
 
+// countingPanes counts the terminal reads the gateway makes.
+type countingPanes struct {
+	PaneReader
+	reads atomic.Int64
+}
+
+func (c *countingPanes) PaneRead(ctx context.Context, p herdr.ReadParams) (*herdr.PaneRead, error) {
+	c.reads.Add(1)
+	return c.PaneReader.PaneRead(ctx, p)
+}
+
 // TestDashboardScreenReadsShared: however many pages show one member, its
 // terminal on the pane server is read once per interval and every page
 // gets the screen.

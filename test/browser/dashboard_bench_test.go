@@ -1,4 +1,4 @@
-package gateway
+package browser
 
 import (
 	"context"
@@ -15,8 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
-	"github.com/fleetd/fleetd/internal/browsertest"
+	"github.com/fleetd/fleetd/gateway"
 	"github.com/fleetd/fleetd/internal/testutil"
+	"github.com/fleetd/fleetd/test/framework/browsertest"
 )
 
 // The dashboard benchmarks show a fleet of fleetSize members. Each of
@@ -87,8 +88,8 @@ func renderedIn(b *testing.B, d *browsertest.Dashboard, members int) time.Durati
 // showing one member, which costs everything but the fleet's size.
 func BenchmarkDashboardRender(b *testing.B) {
 	big, small := env.Namespace(b), env.Namespace(b)
-	hBig := startGateway(b, big, Options{})
-	hSmall := startGateway(b, small, Options{})
+	hBig := startGateway(b, big, gateway.Options{})
+	hSmall := startGateway(b, small, gateway.Options{})
 	fleetOf(b, big, fleetSize)
 	fleetOf(b, small, 1)
 	browser := browsertest.Start(b)
@@ -124,7 +125,7 @@ func BenchmarkDashboardRender(b *testing.B) {
 // fleet waits for; the ratio is what the dashboard adds on top.
 func BenchmarkDashboardEventToScreen(b *testing.B) {
 	ns := env.Namespace(b)
-	h := startGateway(b, ns, Options{})
+	h := startGateway(b, ns, gateway.Options{})
 	names := fleetOf(b, ns, fleetSize)
 	d := browsertest.Start(b).OpenDashboard(b, h.url, staticToken)
 	d.WaitLive()

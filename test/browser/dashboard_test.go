@@ -1,4 +1,4 @@
-package gateway
+package browser
 
 import (
 	"context"
@@ -19,10 +19,11 @@ import (
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/delegation"
+	"github.com/fleetd/fleetd/gateway"
 	"github.com/fleetd/fleetd/herdr"
-	"github.com/fleetd/fleetd/internal/browsertest"
 	"github.com/fleetd/fleetd/internal/testutil"
 	"github.com/fleetd/fleetd/panehost/paneserver"
+	"github.com/fleetd/fleetd/test/framework/browsertest"
 )
 
 // The dashboard in a real browser (headless Chromium) against a real
@@ -43,7 +44,7 @@ func ready(status fleetv1alpha1.AgentStatus, more ...func(*fleetv1alpha1.MemberS
 
 // memberPage runs a gateway with opts and a member w1 Ready in status, and
 // opens w1's page in a browser signed in as the primary.
-func memberPage(t *testing.T, opts Options, status fleetv1alpha1.AgentStatus, more ...func(*fleetv1alpha1.MemberStatus)) (string, *harness, *fleetv1alpha1.Member, *browsertest.Dashboard) {
+func memberPage(t *testing.T, opts gateway.Options, status fleetv1alpha1.AgentStatus, more ...func(*fleetv1alpha1.MemberStatus)) (string, *harness, *fleetv1alpha1.Member, *browsertest.Dashboard) {
 	t.Helper()
 	ns := env.Namespace(t)
 	h := startGateway(t, ns, opts)
@@ -59,7 +60,7 @@ func memberPage(t *testing.T, opts Options, status fleetv1alpha1.AgentStatus, mo
 // deleted member's row goes.
 func TestDashboardShowsTheFleetLive(t *testing.T) {
 	ns := env.Namespace(t)
-	h := startGateway(t, ns, Options{})
+	h := startGateway(t, ns, gateway.Options{})
 	create(t, testutil.MakeProfile("claude-api", ns).Agent(fleetv1alpha1.AgentClaude).Obj())
 	w1, _ := addMember(t, member("w1", ns).Team("core", fleetv1alpha1.RoleLead).Obj())
 
@@ -123,7 +124,7 @@ func TestDashboardShowsTheFleetLive(t *testing.T) {
 // table fits the window; the screenshots show it at each width.
 func TestDashboardFleetTableReadsWell(t *testing.T) {
 	ns := env.Namespace(t)
-	h := startGateway(t, ns, Options{})
+	h := startGateway(t, ns, gateway.Options{})
 	create(t, testutil.MakeProfile("claude-api", ns).Agent(fleetv1alpha1.AgentClaude).Obj())
 	w1, _ := addMember(t, member("reviewer-frontend", ns).Team("core", fleetv1alpha1.RoleLead).Obj())
 	w2, _ := addMember(t, testutil.MakeMember("w2", ns).Profile("claude-api").Team("web", fleetv1alpha1.RoleMember).Obj())
@@ -156,7 +157,7 @@ func TestDashboardFleetTableReadsWell(t *testing.T) {
 // shows each step as the controller takes it, with the question, the
 // answer and the reply.
 func TestDashboardFollowsAMessageThroughItsPhases(t *testing.T) {
-	ns, _, _, d := memberPage(t, Options{}, fleetv1alpha1.AgentIdle, func(st *fleetv1alpha1.MemberStatus) {
+	ns, _, _, d := memberPage(t, gateway.Options{}, fleetv1alpha1.AgentIdle, func(st *fleetv1alpha1.MemberStatus) {
 		st.Usage = &fleetv1alpha1.MemberUsage{TokenUsage: fleetv1alpha1.TokenUsage{InputTokens: 1000, OutputTokens: 40, CachedTokens: 2000, Calls: 1}, Cost: "0.0125", Currency: "USD"}
 	})
 	// The member's facts say what its agent used and cost.
@@ -217,7 +218,7 @@ var cmpIgnoreTimeout = cmp.FilterPath(func(p cmp.Path) bool {
 // queued message is withdrawn at once; one in the member's hands shows its
 // cancel requested until the injector has interrupted the turn.
 func TestDashboardCancels(t *testing.T) {
-	ns, _, _, d := memberPage(t, Options{}, fleetv1alpha1.AgentWorking)
+	ns, _, _, d := memberPage(t, gateway.Options{}, fleetv1alpha1.AgentWorking)
 	queued := d.Send("never mind")
 	d.WaitStep(queued, "queued", "")
 	d.Cancel(queued)
@@ -248,7 +249,7 @@ func TestDashboardCancels(t *testing.T) {
 
 // countingPanes counts the terminal reads the gateway makes.
 type countingPanes struct {
-	PaneReader
+	gateway.PaneReader
 	reads atomic.Int64
 }
 
@@ -276,7 +277,7 @@ func TestDashboardTerminalAndAClosedTab(t *testing.T) {
 	}
 	pane := ws.RootPane.PaneID
 	panes := &countingPanes{PaneReader: herd}
-	_, h, w1, d := memberPage(t, Options{Panes: panes}, fleetv1alpha1.AgentIdle, func(st *fleetv1alpha1.MemberStatus) { st.PaneID = pane })
+	_, h, w1, d := memberPage(t, gateway.Options{Panes: panes}, fleetv1alpha1.AgentIdle, func(st *fleetv1alpha1.MemberStatus) { st.PaneID = pane })
 	if err := herd.PaneSendInput(context.Background(), herdr.PaneSendInputParams{PaneID: pane, Text: "echo typed-into-the-pane", Keys: []string{"enter"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -286,13 +287,13 @@ func TestDashboardTerminalAndAClosedTab(t *testing.T) {
 	}
 	d.WaitTerminal("and-then-more")
 	d.Screenshot("terminal")
-	if h.gw.viewers.count() != 1 {
-		t.Errorf("%d viewers open, want 1", h.gw.viewers.count())
+	if h.gw.DashboardStreams() != 1 {
+		t.Errorf("%d viewers open, want 1", h.gw.DashboardStreams())
 	}
 
 	d.Close()
 	testutil.Eventually(t, "the page's stream to end", func() error {
-		if n := h.gw.viewers.count(); n != 0 {
+		if n := h.gw.DashboardStreams(); n != 0 {
 			return fmt.Errorf("%d viewers still open", n)
 		}
 		if g := streamGoroutines(); g != "" {
@@ -306,7 +307,7 @@ func TestDashboardTerminalAndAClosedTab(t *testing.T) {
 	setMemberStatus(t, w1, func(st *fleetv1alpha1.MemberStatus) { st.AgentStatus = fleetv1alpha1.AgentWorking })
 	testutil.Eventually(t, "the change in the cache", func() error {
 		var m fleetv1alpha1.Member
-		if err := h.gw.cache.Get(context.Background(), client.ObjectKeyFromObject(w1), &m); err != nil {
+		if err := h.mgr.GetCache().Get(context.Background(), client.ObjectKeyFromObject(w1), &m); err != nil {
 			return err
 		}
 		return errIf(m.Status.AgentStatus != fleetv1alpha1.AgentWorking, "still %s", m.Status.AgentStatus)
@@ -336,7 +337,7 @@ func streamGoroutines() string {
 // own team, and another team's member page is refused.
 func TestDashboardShowsOnlyWhatItsViewerMaySee(t *testing.T) {
 	ns := env.Namespace(t)
-	h := startGateway(t, ns, Options{})
+	h := startGateway(t, ns, gateway.Options{})
 	_, leadToken := addMember(t, member("lead", ns).Team("core", fleetv1alpha1.RoleLead).Obj())
 	addMember(t, member("coder", ns).Team("core", fleetv1alpha1.RoleMember).Obj())
 	addMember(t, member("other", ns).Team("web", fleetv1alpha1.RoleMember).Obj())

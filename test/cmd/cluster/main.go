@@ -1,12 +1,13 @@
 // Command cluster runs the local multi-node Kubernetes cluster of package
-// localcluster: `make cluster` and `make cluster-down` call it.
+// localcluster: `make cluster` and `make cluster-down` call it. From the
+// repository's root:
 //
-//	go run ./hack/cluster up [--nodes=3] [--port=26443]  start it, or reuse the running one
-//	go run ./hack/cluster down                           stop it and undo every change to the machine
-//	go run ./hack/cluster status                         its daemons, nodes and kubeconfig
-//	go run ./hack/cluster node-kill NODE                 kill a node as a power loss would
-//	go run ./hack/cluster node-start NODE                boot a killed node again
-//	go run ./hack/cluster load ARCHIVE...                import OCI archives into every node
+//	go -C test run ./cmd/cluster up [--nodes=3] [--port=26443]  start it, or reuse the running one
+//	go -C test run ./cmd/cluster down                           stop it and undo every change to the machine
+//	go -C test run ./cmd/cluster status                         its daemons, nodes and kubeconfig
+//	go -C test run ./cmd/cluster node-kill NODE                 kill a node as a power loss would
+//	go -C test run ./cmd/cluster node-start NODE                boot a killed node again
+//	go -C test run ./cmd/cluster load ARCHIVE...                import OCI archives into every node
 //
 // The state lives in .cluster/ (--state, CLUSTER_STATE); --name
 // (CLUSTER_NAME, default fleetd-cluster) names its network namespace and
@@ -29,8 +30,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fleetd/fleetd/internal/localcluster"
-	"github.com/fleetd/fleetd/internal/ociimage"
+	"github.com/fleetd/fleetd/test/framework/localcluster"
+	"github.com/fleetd/fleetd/test/framework/ociimage"
 )
 
 func main() {
@@ -48,7 +49,11 @@ func run(args []string) error {
 	if len(args) == 0 {
 		return usage()
 	}
-	root, err := repoRoot()
+	cwd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	root, err := ociimage.FindRoot(cwd)
 	if err != nil {
 		return err
 	}
@@ -222,23 +227,6 @@ func status(ctx context.Context, state string, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "KUBECONFIG=%s\n", cl.Kubeconfig())
 	return cl.Healthy(ctx)
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(data), "module github.com/fleetd/fleetd\n") {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("run this inside the fleetd repository")
-		}
-		dir = parent
-	}
 }
 
 func envOr(key, def string) string {

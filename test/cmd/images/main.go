@@ -25,8 +25,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/fleetd/fleetd/internal/localcluster"
-	"github.com/fleetd/fleetd/internal/ociimage"
+	"github.com/fleetd/fleetd/test/framework/localcluster"
+	"github.com/fleetd/fleetd/test/framework/ociimage"
 )
 
 func main() {
@@ -37,7 +37,11 @@ func main() {
 }
 
 func run() error {
-	root, err := os.Getwd()
+	cwd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	root, err := ociimage.FindRoot(cwd)
 	if err != nil {
 		return err
 	}

@@ -1,5 +1,5 @@
 // Command stubmodel serves the scripted stand-in for a model's HTTP API
-// (internal/stubmodel), so the real agent CLIs run with no network: point
+// (test/framework/stubmodel), so the real agent CLIs run with no network: point
 // ANTHROPIC_BASE_URL at it (Claude Code), or OPENAI_BASE_URL at it with /v1
 // (Codex).
 //
@@ -13,7 +13,7 @@ import (
 	"net/http"
 	"os"
 
-	"github.com/fleetd/fleetd/internal/stubmodel"
+	"github.com/fleetd/fleetd/test/framework/stubmodel"
 )
 
 func main() {

@@ -261,7 +261,7 @@ func Artifacts() string {
 		return dir
 	}
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", ".artifacts", "browser")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", ".artifacts", "browser")
 }
 
 // Quote is s as a script string literal.

@@ -5,7 +5,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/fleetd/fleetd/internal/debpkg"
+	"github.com/fleetd/fleetd/test/framework/debpkg"
 )
 
 // requirements are what the cluster runs from Debian: the container

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/fleetd/fleetd/internal/debpkg"
+	"github.com/fleetd/fleetd/test/framework/debpkg"
 )
 
 // DebianSuite is the Debian release the images' root filesystems come

@@ -292,7 +292,7 @@ func goListDeps(t *testing.T, pkgs []string) []goPackage {
 	return deps
 }
 
-func repoRoot() string { return filepath.Join("..", "..") }
+func repoRoot() string { return filepath.Join("..", "..", "..") }
 
 // dockerignored says whether the build context leaves out rel, by the
 // .dockerignore patterns: a path is left out when it or a directory

@@ -143,7 +143,7 @@ func TestBuildDigestIsReproducible(t *testing.T) {
 // go build each time into another directory, and wants one digest: a
 // layer built from binaries depends on nothing but the tree.
 func TestPauseImageIsReproducible(t *testing.T) {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
+	root, err := filepath.Abs(repoRoot())
 	if err != nil {
 		t.Fatal(err)
 	}

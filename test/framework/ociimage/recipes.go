@@ -2,6 +2,7 @@ package ociimage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -49,6 +50,22 @@ func NewBuilder(root, dir string) (*Builder, error) {
 		return nil, err
 	}
 	return &Builder{Root: root, Dir: dir, Epoch: epoch, Arch: runtime.GOARCH}, nil
+}
+
+// FindRoot is the fleetd checkout that holds dir: the nearest directory
+// at or above dir whose go.mod is the module github.com/fleetd/fleetd (the
+// product's, not the test module's), where the images are built from.
+func FindRoot(dir string) (string, error) {
+	for {
+		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(data), "module github.com/fleetd/fleetd\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("run this inside the fleetd repository")
+		}
+		dir = parent
+	}
 }
 
 // Archive is where the image named ref is written.
