@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # fleetd's two images, for people with Docker; `make images` builds the
-# same two without it (internal/ociimage), reproducibly.
+# same two without it (test/framework/ociimage), reproducibly.
 #
 #   docker build -t fleetd:dev .                                 controller, gateway, pane server, scripted agent
 #   docker build --target worker -t fleetd-worker:dev .          the pinned Claude Code and Codex CLIs, node, git, fleetd's binaries
@@ -16,7 +16,7 @@ COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 # Every package the binaries import, and the files they embed
 # (config/crd, config/admission, config/samples, herdr/detect/manifests,
-# gateway/ui/dist); internal/ociimage's tests check the list against
+# gateway/ui/dist); test/framework/ociimage's tests check the list against
 # `go list -deps` and the images against `make images`' recipes.
 COPY agents/ agents/
 COPY api/ api/

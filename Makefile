@@ -12,6 +12,10 @@ CONTROLLER_GEN := $(GO_TOOL) controller-gen
 STATICCHECK := $(GO_TOOL) staticcheck
 # Packages of the main module (the nested tool modules build on their own).
 PKGS := ./...
+# The test module (test/, a module of its own so that the product's go.mod
+# never requires what only the tests need): e2e, the local cluster, the
+# Helm chart, the dashboard in a browser, and their commands.
+GO_TEST_MODULE := go -C test
 TEST_FLAGS ?= -race -count=1
 FUZZTIME ?= 20000x
 
@@ -54,13 +58,15 @@ fmt: ## Run gofmt on the tree.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: vet
-vet: ## Run go vet.
+vet: ## Run go vet on the main module and the test module.
 	go vet $(PKGS)
+	$(GO_TEST_MODULE) vet ./...
 
 .PHONY: lint
 lint: ## Run gofmt -l and staticcheck.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [[ -n "$$out" ]]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(STATICCHECK) $(PKGS)
+	cd test && $(STATICCHECK) ./...
 
 .PHONY: verify
 verify: manifests generate ui chart-lint ## Regenerate everything and fail if the tree changed; lint and render the Helm chart.
@@ -77,6 +83,7 @@ chart-lint: helm ## Lint charts/fleetd and render it with its default values and
 .PHONY: test
 test: controlplane build agents chromium conformance helm jaeger ## Run unit, integration, browser, MCP conformance, Helm chart, tracing, monitoring and e2e tests (the real agent CLIs included) against a real API server.
 	FLEETD_REQUIRE_APISERVER=1 FLEETD_REQUIRE_BROWSER=1 FLEETD_REQUIRE_CONFORMANCE=1 FLEETD_REQUIRE_HELM=1 FLEETD_REQUIRE_JAEGER=1 go test $(TEST_FLAGS) $(PKGS)
+	FLEETD_REQUIRE_APISERVER=1 FLEETD_REQUIRE_BROWSER=1 FLEETD_REQUIRE_CONFORMANCE=1 FLEETD_REQUIRE_HELM=1 FLEETD_REQUIRE_JAEGER=1 $(GO_TEST_MODULE) test $(TEST_FLAGS) ./...
 	$(MAKE) test-monitoring
 	$(MAKE) fuzz
 
@@ -86,11 +93,11 @@ test-monitoring: ## Load config/monitoring's alerts and dashboard with Prometheu
 
 .PHONY: test-e2e
 test-e2e: controlplane agents chromium ## Run only the end-to-end suite (real fleetd, pane server and agents as processes).
-	go test -count=1 -v ./test/e2e/...
+	$(GO_TEST_MODULE) test -count=1 -v ./e2e/...
 
 .PHONY: test-agents
 test-agents: controlplane agents ## Run every flow with the real Claude Code (and Codex) CLIs against the scripted model.
-	go test -count=1 -v -run 'TestClaudeCode|TestCodex' ./test/e2e/...
+	$(GO_TEST_MODULE) test -count=1 -v -run 'TestClaudeCode|TestCodex' ./e2e/...
 
 .PHONY: test-e2e-kind
 test-e2e-kind: ## Run the end-to-end suite against a kind cluster (needs Docker and kind).
@@ -101,12 +108,13 @@ fuzz: ## Run each fuzz target briefly (FUZZTIME inputs each, default 20000x).
 	@hack/fuzz.sh $(FUZZTIME)
 
 .PHONY: bench
-bench: controlplane chromium ## Run the benchmarks.
+bench: controlplane chromium ## Run the benchmarks (the main module's, then the test module's: the dashboard's in a browser, e2e's).
 	go test -run '^$$' -bench . -benchmem $(PKGS)
+	$(GO_TEST_MODULE) test -run '^$$' -bench . -benchmem ./...
 
 .PHONY: test-cluster
 test-cluster: cluster-bin controlplane agents helm cluster ## Run the local cluster's tests (root; a test cluster of their own: machine unchanged after up and down, reuse, killed bring-up, NotReady node, fleetd deployed with kustomize and with Helm), then the end-to-end suite in cluster mode on make cluster's.
-	FLEETD_CLUSTER_TESTS=1 go test -count=1 -v -timeout 60m ./test/cluster/...
+	FLEETD_CLUSTER_TESTS=1 $(GO_TEST_MODULE) test -count=1 -v -timeout 60m ./cluster/...
 	hack/e2e-cluster.sh
 
 .PHONY: test-e2e-cluster
@@ -118,7 +126,7 @@ CLUSTER_BENCH ?= .
 
 .PHONY: bench-cluster
 bench-cluster: cluster-bin ## Benchmark the local cluster (root): bring-up, memory, image builds, and fleetd at 150 members and 1,000 delegations (10-15 min; CLUSTER_BENCH=BenchmarkScale runs that one alone).
-	FLEETD_CLUSTER_TESTS=1 go test -count=1 -run '^$$' -bench '$(CLUSTER_BENCH)' -benchtime 1x -timeout 60m ./test/cluster/...
+	FLEETD_CLUSTER_TESTS=1 $(GO_TEST_MODULE) test -count=1 -run '^$$' -bench '$(CLUSTER_BENCH)' -benchtime 1x -timeout 60m ./cluster/...
 
 .PHONY: bench-compare
 bench-compare: controlplane ## Run BENCH (default BenchmarkThousandDelegations) on BASE (default HEAD) and on the working tree, in one run.
@@ -131,10 +139,10 @@ controlplane: ## Build kube-apiserver, kube-controller-manager, etcd and kubectl
 	CONTROLPLANE_BIN=$(CONTROLPLANE_BIN) hack/controlplane.sh
 
 .PHONY: build
-build: ## Build the fleetd binaries into bin/.
+build: ## Build the fleetd binaries into bin/, and the stand-in model (test/cmd/stubmodel).
 	go build -o $(BIN)/ ./cmd/...
 	go build -o $(BIN)/scripted-agent ./hack/scriptedagent
-	go build -o $(BIN)/stubmodel ./hack/stubmodel
+	$(GO_TEST_MODULE) build -o $(BIN)/stubmodel ./cmd/stubmodel
 
 .PHONY: helm
 helm: ## Build the pinned Helm CLI (hack/helm) into bin/helm.
@@ -148,7 +156,7 @@ cluster-bin: controlplane ## Build the local cluster's node components (kube-sch
 
 .PHONY: images
 images: cluster-bin agents ## Build the fleetd, worker, pause and CoreDNS images (OCI, reproducible, no Docker) into bin/images; load them into the local cluster if it runs.
-	go run ./hack/images --out=$(BIN)/images --load
+	$(GO_TEST_MODULE) run ./cmd/images --out=$(BIN)/images --load
 
 .PHONY: chromium
 chromium: ## Install Debian's chromium for the dashboard's browser tests, when /usr/bin/chromium is missing.
@@ -182,7 +190,7 @@ dev: controlplane build ## Run fleetd locally: control plane, pane server, contr
 
 NODES ?= 3
 CLUSTER_PORT ?= 26443
-CLUSTER := go run ./hack/cluster
+CLUSTER := $(GO_TEST_MODULE) run ./cmd/cluster
 
 .PHONY: cluster
 cluster: cluster-bin ## Start (or reuse) a local cluster of NODES=3 nodes in a network namespace of its own (root; state in .cluster/).

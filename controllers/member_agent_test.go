@@ -12,8 +12,8 @@ import (
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/herdr"
-	"github.com/fleetd/fleetd/herdr/paneserver"
 	"github.com/fleetd/fleetd/internal/testutil"
+	"github.com/fleetd/fleetd/panehost/paneserver"
 )
 
 // TestBlockedAtStart: an agent that shows a dialog before it was ever ready

@@ -26,9 +26,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
-	"github.com/fleetd/fleetd/herdr/paneserver"
 	"github.com/fleetd/fleetd/internal/testutil"
 	"github.com/fleetd/fleetd/panehost"
+	"github.com/fleetd/fleetd/panehost/paneserver"
 )
 
 func TestRuntimeOf(t *testing.T) {

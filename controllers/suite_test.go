@@ -24,10 +24,10 @@ import (
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/delegation"
 	"github.com/fleetd/fleetd/herdr"
-	"github.com/fleetd/fleetd/herdr/paneserver"
 	"github.com/fleetd/fleetd/internal/fleetcache"
 	"github.com/fleetd/fleetd/internal/testenv"
 	"github.com/fleetd/fleetd/internal/testutil"
+	"github.com/fleetd/fleetd/panehost/paneserver"
 )
 
 var (

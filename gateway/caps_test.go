@@ -23,8 +23,8 @@ import (
 	"github.com/fleetd/fleetd/gateway/identity"
 	"github.com/fleetd/fleetd/gateway/toolerr"
 	"github.com/fleetd/fleetd/herdr"
-	"github.com/fleetd/fleetd/herdr/paneserver"
 	"github.com/fleetd/fleetd/internal/testutil"
+	"github.com/fleetd/fleetd/panehost/paneserver"
 )
 
 // TestHeldCallsPerPrincipal: one principal re-attaching to one message
@@ -173,6 +173,17 @@ func TestDashboardStreamsPerPrincipal(t *testing.T) {
 		}
 		return errIf(status != http.StatusOK, "%d %s", status, body)
 	})
+}
+
+// countingPanes counts the terminal reads the gateway makes.
+type countingPanes struct {
+	PaneReader
+	reads atomic.Int64
+}
+
+func (c *countingPanes) PaneRead(ctx context.Context, p herdr.ReadParams) (*herdr.PaneRead, error) {
+	c.reads.Add(1)
+	return c.PaneReader.PaneRead(ctx, p)
 }
 
 // TestDashboardScreenReadsShared: however many pages show one member, its

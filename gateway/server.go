@@ -226,6 +226,12 @@ func (g *Gateway) NeedLeaderElection() bool { return false }
 // /healthz, /readyz and /metrics.
 func (g *Gateway) Handler() http.Handler { return g.handler }
 
+// DashboardStreams is the number of dashboard streams open: one per page
+// showing the fleet or a member. A page that closes ends its stream, so a
+// test of the dashboard in a browser can see that closing a tab frees
+// what the page cost.
+func (g *Gateway) DashboardStreams() int { return g.dashboard.viewers.count() }
+
 // Start serves HTTP on Options.Addr until ctx ends. Held calls then end
 // (their Delegations record the departed waiter, so the outcome survives),
 // and the processes the gateway ran are stopped.

@@ -5,6 +5,8 @@
 # compare the two numbers of one run, not numbers of different runs.
 #
 #   hack/bench-compare.sh HEAD~1 BenchmarkThousandDelegations ./controllers/
+#
+# A package under test/ (./test/browser/) is run in the test module there.
 set -o errexit -o nounset -o pipefail
 
 base=${1:?usage: bench-compare.sh BASE [BENCH] [PKG]}
@@ -17,8 +19,14 @@ tree=$(mktemp -d)
 trap 'git -C "$root" worktree remove --force "$tree" >/dev/null 2>&1 || true; rm -rf "$tree"' EXIT
 git -C "$root" worktree add --detach "$tree" "$base" >/dev/null
 
+dir=.
+if [[ $pkg == ./test/* ]]; then
+	dir=test
+	pkg=./${pkg#./test/}
+fi
+
 run() {
-	(cd "$1" && go test -run '^$' -bench "^$bench\$" -benchtime=1x -timeout 30m "$pkg") |
+	(cd "$1/$dir" && go test -run '^$' -bench "^$bench\$" -benchtime=1x -timeout 30m "$pkg") |
 		grep -E "^(Benchmark|ok|FAIL)" | sed "s|^|$2  |"
 }
 echo "== $bench on $(git -C "$root" rev-parse --short "$base") (base) and the working tree"

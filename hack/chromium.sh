@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs Debian's chromium package, which the dashboard's browser tests
-# drive headless (internal/browsertest), when /usr/bin/chromium is missing.
+# drive headless (test/framework/browsertest), when /usr/bin/chromium is
+# missing.
 # The browser is there after the first run, so a second run is instant.
 set -o errexit -o nounset -o pipefail
 

@@ -73,7 +73,7 @@ trap finish EXIT
 
 if [[ ${SKIP_IMAGES:-} != 1 ]]; then
 	log "Building fleetd's images and loading them into every node"
-	(cd "$root" && go run ./hack/images --only=fleetd,worker --load --state="$state")
+	(cd "$root/test" && go run ./cmd/images --only=fleetd,worker --load --state="$state")
 fi
 
 e2e_deploy

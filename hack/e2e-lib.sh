@@ -57,10 +57,10 @@ e2e_run() {
 	local flags
 	read -r -a flags <<<"${GO_TEST_FLAGS:-}"
 	(
-		cd "$root"
+		cd "$root/test"
 		env FLEETD_E2E_KUBECONFIG="$kubeconfig" \
 			FLEETD_E2E_GATEWAY_URL="http://127.0.0.1:$port/mcp" \
 			"$@" \
-			go test -count=1 -v -timeout 40m ${flags[@]+"${flags[@]}"} ./test/e2e/
+			go test -count=1 -v -timeout 40m ${flags[@]+"${flags[@]}"} ./e2e/
 	)
 }

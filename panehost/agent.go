@@ -13,8 +13,8 @@ import (
 	"github.com/fleetd/fleetd/agents"
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/herdr"
-	"github.com/fleetd/fleetd/herdr/paneserver"
 	"github.com/fleetd/fleetd/internal/memberfs"
+	"github.com/fleetd/fleetd/panehost/paneserver"
 )
 
 // Methods fleetd's pane host answers beyond herdr's protocol. The real

@@ -8,8 +8,8 @@ import (
 	"io/fs"
 
 	"github.com/fleetd/fleetd/herdr"
-	"github.com/fleetd/fleetd/herdr/paneserver"
 	"github.com/fleetd/fleetd/internal/memberfs"
+	"github.com/fleetd/fleetd/panehost/paneserver"
 )
 
 // A member's files, read where its agent runs: a file it sends with a

@@ -17,7 +17,7 @@ import (
 	"github.com/fleetd/fleetd/agents"
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/herdr"
-	"github.com/fleetd/fleetd/herdr/paneserver"
+	"github.com/fleetd/fleetd/panehost/paneserver"
 )
 
 const memberUID = "0f4d3c1e-6b7a-4e0b-9d62-3a9b0c1d2e3f"

@@ -11,7 +11,7 @@ import (
 
 	"github.com/fleetd/fleetd/agents"
 	"github.com/fleetd/fleetd/herdr"
-	"github.com/fleetd/fleetd/herdr/paneserver"
+	"github.com/fleetd/fleetd/panehost/paneserver"
 )
 
 // TestMemberRemove: once a member's workspace is closed, fleetd.member.remove

@@ -18,10 +18,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/fleetd/fleetd/herdr"
-	"github.com/fleetd/fleetd/herdr/paneserver"
 	"github.com/fleetd/fleetd/internal/devenv"
 	"github.com/fleetd/fleetd/internal/scheme"
 	"github.com/fleetd/fleetd/panehost"
+	"github.com/fleetd/fleetd/panehost/paneserver"
 )
 
 // dev is `fleetd dev`: a whole local environment in the foreground. It

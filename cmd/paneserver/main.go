@@ -1,6 +1,6 @@
-// Command paneserver runs a herdr-compatible server: fleetd's stand-in for
-// herdr where herdr itself cannot be installed, and the pane host of a
-// Member's Pod.
+// Command paneserver runs fleetd's herdr-compatible pane server
+// (panehost/paneserver), beside fleetd on a machine and in every member
+// Pod, where it also runs as the Pod's pane host.
 //
 //	paneserver --socket /run/herdr/herdr.sock
 //
@@ -39,8 +39,8 @@ import (
 	"time"
 
 	"github.com/fleetd/fleetd/herdr"
-	"github.com/fleetd/fleetd/herdr/paneserver"
 	"github.com/fleetd/fleetd/panehost"
+	"github.com/fleetd/fleetd/panehost/paneserver"
 )
 
 func main() {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/fleetd/fleetd/herdr"
-	"github.com/fleetd/fleetd/herdr/paneserver"
+	"github.com/fleetd/fleetd/panehost/paneserver"
 )
 
 // BenchmarkPromptToWorking measures how long the scripted agent takes from

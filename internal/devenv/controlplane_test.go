@@ -24,8 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/fleetd/fleetd/herdr/paneserver"
 	"github.com/fleetd/fleetd/internal/testenv"
+	"github.com/fleetd/fleetd/panehost/paneserver"
 )
 
 // probeEnv, when set, makes this test binary a member's probe: it tries

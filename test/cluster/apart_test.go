@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/fleetd/fleetd/internal/localcluster"
+	"github.com/fleetd/fleetd/test/framework/localcluster"
 )
 
 // globalSysctls are the settings the kubelets set for the whole machine,

@@ -122,11 +122,11 @@ func BenchmarkImages(b *testing.B) {
 		b.Fatal(err)
 	}
 	build := func() map[string][2]string {
-		cmd := exec.Command("go", "run", "./hack/images", "--only=fleetd,worker", "--out="+out, "--bin="+filepath.Join(repo, "bin"))
-		cmd.Dir = snap
+		cmd := exec.Command("go", "run", "./cmd/images", "--only=fleetd,worker", "--out="+out, "--bin="+filepath.Join(repo, "bin"))
+		cmd.Dir = filepath.Join(snap, "test")
 		msg, err := cmd.CombinedOutput()
 		if err != nil {
-			b.Fatalf("hack/images: %v\n%s", err, msg)
+			b.Fatalf("test/cmd/images: %v\n%s", err, msg)
 		}
 		got := map[string][2]string{}
 		for _, line := range strings.Split(string(msg), "\n") {

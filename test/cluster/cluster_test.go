@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetd/fleetd/internal/localcluster"
+	"github.com/fleetd/fleetd/test/framework/localcluster"
 )
 
 // netnsInode is how /proc/<pid>/ns/net names the cluster's namespace.

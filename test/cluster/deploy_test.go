@@ -10,16 +10,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetd/fleetd/internal/localcluster"
 	"github.com/fleetd/fleetd/internal/testenv"
+	"github.com/fleetd/fleetd/test/framework/localcluster"
 )
 
-// loadImages builds the named images (hack/images) and loads them into
+// loadImages builds the named images (test/cmd/images) and loads them into
 // the test cluster.
 func loadImages(tb testing.TB, names string) {
 	tb.Helper()
-	cmd := exec.Command("go", "run", "./hack/images", "--only="+names, "--load", "--state="+stateDir)
-	cmd.Dir = testenv.RepoRoot()
+	cmd := exec.Command("go", "run", "./cmd/images", "--only="+names, "--load", "--state="+stateDir)
+	cmd.Dir = filepath.Join(testenv.RepoRoot(), "test")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		tb.Fatalf("building and loading %s: %v\n%s", names, err, out)

@@ -18,8 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
-	"github.com/fleetd/fleetd/internal/localcluster"
 	"github.com/fleetd/fleetd/internal/testenv"
+	"github.com/fleetd/fleetd/test/framework/localcluster"
 )
 
 // helmNamespace is where TestHelmFleetd installs fleetd: not

@@ -1,5 +1,5 @@
 // Package cluster tests the local multi-node cluster of package
-// localcluster as a user runs it: the hack/cluster command brings it up
+// localcluster as a user runs it: the test/cmd/cluster command brings it up
 // and down, and the tests read what kubectl and the machine show. They
 // need root and start real clusters, so they run only with make
 // test-cluster (FLEETD_CLUSTER_TESTS=1) and skip otherwise.
@@ -22,8 +22,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetd/fleetd/internal/localcluster"
 	"github.com/fleetd/fleetd/internal/testenv"
+	"github.com/fleetd/fleetd/test/framework/localcluster"
 )
 
 // The test cluster's port, apart from make cluster's.
@@ -34,7 +34,7 @@ const testPort = 26543
 var testName = cmp.Or(os.Getenv("CLUSTER_TEST_NAME"), "fleetd-clustertest")
 
 var (
-	// clusterBin is hack/cluster, built once.
+	// clusterBin is test/cmd/cluster, built once.
 	clusterBin string
 	// stateDir is the test cluster's state.
 	stateDir string
@@ -52,10 +52,10 @@ func TestMain(m *testing.M) {
 	}
 	stateDir = filepath.Join(dir, "state")
 	clusterBin = filepath.Join(dir, "cluster")
-	build := exec.Command("go", "build", "-o", clusterBin, "./hack/cluster")
-	build.Dir = testenv.RepoRoot()
+	build := exec.Command("go", "build", "-o", clusterBin, "./cmd/cluster")
+	build.Dir = filepath.Join(testenv.RepoRoot(), "test")
 	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building hack/cluster: %v: %s\n", err, out)
+		fmt.Fprintf(os.Stderr, "building test/cmd/cluster: %v: %s\n", err, out)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -80,12 +80,12 @@ func requireCluster(tb testing.TB) {
 	}
 }
 
-// clusterCmd runs hack/cluster against the test cluster.
+// clusterCmd runs test/cmd/cluster against the test cluster.
 func clusterCmd(args ...string) (string, error) {
 	return clusterCmdAt(stateDir, testName, testPort, nil, args...)
 }
 
-// clusterCmdAt runs hack/cluster against the cluster of state, name and
+// clusterCmdAt runs test/cmd/cluster against the cluster of state, name and
 // port, with env added to the environment.
 func clusterCmdAt(state, name string, port int, env []string, args ...string) (string, error) {
 	cmd := exec.Command(clusterBin, args...)
@@ -98,7 +98,7 @@ func clusterCmdAt(state, name string, port int, env []string, args ...string) (s
 	return out.String(), err
 }
 
-// clusterCmdStart starts hack/cluster against the test cluster and
+// clusterCmdStart starts test/cmd/cluster against the test cluster and
 // returns at once.
 func clusterCmdStart(tb testing.TB, args ...string) *exec.Cmd {
 	tb.Helper()

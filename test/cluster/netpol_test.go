@@ -18,7 +18,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/controllers"
-	"github.com/fleetd/fleetd/internal/localcluster"
+	"github.com/fleetd/fleetd/test/framework/localcluster"
 )
 
 // netpolPods are the pods of TestNetworkPolicyWallsMembers: two members

@@ -27,10 +27,10 @@ import (
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/delegation"
-	"github.com/fleetd/fleetd/internal/localcluster"
 	"github.com/fleetd/fleetd/internal/scheme"
 	"github.com/fleetd/fleetd/internal/testenv"
 	"github.com/fleetd/fleetd/internal/testutil"
+	"github.com/fleetd/fleetd/test/framework/localcluster"
 )
 
 // The scale run's size.

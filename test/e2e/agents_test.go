@@ -22,8 +22,8 @@ import (
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/internal/mcpclient"
 	"github.com/fleetd/fleetd/internal/scheme"
-	"github.com/fleetd/fleetd/internal/stubmodel"
 	"github.com/fleetd/fleetd/internal/testutil"
+	"github.com/fleetd/fleetd/test/framework/stubmodel"
 )
 
 // requireRealAgents fails a test that needs the pinned agent CLIs when they

@@ -26,9 +26,9 @@ import (
 	"github.com/fleetd/fleetd/agents"
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/herdr"
-	"github.com/fleetd/fleetd/internal/localcluster"
 	"github.com/fleetd/fleetd/internal/mcpclient"
 	"github.com/fleetd/fleetd/internal/scheme"
+	"github.com/fleetd/fleetd/test/framework/localcluster"
 )
 
 // Where config/default runs fleetd: one pod of the fleetd Deployment with a

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleetd/fleetd/internal/browsertest"
 	"github.com/fleetd/fleetd/internal/mcpclient"
+	"github.com/fleetd/fleetd/test/framework/browsertest"
 )
 
 // TestDashboard drives the dashboard in headless Chromium against the real

@@ -15,8 +15,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleetd/fleetd/internal/stubmodel"
 	"github.com/fleetd/fleetd/internal/testutil"
+	"github.com/fleetd/fleetd/test/framework/stubmodel"
 )
 
 // TestClaudeCodeTakesImages sends the real Claude Code a message with

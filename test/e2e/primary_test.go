@@ -22,12 +22,12 @@ import (
 	"github.com/fleetd/fleetd/agents"
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/herdr"
-	"github.com/fleetd/fleetd/herdr/paneserver"
 	"github.com/fleetd/fleetd/internal/devenv"
 	"github.com/fleetd/fleetd/internal/mcpclient"
-	"github.com/fleetd/fleetd/internal/stubmodel"
 	"github.com/fleetd/fleetd/internal/testenv"
 	"github.com/fleetd/fleetd/internal/testutil"
+	"github.com/fleetd/fleetd/panehost/paneserver"
+	"github.com/fleetd/fleetd/test/framework/stubmodel"
 )
 
 // TestClaudeCodePrimaryStopHook runs the real Claude Code as a primary

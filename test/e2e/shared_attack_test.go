@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/fleetd/fleetd/herdr"
-	"github.com/fleetd/fleetd/herdr/paneserver"
 	"github.com/fleetd/fleetd/internal/testutil"
+	"github.com/fleetd/fleetd/panehost/paneserver"
 )
 
 // attackerPane is a member whose agent does whatever it is told: a shell
