@@ -138,7 +138,7 @@ type sharedHost struct {
 // info asks the shared pane server once what it does, and says so in the
 // log when its members are not kept apart; ok is false while it cannot be
 // asked.
-func (h *sharedHost) info(ctx context.Context, panes Panes) (panehost.HostInfo, bool) {
+func (h *sharedHost) info(ctx context.Context, panes PaneClient) (panehost.HostInfo, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.known {

@@ -49,7 +49,7 @@ type MemberReconciler struct {
 	Client client.Client
 	Reader client.Reader // uncached, for env Secrets the cache does not hold
 	// Panes is the shared pane server beside fleetd.
-	Panes Panes
+	Panes PaneClient
 	// Runtimes says where each Member's agent runs: on Panes, or in a Pod
 	// of its own. Nil runs every Member on Panes.
 	Runtimes *Runtimes
@@ -114,7 +114,7 @@ type memberScope struct {
 	now    metav1.Time
 	// panes is the pane host the Member's panes live on, and files where
 	// its agent's configuration and hook record are.
-	panes  Panes
+	panes  PaneClient
 	files  AgentFiles
 	facts  memberFacts
 	events []memberEvent
@@ -340,7 +340,7 @@ func (r *MemberReconciler) writeStatus(ctx context.Context, original *fleetv1alp
 }
 
 // socketOf says where p answers, for the HerdrReachable condition.
-func socketOf(p Panes) string {
+func socketOf(p PaneClient) string {
 	if c, ok := p.(interface{ SocketPath() string }); ok {
 		return c.SocketPath()
 	}
