@@ -3,8 +3,6 @@ package controllers
 import (
 	"context"
 
-	"k8s.io/apimachinery/pkg/types"
-
 	"github.com/fleetd/fleetd/agents"
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/herdr"
@@ -30,15 +28,6 @@ type PaneClient interface {
 }
 
 var _ PaneClient = (*herdr.Client)(nil)
-
-// PaneHosts says which pane host a Member's panes live on: the shared pane
-// server beside fleetd, or the pane host of the Member's own Pod. The
-// controllers do everything else the same on either.
-type PaneHosts interface {
-	For(m *fleetv1alpha1.Member) (PaneClient, error)
-	// Forget drops what is kept to reach a Member that is gone.
-	Forget(uid types.UID)
-}
 
 // AgentFiles is where a known agent's configuration is written before it
 // starts, and its hooks' record read: beside fleetd (a pane server that

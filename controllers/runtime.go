@@ -49,8 +49,8 @@ type memberRuntime interface {
 }
 
 // Runtimes routes each Member to the runtime it runs on: the shared pane
-// server beside fleetd, or a Pod of its own. It is the PaneHosts of the
-// reconcilers and of the gateway's terminal reads.
+// server beside fleetd, or a Pod of its own. The reconcilers, and the
+// gateway's terminal and file reads, ask it where a Member runs.
 type Runtimes struct {
 	shared *sharedRuntime
 	pod    *podRuntime
@@ -88,8 +88,6 @@ func (rt *Runtimes) Forget(uid types.UID) {
 func (rt *Runtimes) Files(ctx context.Context, m *fleetv1alpha1.Member) (AgentFiles, error) {
 	return rt.of(m).files(ctx, m)
 }
-
-var _ PaneHosts = (*Runtimes)(nil)
 
 // sharedRuntime runs members in panes of the pane server beside fleetd,
 // each in a workspace of its own, as a Unix user of its own where the
