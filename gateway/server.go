@@ -538,7 +538,7 @@ func (g *Gateway) ready() bool { return g.synced == nil || g.synced() }
 // service account, the gateway's own rules for the others.
 func (g *Gateway) allow(ctx context.Context, p *identity.Principal, acc identity.Access) error {
 	if f := g.auth.Authorize(ctx, p, acc); f != nil {
-		return f.Error()
+		return f.ToolError()
 	}
 	return nil
 }
@@ -573,7 +573,7 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 				}
 				w.Header().Set("WWW-Authenticate", challenge)
 			}
-			writeError(w, f.Error())
+			writeError(w, f.ToolError())
 			return
 		}
 		ctx := context.WithValue(r.Context(), principalContextKey{}, p)
