@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -195,6 +196,37 @@ func (s *sharedRuntime) removeFiles(ctx context.Context, m *fleetv1alpha1.Member
 }
 
 func (s *sharedRuntime) forget(types.UID) {}
+
+// sharedHost remembers what the shared pane server does beyond herdr.
+type sharedHost struct {
+	mu    sync.Mutex
+	known bool
+	host  panehost.HostInfo
+}
+
+// info asks the shared pane server once what it does, and says so in the
+// log when its members are not kept apart; ok is false while it cannot be
+// asked.
+func (h *sharedHost) info(ctx context.Context, panes PaneClient) (panehost.HostInfo, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.known {
+		return h.host, true
+	}
+	c, ok := panes.(panehost.Caller)
+	if !ok {
+		return panehost.HostInfo{}, false
+	}
+	info, err := panehost.Info(ctx, c)
+	if err != nil {
+		return panehost.HostInfo{}, false
+	}
+	h.known, h.host = true, info
+	if !info.Users {
+		log.FromContext(ctx).Info("Members on the shared pane server share one Unix user and can act as each other; give it root or CAP_SETUID and CAP_SETGID, or run members in pods", "paneServer", socketOf(panes))
+	}
+	return info, true
+}
 
 // podRuntime runs each member in a Pod of its own, whose pane host fleetd
 // reaches over mutual TLS.
