@@ -38,12 +38,29 @@ const resyncPeriod = 5 * time.Minute
 const herdrTimeout = 10 * time.Second
 
 // MemberReconciler keeps each Member's agent running in a herdr pane and
-// mirrors its status. Its phases live beside it: the Pod of a member that
-// runs in one (member_pod.go), the pane's lifecycle (member_pane.go), the
-// token (member_token.go), what the agent's hooks and transcript say
-// (member_agent.go), the member's files where its agent runs
-// (member_files.go); they record what they find on the pass's scope, and
-// setConditions (member_status.go) turns that into the Member's
+// mirrors its status. Reconcile, the delete path, the status write and
+// setup are here; the phases of a pass live beside it, by the question a
+// reader brings:
+//
+//   - launch.go and env.go: the Member merged with its Profile, and the
+//     command line and environment its pane gets;
+//   - runtime.go: where the agent runs, the shared pane server or a Pod of
+//     its own, and all that differs between the two (the pane host, the
+//     files and agent directory, the gateway URL, bringing it up,
+//     isolation, teardown);
+//   - member_pod.go: a pod member's Pod, pane host credentials, workspace
+//     claim and network policies; member_pod_bounds.go what its spec.pod
+//     may ask; member_pod_resources.go the bounds it gets by default;
+//   - member_token.go: a shared member's gateway token Secret;
+//   - member_pane.go: the pane's lifecycle (create, adopt, restart, close);
+//   - member_agent.go: what the agent's hooks and transcript say, and its
+//     usage priced; member_turns.go sets each message's usage from the
+//     transcript's turns; member_tokens.go counts the tokens in a metric;
+//   - member_files.go: where the agent works, and the gateway's reads of
+//     the files a member sends.
+//
+// Each phase records what it found on the pass's scope (memberScope.facts),
+// and setConditions (member_status.go) turns them into the Member's
 // conditions, one function per condition.
 type MemberReconciler struct {
 	Client client.Client
