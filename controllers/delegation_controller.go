@@ -51,7 +51,7 @@ type DelegationReconciler struct {
 	Reader client.Reader
 	// Panes is the shared pane server; Runtimes, when set, says where
 	// each member's agent runs (on Panes, or in its Pod).
-	Panes    Panes
+	Panes    PaneClient
 	Runtimes *Runtimes
 	Recorder recorder.EventRecorder
 	Clock    clock.PassiveClock
@@ -96,7 +96,7 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	command := false
 	// panes is where the member's pane lives; nil when it has none to
 	// reach (gone, or its Pod not running), and then nothing is typed.
-	var panes Panes
+	var panes PaneClient
 	if err := r.Client.Get(ctx, req.NamespacedName, member); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, err
@@ -278,7 +278,7 @@ func (r *DelegationReconciler) blockQueue(member types.NamespacedName, seq int64
 // the next message is typed: the two writes are to different Delegations
 // and neither needs the other, and the settle's tail is read before
 // anything is typed. The first error is returned once every step is done.
-func (r *DelegationReconciler) applyAll(ctx context.Context, member types.NamespacedName, panes Panes, steps []delegation.Step, byName map[string]*fleetv1alpha1.Delegation, m delegation.Member, command bool, now time.Time) error {
+func (r *DelegationReconciler) applyAll(ctx context.Context, member types.NamespacedName, panes PaneClient, steps []delegation.Step, byName map[string]*fleetv1alpha1.Delegation, m delegation.Member, command bool, now time.Time) error {
 	var (
 		settling sync.WaitGroup
 		mu       sync.Mutex
@@ -316,7 +316,7 @@ func (r *DelegationReconciler) applyAll(ctx context.Context, member types.Namesp
 // endTurn settles d, whose member ended the turn without replying,
 // TurnDone with the terminal's tail, read now, and returns the write that
 // records it (see write: a reply it did not see makes it fail).
-func (r *DelegationReconciler) endTurn(ctx context.Context, member types.NamespacedName, panes Panes, d *fleetv1alpha1.Delegation, now time.Time) (func() error, error) {
+func (r *DelegationReconciler) endTurn(ctx context.Context, member types.NamespacedName, panes PaneClient, d *fleetv1alpha1.Delegation, now time.Time) (func() error, error) {
 	if panes == nil {
 		return nil, fmt.Errorf("%s of delegation %s: %w: member %s's pane host is not known", delegation.StepTurnDone, d.Name, panehost.ErrNoPaneHost, member.Name)
 	}
@@ -338,7 +338,7 @@ func (r *DelegationReconciler) endTurn(ctx context.Context, member types.Namespa
 }
 
 // apply carries out one step with one write.
-func (r *DelegationReconciler) apply(ctx context.Context, member types.NamespacedName, panes Panes, step delegation.Step, d *fleetv1alpha1.Delegation, m delegation.Member, command bool, now time.Time) error {
+func (r *DelegationReconciler) apply(ctx context.Context, member types.NamespacedName, panes PaneClient, step delegation.Step, d *fleetv1alpha1.Delegation, m delegation.Member, command bool, now time.Time) error {
 	switch step.Kind {
 	case delegation.StepDeliver, delegation.StepTurnDone, delegation.StepInterrupt:
 		if panes == nil {
@@ -392,7 +392,7 @@ func (r *DelegationReconciler) apply(ctx context.Context, member types.Namespace
 // first so that a controller stopped in between never types it twice (see
 // delegation.Decide); what this process saw typed, it remembers, so the
 // typing costs no second write.
-func (r *DelegationReconciler) deliver(ctx context.Context, member types.NamespacedName, panes Panes, d *fleetv1alpha1.Delegation, m delegation.Member, command bool, now time.Time) error {
+func (r *DelegationReconciler) deliver(ctx context.Context, member types.NamespacedName, panes PaneClient, d *fleetv1alpha1.Delegation, m delegation.Member, command bool, now time.Time) error {
 	var images *agents.ImagePrompt
 	if d.Spec.Images != nil {
 		// The images go where the agent reads them before anything is
@@ -453,7 +453,7 @@ func (r *DelegationReconciler) deliver(ctx context.Context, member types.Namespa
 
 // interrupt ends the member's turn the way a person would: Escape for an
 // agent CLI, Ctrl-C for a plain command. It returns the key.
-func (r *DelegationReconciler) interrupt(ctx context.Context, panes Panes, paneID string, command bool) (string, error) {
+func (r *DelegationReconciler) interrupt(ctx context.Context, panes PaneClient, paneID string, command bool) (string, error) {
 	key := "esc"
 	if command {
 		key = "ctrl+c"
@@ -474,7 +474,7 @@ func (r *DelegationReconciler) interrupt(ctx context.Context, panes Panes, paneI
 // to; herdr pastes the text as a bracketed paste when the program asks for
 // one, which is what keeps an Enter right behind it from being read as part
 // of the text.
-func typeMessage(ctx context.Context, panes Panes, paneID string, command bool, text string) error {
+func typeMessage(ctx context.Context, panes PaneClient, paneID string, command bool, text string) error {
 	_, err := panes.AgentPrompt(ctx, herdr.AgentPromptParams{Target: paneID, Text: text})
 	if !command || !(errors.Is(err, herdr.ErrAgentNotReady) || errors.Is(err, herdr.ErrAgentNotFound)) {
 		return err
@@ -524,7 +524,7 @@ func (r *DelegationReconciler) expire(ctx context.Context, d *fleetv1alpha1.Dele
 // tail is the end of the terminal text of pane paneID that a turn_done
 // carries: its last tailLines lines, cut to what a Delegation holds.
 // readTail reads the end of a pane's recent output, for turn_done.
-func readTail(ctx context.Context, panes Panes, paneID string) (string, error) {
+func readTail(ctx context.Context, panes PaneClient, paneID string) (string, error) {
 	hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
 	defer cancel()
 	lines := tailLines

@@ -246,7 +246,7 @@ func TestDialogTheStatusMissedPostponesTheDelivery(t *testing.T) {
 func TestRefusedDeliveryFailsAndTheQueueMovesOn(t *testing.T) {
 	ns := env.Namespace(t)
 	h := startHerdr(t)
-	startManagerOn(t, env.Config, ns, refusingPanes{Panes: h.client(), marker: "refuse me"}, true)
+	startManagerOn(t, env.Config, ns, refusingPanes{PaneClient: h.client(), marker: "refuse me"}, true)
 	log := agentWithLog(t, ns, "w1")
 	m, _ := getMember(t, ns, "w1")
 	create(t, sequenced(testutil.MakeDelegation("refused", ns, "w1", "silent: refuse me").Obj(), 1))
@@ -660,7 +660,7 @@ func TestTheInjectorNeverWritesAMember(t *testing.T) {
 
 // screenPanes is herdr showing text in every pane.
 type screenPanes struct {
-	Panes
+	PaneClient
 	text string
 }
 

@@ -27,7 +27,7 @@ func (e *imagesUnavailable) Error() string { return e.reason }
 // Secret is d's and its bytes match d's digests, and puts them in the member's agent directory, where its
 // agent reads them; it says how to type d with them. The Secret is read
 // from the API server: fleetd caches no Secret but its members' own.
-func (r *DelegationReconciler) placeImages(ctx context.Context, key types.NamespacedName, panes Panes, d *fleetv1alpha1.Delegation) (agents.ImagePrompt, error) {
+func (r *DelegationReconciler) placeImages(ctx context.Context, key types.NamespacedName, panes PaneClient, d *fleetv1alpha1.Delegation) (agents.ImagePrompt, error) {
 	m := &fleetv1alpha1.Member{}
 	if err := r.Client.Get(ctx, key, m); err != nil {
 		return agents.ImagePrompt{}, fmt.Errorf("reading member %s: %w", key.Name, err)
@@ -110,7 +110,7 @@ func agentOrCommand(kind fleetv1alpha1.AgentKind) string {
 // through agent.prompt. A paste is typed only into an agent that is not
 // showing a dialog, which typing would answer; the prompt itself is gated
 // by herdr as every prompt is.
-func typeWithImages(ctx context.Context, panes Panes, paneID string, p agents.ImagePrompt) error {
+func typeWithImages(ctx context.Context, panes PaneClient, paneID string, p agents.ImagePrompt) error {
 	if len(p.Pastes) > 0 {
 		info, err := panes.AgentGet(ctx, paneID)
 		if err != nil {

@@ -25,7 +25,7 @@ import (
 
 // typingPanes records what is typed into a pane whose agent has status.
 type typingPanes struct {
-	Panes
+	PaneClient
 	status herdr.AgentStatus
 	typed  []string
 }

@@ -1,34 +1,31 @@
 // Package controllers holds fleetd's reconcilers, one per kind, and what
 // they share to reach herdr.
 //
-// The Member reconciler keeps a Member's agent running and mirrors its
-// status, split by concern:
-//
-//   - member_controller.go: Reconcile, the normal and delete paths, and
-//     setup;
-//   - member_pane.go: the pane's lifecycle (create, adopt, restart, close);
-//   - member_pod.go: the Pod of a member that runs in one, with its pane
-//     host credentials and workspace;
-//   - member_token.go: the member's gateway token;
-//   - member_agent.go: what the agent itself reports (hooks, transcript);
-//   - member_status.go: pure decisions: judging the pane and the agent,
-//     the facts a pass found turned into conditions in one place
-//     (setConditions), and the restart backoff;
-//   - member_files.go: a member's files where its agent runs;
-//   - launch.go and env.go: the command line and environment a pane gets;
-//     env and Secret resolution is shared with the Profile reconciler.
+// The Member reconciler (member_controller.go) keeps a Member's agent
+// running and mirrors its status; its doc comment lists the files its
+// phases live in (member_*.go, runtime.go, launch.go, env.go).
+// member_status.go holds its decisions about the pane and the agent as
+// pure functions: judging the pane and the agent, the facts a pass found
+// turned into conditions in one place (setConditions), and the restart
+// backoff.
 //
 // The Delegation reconciler (delegation_controller.go, with
-// delegation_images.go) is the injector: for one member's queue it
-// gathers what it knows, lets delegation.Decide say what is due, and
-// carries each step out, typing a message into the pane at most once.
+// delegation_images.go for the images a message carries and
+// delegation_tracing.go for its spans) is the injector: for one member's
+// queue it gathers what it knows, lets delegation.Decide say what is due,
+// and carries each step out, typing a message into the pane at most once.
 //
 // The Profile reconciler (profile_controller.go) reports whether a
-// Profile's env can be resolved and how many members use it.
+// Profile's env can be resolved (env.go) and how many members use it.
 //
-// Shared by them: panes.go (what the controllers need of herdr, and which
-// pane host a member's panes live on), pane_watch.go (herdr's events,
-// turned into reconcile requests), screen.go and screen_watch.go (reading
-// a screen for what no hook reports), pane_collector.go (closing panes
-// whose Member is gone) and setup.go (wiring them to one manager).
+// Around them: runtime.go (where a Member's agent runs, which the
+// Delegation reconciler and the gateway ask too), panes.go (PaneClient,
+// what the controllers need of one herdr, and AgentFiles, where an agent's
+// files are reached), pane_watch.go (herdr's events, turned into the
+// Member reconciler's requests), screen.go and screen_watch.go (reading a
+// screen for what no hook reports), pane_collector.go (closing the shared
+// pane server's workspaces whose Member is gone), own_writes.go (what the
+// Member and Delegation reconcilers wrote that their caches may not show
+// yet), metrics.go and metrics_state.go (the Prometheus metrics), and
+// setup.go (wiring them to one manager).
 package controllers

@@ -3,7 +3,6 @@ package controllers
 import (
 	"cmp"
 	"context"
-	"sync"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/fleetd/fleetd/agents"
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
-	"github.com/fleetd/fleetd/panehost"
 )
 
 // What the Member's agent tells fleetd beyond herdr's status: its hooks'
@@ -126,35 +124,4 @@ func priceUsage(usage *fleetv1alpha1.MemberUsage, pricing *fleetv1alpha1.Pricing
 		return
 	}
 	usage.Cost, usage.Currency = pricing.Price(usage.TokenUsage)
-}
-
-// sharedHost remembers what the shared pane server does beyond herdr.
-type sharedHost struct {
-	mu    sync.Mutex
-	known bool
-	host  panehost.HostInfo
-}
-
-// info asks the shared pane server once what it does, and says so in the
-// log when its members are not kept apart; ok is false while it cannot be
-// asked.
-func (h *sharedHost) info(ctx context.Context, panes Panes) (panehost.HostInfo, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.known {
-		return h.host, true
-	}
-	c, ok := panes.(panehost.Caller)
-	if !ok {
-		return panehost.HostInfo{}, false
-	}
-	info, err := panehost.Info(ctx, c)
-	if err != nil {
-		return panehost.HostInfo{}, false
-	}
-	h.known, h.host = true, info
-	if !info.Users {
-		log.FromContext(ctx).Info("Members on the shared pane server share one Unix user and can act as each other; give it root or CAP_SETUID and CAP_SETGID, or run members in pods", "paneServer", socketOf(panes))
-	}
-	return info, true
 }

@@ -38,18 +38,38 @@ const resyncPeriod = 5 * time.Minute
 const herdrTimeout = 10 * time.Second
 
 // MemberReconciler keeps each Member's agent running in a herdr pane and
-// mirrors its status. Its phases live beside it: the Pod of a member that
-// runs in one (member_pod.go), the pane's lifecycle (member_pane.go), the
-// token (member_token.go), what the agent's hooks and transcript say
-// (member_agent.go), the member's files where its agent runs
-// (member_files.go); they record what they find on the pass's scope, and
-// setConditions (member_status.go) turns that into the Member's
+// mirrors its status. Reconcile, the delete path, the status write and
+// setup are here; the phases of a pass live beside it, by the question a
+// reader brings:
+//
+//   - launch.go and env.go: the Member merged with its Profile, and the
+//     command line and environment its pane gets;
+//   - runtime.go: where the agent runs, the shared pane server or a Pod of
+//     its own, and all that differs between the two (the pane host, the
+//     files and agent directory, the gateway URL, bringing it up,
+//     isolation, teardown);
+//   - member_pod.go: a pod member's Pod brought up, replaced and deleted,
+//     and its pane host credentials; member_pod_spec.go the Pod itself;
+//     member_workspace.go its workspace claim; member_netpol.go the
+//     network policies that wall it in; member_pod_bounds.go what its
+//     spec.pod may ask; member_pod_resources.go the bounds it gets by
+//     default;
+//   - member_token.go: a shared member's gateway token Secret;
+//   - member_pane.go: the pane's lifecycle (create, adopt, restart, close);
+//   - member_agent.go: what the agent's hooks and transcript say, and its
+//     usage priced; member_turns.go sets each message's usage from the
+//     transcript's turns; member_tokens.go counts the tokens in a metric;
+//   - member_files.go: where the agent works, and the gateway's reads of
+//     the files a member sends.
+//
+// Each phase records what it found on the pass's scope (memberScope.facts),
+// and setConditions (member_status.go) turns them into the Member's
 // conditions, one function per condition.
 type MemberReconciler struct {
 	Client client.Client
 	Reader client.Reader // uncached, for env Secrets the cache does not hold
 	// Panes is the shared pane server beside fleetd.
-	Panes Panes
+	Panes PaneClient
 	// Runtimes says where each Member's agent runs: on Panes, or in a Pod
 	// of its own. Nil runs every Member on Panes.
 	Runtimes *Runtimes
@@ -114,7 +134,7 @@ type memberScope struct {
 	now    metav1.Time
 	// panes is the pane host the Member's panes live on, and files where
 	// its agent's configuration and hook record are.
-	panes  Panes
+	panes  PaneClient
 	files  AgentFiles
 	facts  memberFacts
 	events []memberEvent
@@ -340,7 +360,7 @@ func (r *MemberReconciler) writeStatus(ctx context.Context, original *fleetv1alp
 }
 
 // socketOf says where p answers, for the HerdrReachable condition.
-func socketOf(p Panes) string {
+func socketOf(p PaneClient) string {
 	if c, ok := p.(interface{ SocketPath() string }); ok {
 		return c.SocketPath()
 	}

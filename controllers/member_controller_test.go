@@ -211,7 +211,7 @@ func (aheadReader) Get(_ context.Context, key client.ObjectKey, obj client.Objec
 }
 
 // closedPanes is herdr after the Member's pane was closed.
-type closedPanes struct{ Panes }
+type closedPanes struct{ PaneClient }
 
 func (closedPanes) AgentGet(context.Context, string) (*herdr.AgentInfo, error) {
 	return nil, herdr.ErrNotFound

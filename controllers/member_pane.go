@@ -22,7 +22,7 @@ import (
 
 // The pane's lifecycle: create it, adopt one an earlier pass made, look at
 // it, replace it when it is lost, close it. Each step acts on the scope's
-// pane host (s.panes) or the Panes it is given, and records what it found
+// pane host (s.panes) or the PaneClient it is given, and records what it found
 // on the scope's facts.
 
 // staleRetry is how soon a pass that found its view of the Member stale
@@ -269,7 +269,7 @@ func (r *MemberReconciler) createPane(ctx context.Context, s *memberScope, l Lau
 // incarnations of m whose agents hold name in herdr. It reports whether it
 // closed any; a name held by anything else is left alone, and herdr's
 // refusal stands.
-func freeAgentName(ctx context.Context, panes Panes, m *fleetv1alpha1.Member, name, keep string) (bool, error) {
+func freeAgentName(ctx context.Context, panes PaneClient, m *fleetv1alpha1.Member, name, keep string) (bool, error) {
 	snap, err := panes.SessionSnapshot(ctx)
 	if err != nil {
 		return false, fmt.Errorf("taking a herdr snapshot: %w", err)
@@ -329,7 +329,7 @@ func backoffLeft(m *fleetv1alpha1.Member, now time.Time) time.Duration {
 }
 
 // observe reads what herdr knows of a pane.
-func observe(ctx context.Context, panes Panes, paneID string) (PaneObservation, error) {
+func observe(ctx context.Context, panes PaneClient, paneID string) (PaneObservation, error) {
 	a, err := panes.AgentGet(ctx, paneID)
 	if err == nil {
 		return PaneObservation{Exists: true, Agent: a}, nil
@@ -351,7 +351,7 @@ func observe(ctx context.Context, panes Panes, paneID string) (PaneObservation, 
 // closeWorkspaces closes every workspace labelled as this Member's. It goes
 // by label, never by a recorded id: herdr reuses ids after a restart, and a
 // recorded id may name another Member's workspace by now.
-func closeWorkspaces(ctx context.Context, panes Panes, m *fleetv1alpha1.Member) error {
+func closeWorkspaces(ctx context.Context, panes PaneClient, m *fleetv1alpha1.Member) error {
 	snap, err := panes.SessionSnapshot(ctx)
 	if err != nil {
 		return fmt.Errorf("taking a herdr snapshot: %w", err)

@@ -98,6 +98,26 @@ func TestRollUp(t *testing.T) {
 			wantPhase: fleetv1alpha1.MemberRestarting, wantReady: metav1.ConditionFalse, reason: fleetv1alpha1.ReasonBackoff,
 		},
 		"deleting": {deleting: true, wantPhase: fleetv1alpha1.MemberTerminating, wantReady: metav1.ConditionFalse, reason: fleetv1alpha1.ReasonDeleting},
+		"herdr down before any pane": {
+			status:    fleetv1alpha1.MemberStatus{Conditions: []metav1.Condition{cond(fleetv1alpha1.ConditionHerdrReachable, metav1.ConditionFalse, fleetv1alpha1.ReasonHerdrUnreachable)}},
+			wantPhase: fleetv1alpha1.MemberPending, wantReady: metav1.ConditionFalse, reason: fleetv1alpha1.ReasonHerdrUnreachable,
+		},
+		"a pod asking beyond what a Member may": {
+			status:    fleetv1alpha1.MemberStatus{Conditions: []metav1.Condition{cond(fleetv1alpha1.ConditionPaneReady, metav1.ConditionFalse, fleetv1alpha1.ReasonPodForbidden)}},
+			wantPhase: fleetv1alpha1.MemberFailed, wantReady: metav1.ConditionFalse, reason: fleetv1alpha1.ReasonPodForbidden,
+		},
+		"a refused start": {
+			status:    fleetv1alpha1.MemberStatus{Restarts: 1, Conditions: []metav1.Condition{cond(fleetv1alpha1.ConditionPaneReady, metav1.ConditionFalse, fleetv1alpha1.ReasonAgentStartFailed)}},
+			wantPhase: fleetv1alpha1.MemberFailed, wantReady: metav1.ConditionFalse, reason: fleetv1alpha1.ReasonAgentStartFailed,
+		},
+		"a first pod still starting": {
+			status:    fleetv1alpha1.MemberStatus{Conditions: []metav1.Condition{cond(fleetv1alpha1.ConditionPaneReady, metav1.ConditionFalse, fleetv1alpha1.ReasonPodStarting)}},
+			wantPhase: fleetv1alpha1.MemberPending, wantReady: metav1.ConditionFalse, reason: fleetv1alpha1.ReasonPodStarting,
+		},
+		"a pane whose agent no pass spoke of": {
+			status:    fleetv1alpha1.MemberStatus{PaneID: "w1:p1", Conditions: []metav1.Condition{cond(fleetv1alpha1.ConditionPaneReady, metav1.ConditionTrue, fleetv1alpha1.ReasonPaneAdopted)}},
+			wantPhase: fleetv1alpha1.MemberStarting, wantReady: metav1.ConditionFalse, reason: fleetv1alpha1.ReasonAgentStarting,
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -461,6 +481,14 @@ func TestPaneReadyCondition(t *testing.T) {
 			facts: memberFacts{unresolved: &missingError{fleetv1alpha1.ReasonSecretNotFound, "no secret"}, boundary: "ANTHROPIC_BASE_URL"},
 			want:  verdict(no, fleetv1alpha1.ReasonSubscriptionBoundary, "ANTHROPIC_BASE_URL"),
 		},
+		"a workspace claim of another Member outranks the boundary": {
+			facts: memberFacts{boundary: "ANTHROPIC_BASE_URL", claimTaken: "claim w1-workspace belongs to another w1"},
+			want:  verdict(no, fleetv1alpha1.ReasonWorkspaceClaimTaken, "claim w1-workspace belongs to another w1"),
+		},
+		"a pod asking beyond what a Member may": {
+			facts: memberFacts{claimTaken: "claim w1-workspace belongs to another w1", podForbidden: "spec.pod.hostNetwork: Forbidden"},
+			want:  verdict(no, fleetv1alpha1.ReasonPodForbidden, "spec.pod.hostNetwork: Forbidden"),
+		},
 		"an adopted pane": {
 			facts: memberFacts{adopted: "w1:p1"},
 			want:  verdict(yes, fleetv1alpha1.ReasonPaneAdopted, "adopted pane w1:p1"),
@@ -515,6 +543,11 @@ func TestPaneReadyCondition(t *testing.T) {
 			facts:  memberFacts{pod: &podStart{waiting: "ContainerCreating"}, observed: alive},
 			want:   verdict(yes, fleetv1alpha1.ReasonReady, "pane w1:p1 in workspace w1"),
 		},
+		"a pane seen alive in a pass that recreated one starts afresh": {
+			status: wasReady,
+			facts:  memberFacts{recreated: true, observed: alive},
+			want:   conditionVerdict{status: yes, reason: fleetv1alpha1.ReasonReady, message: "pane w1:p1 in workspace w1", renew: true},
+		},
 	})
 }
 
@@ -527,6 +560,17 @@ func TestAgentReadyCondition(t *testing.T) {
 		"across the boundary": {
 			facts: memberFacts{boundary: "ANTHROPIC_BASE_URL"},
 			want:  verdict(no, fleetv1alpha1.ReasonSubscriptionBoundary, "no agent is started across the subscription boundary"),
+		},
+		"something missing says nothing of the agent": {
+			facts: memberFacts{unresolved: &missingError{fleetv1alpha1.ReasonSecretNotFound, "no secret"}},
+		},
+		"a workspace claim of another Member": {
+			facts: memberFacts{boundary: "ANTHROPIC_BASE_URL", claimTaken: "claim w1-workspace belongs to another w1"},
+			want:  verdict(no, fleetv1alpha1.ReasonWorkspaceClaimTaken, "no Pod is made with another Member's workspace claim"),
+		},
+		"a pod asking beyond what a Member may": {
+			facts: memberFacts{claimTaken: "claim w1-workspace belongs to another w1", podForbidden: "spec.pod.hostNetwork: Forbidden"},
+			want:  verdict(no, fleetv1alpha1.ReasonPodForbidden, "no Pod is made for a Member that asks for more than a Member may"),
 		},
 		"a lost pane": {
 			facts: memberFacts{waiting: &paneWait{why: "gone"}},
@@ -553,6 +597,11 @@ func TestAgentReadyCondition(t *testing.T) {
 			status: fleetv1alpha1.MemberStatus{AgentStatus: fleetv1alpha1.AgentBlocked},
 			facts:  memberFacts{observed: &PaneObservation{Exists: true, Agent: launching}},
 			want:   verdict(no, fleetv1alpha1.ReasonBlockedAtStart, "the agent shows a dialog before it was ever ready, and waits for someone to answer it: (no text)"),
+		},
+		"a dialog before it was ever ready, with its text": {
+			status: fleetv1alpha1.MemberStatus{AgentStatus: fleetv1alpha1.AgentBlocked, AgentMessage: "Do you trust the files in this folder?"},
+			facts:  memberFacts{observed: &PaneObservation{Exists: true, Agent: launching}},
+			want:   verdict(no, fleetv1alpha1.ReasonBlockedAtStart, "the agent shows a dialog before it was ever ready, and waits for someone to answer it: Do you trust the files in this folder?"),
 		},
 		"a bare shell seen alive": {
 			facts: memberFacts{observed: &PaneObservation{Exists: true}},
@@ -602,6 +651,12 @@ func TestIsolatedCondition(t *testing.T) {
 func TestAgentHooksCondition(t *testing.T) {
 	idle := &herdr.AgentInfo{Agent: ptr.To("claude"), AgentStatus: herdr.AgentStatusIdle}
 	claude := fleetv1alpha1.MemberStatus{AgentKind: fleetv1alpha1.AgentClaude}
+	withSession := func(source string) *herdr.AgentInfo {
+		a := *idle
+		a.AgentSession = &herdr.AgentSessionInfo{Source: source, Agent: "claude", Kind: herdr.AgentSessionRefID, Value: "s1"}
+		return &a
+	}
+	fleetdSession, otherSession := withSession(agents.ReportSource), withSession("claude-code")
 	runConditionCases(t, agentHooksCondition, map[string]conditionCase{
 		"a pane not seen says nothing": {status: claude, facts: memberFacts{hookRecord: &agents.HookStatus{Event: "Stop"}}},
 		"a plain command has no hooks": {facts: memberFacts{observed: &PaneObservation{Exists: true, Agent: idle}}},
@@ -614,6 +669,17 @@ func TestAgentHooksCondition(t *testing.T) {
 			status: claude,
 			facts:  memberFacts{observed: &PaneObservation{Exists: true, Agent: idle}, hookRecord: &agents.HookStatus{Event: "Stop"}},
 			want:   verdict(metav1.ConditionTrue, fleetv1alpha1.ReasonHooksReporting, "the agent's hooks report its status to herdr as fleetd; last: Stop"),
+		},
+		"hooks report under fleetd's own session": {
+			status: claude,
+			facts:  memberFacts{observed: &PaneObservation{Exists: true, Agent: fleetdSession}, hookRecord: &agents.HookStatus{Event: "Stop"}},
+			want:   verdict(metav1.ConditionTrue, fleetv1alpha1.ReasonHooksReporting, "the agent's hooks report its status to herdr as fleetd; last: Stop"),
+		},
+		"another source owns herdr's status": {
+			status: claude,
+			facts:  memberFacts{observed: &PaneObservation{Exists: true, Agent: otherSession}, hookRecord: &agents.HookStatus{Event: "Stop"}},
+			want: verdict(metav1.ConditionFalse, fleetv1alpha1.ReasonOtherStatusSource,
+				"herdr's status for this pane belongs to claude-code (session s1) and drops fleetd's reports; the status shown is that source's"),
 		},
 	})
 }

@@ -25,7 +25,7 @@ const DefaultPaneCollectInterval = time.Minute
 // asks the API server, not the cache, whether that Member exists: one
 // created a moment ago may not be cached yet.
 type PaneCollector struct {
-	Panes    Panes
+	Panes    PaneClient
 	Reader   client.Reader
 	Interval time.Duration
 }

@@ -25,7 +25,7 @@ import (
 // unnoticed.
 type PaneWatch struct {
 	// panes is the shared pane server; nil when fleetd has none.
-	panes    Panes
+	panes    PaneClient
 	requests chan event.TypedGenericEvent[client.Object]
 
 	mu      sync.Mutex
@@ -43,7 +43,7 @@ type paneRef struct{ host, paneID string }
 
 type paneStream struct {
 	paneID string
-	panes  Panes
+	panes  PaneClient
 	cancel context.CancelFunc
 	// ended is closed once herdr ended the stream: it rejects a
 	// subscription to a pane it does not have, which is what a reconnect
@@ -67,7 +67,7 @@ func (s *paneStream) running() bool {
 
 // NewPaneWatch returns a PaneWatch reading from panes. Add it to the
 // manager and hand Source to the controller.
-func NewPaneWatch(panes Panes) *PaneWatch {
+func NewPaneWatch(panes PaneClient) *PaneWatch {
 	return &PaneWatch{
 		panes:      panes,
 		requests:   make(chan event.TypedGenericEvent[client.Object], 1024),
@@ -152,7 +152,7 @@ func (p *PaneWatch) probe(ctx context.Context) {
 // new pane id or host replaces the stream of the old one, and a stream
 // herdr ended is started again: herdr reuses pane ids after a restart, so
 // the same id may name a new pane.
-func (p *PaneWatch) Track(key types.NamespacedName, paneID string, panes Panes) {
+func (p *PaneWatch) Track(key types.NamespacedName, paneID string, panes PaneClient) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s, ok := p.tracked[key]; ok {

@@ -3,16 +3,16 @@ package controllers
 import (
 	"context"
 
-	"k8s.io/apimachinery/pkg/types"
-
 	"github.com/fleetd/fleetd/agents"
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/herdr"
 	"github.com/fleetd/fleetd/panehost"
 )
 
-// Panes is what the controllers need of herdr. *herdr.Client satisfies it.
-type Panes interface {
+// PaneClient is what the controllers need of one herdr: herdr itself,
+// fleetd's own pane server, or the pane host of a Member's Pod, all reached
+// through *herdr.Client, which satisfies it.
+type PaneClient interface {
 	Ping(ctx context.Context) (*herdr.Pong, error)
 	SessionSnapshot(ctx context.Context) (*herdr.SessionSnapshot, error)
 	WorkspaceCreate(ctx context.Context, p herdr.WorkspaceCreateParams) (*herdr.WorkspaceCreated, error)
@@ -27,16 +27,7 @@ type Panes interface {
 	Subscribe(ctx context.Context, subs []herdr.Subscription) *herdr.Stream
 }
 
-var _ Panes = (*herdr.Client)(nil)
-
-// PaneHosts says which pane host a Member's panes live on: the shared pane
-// server beside fleetd, or the pane host of the Member's own Pod. The
-// controllers do everything else the same on either.
-type PaneHosts interface {
-	For(m *fleetv1alpha1.Member) (Panes, error)
-	// Forget drops what is kept to reach a Member that is gone.
-	Forget(uid types.UID)
-}
+var _ PaneClient = (*herdr.Client)(nil)
 
 // AgentFiles is where a known agent's configuration is written before it
 // starts, and its hooks' record read: beside fleetd (a pane server that

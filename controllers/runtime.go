@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,7 +26,7 @@ import (
 // memberRuntime is one place Members' agents run.
 type memberRuntime interface {
 	// panes is the pane host m's panes live on.
-	panes(m *fleetv1alpha1.Member) (Panes, error)
+	panes(m *fleetv1alpha1.Member) (PaneClient, error)
 	// files is where m's agent's configuration, hook record and working
 	// directory are reached.
 	files(ctx context.Context, m *fleetv1alpha1.Member) (AgentFiles, error)
@@ -40,7 +41,7 @@ type memberRuntime interface {
 	// host answers, and result says when to look again.
 	prepare(ctx context.Context, r *MemberReconciler, s *memberScope, w Worker) (up bool, result ctrl.Result, err error)
 	// isolation is how m's agent is kept from the others', on panes.
-	isolation(ctx context.Context, m *fleetv1alpha1.Member, panes Panes) *isolation
+	isolation(ctx context.Context, m *fleetv1alpha1.Member, panes PaneClient) *isolation
 	// teardown releases what a deleted m held where it ran; done is false
 	// while it waits, and result says when to look again.
 	teardown(ctx context.Context, r *MemberReconciler, m *fleetv1alpha1.Member) (done bool, result ctrl.Result, err error)
@@ -49,8 +50,8 @@ type memberRuntime interface {
 }
 
 // Runtimes routes each Member to the runtime it runs on: the shared pane
-// server beside fleetd, or a Pod of its own. It is the PaneHosts of the
-// reconcilers and of the gateway's terminal reads.
+// server beside fleetd, or a Pod of its own. The reconcilers, and the
+// gateway's terminal and file reads, ask it where a Member runs.
 type Runtimes struct {
 	shared *sharedRuntime
 	pod    *podRuntime
@@ -60,7 +61,7 @@ type Runtimes struct {
 // none) and, with hosts, in Pods. agentDir and hookCommand are where a
 // shared member's known agent keeps its directory and how its hooks run
 // `fleetd hook`: only the Member reconciler needs them.
-func NewRuntimes(shared Panes, hosts *panehost.Hosts, agentDir string, hookCommand []string) *Runtimes {
+func NewRuntimes(shared PaneClient, hosts *panehost.Hosts, agentDir string, hookCommand []string) *Runtimes {
 	return &Runtimes{
 		shared: &sharedRuntime{server: shared, agentDir: agentDir, hookCommand: hookCommand},
 		pod:    &podRuntime{hosts: hosts},
@@ -76,7 +77,7 @@ func (rt *Runtimes) of(m *fleetv1alpha1.Member) memberRuntime {
 }
 
 // For is the pane host m's panes live on.
-func (rt *Runtimes) For(m *fleetv1alpha1.Member) (Panes, error) { return rt.of(m).panes(m) }
+func (rt *Runtimes) For(m *fleetv1alpha1.Member) (PaneClient, error) { return rt.of(m).panes(m) }
 
 // Forget drops what is kept to reach a Member that is gone.
 func (rt *Runtimes) Forget(uid types.UID) {
@@ -89,19 +90,17 @@ func (rt *Runtimes) Files(ctx context.Context, m *fleetv1alpha1.Member) (AgentFi
 	return rt.of(m).files(ctx, m)
 }
 
-var _ PaneHosts = (*Runtimes)(nil)
-
 // sharedRuntime runs members in panes of the pane server beside fleetd,
 // each in a workspace of its own, as a Unix user of its own where the
 // server can switch users.
 type sharedRuntime struct {
-	server      Panes
+	server      PaneClient
 	info        sharedHost
 	agentDir    string
 	hookCommand []string
 }
 
-func (s *sharedRuntime) panes(m *fleetv1alpha1.Member) (Panes, error) {
+func (s *sharedRuntime) panes(m *fleetv1alpha1.Member) (PaneClient, error) {
 	if s.server == nil {
 		return nil, fmt.Errorf("%w: member %s runs on the shared pane server, and this fleetd has none", panehost.ErrNoPaneHost, m.Name)
 	}
@@ -143,7 +142,7 @@ func (s *sharedRuntime) prepare(context.Context, *MemberReconciler, *memberScope
 	return true, ctrl.Result{}, nil
 }
 
-func (s *sharedRuntime) isolation(ctx context.Context, _ *fleetv1alpha1.Member, panes Panes) *isolation {
+func (s *sharedRuntime) isolation(ctx context.Context, _ *fleetv1alpha1.Member, panes PaneClient) *isolation {
 	if info, ok := s.info.info(ctx, panes); ok {
 		return isolationOnShared(info)
 	}
@@ -198,6 +197,37 @@ func (s *sharedRuntime) removeFiles(ctx context.Context, m *fleetv1alpha1.Member
 
 func (s *sharedRuntime) forget(types.UID) {}
 
+// sharedHost remembers what the shared pane server does beyond herdr.
+type sharedHost struct {
+	mu    sync.Mutex
+	known bool
+	host  panehost.HostInfo
+}
+
+// info asks the shared pane server once what it does, and says so in the
+// log when its members are not kept apart; ok is false while it cannot be
+// asked.
+func (h *sharedHost) info(ctx context.Context, panes PaneClient) (panehost.HostInfo, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.known {
+		return h.host, true
+	}
+	c, ok := panes.(panehost.Caller)
+	if !ok {
+		return panehost.HostInfo{}, false
+	}
+	info, err := panehost.Info(ctx, c)
+	if err != nil {
+		return panehost.HostInfo{}, false
+	}
+	h.known, h.host = true, info
+	if !info.Users {
+		log.FromContext(ctx).Info("Members on the shared pane server share one Unix user and can act as each other; give it root or CAP_SETUID and CAP_SETGID, or run members in pods", "paneServer", socketOf(panes))
+	}
+	return info, true
+}
+
 // podRuntime runs each member in a Pod of its own, whose pane host fleetd
 // reaches over mutual TLS.
 type podRuntime struct {
@@ -206,7 +236,7 @@ type podRuntime struct {
 	hosts *panehost.Hosts
 }
 
-func (p *podRuntime) panes(m *fleetv1alpha1.Member) (Panes, error) {
+func (p *podRuntime) panes(m *fleetv1alpha1.Member) (PaneClient, error) {
 	c, err := p.host(m)
 	if err != nil {
 		return nil, err
@@ -252,7 +282,7 @@ func (p *podRuntime) prepare(ctx context.Context, r *MemberReconciler, s *member
 	return r.reconcilePod(ctx, s, w)
 }
 
-func (p *podRuntime) isolation(_ context.Context, m *fleetv1alpha1.Member, _ Panes) *isolation {
+func (p *podRuntime) isolation(_ context.Context, m *fleetv1alpha1.Member, _ PaneClient) *isolation {
 	return &isolation{reason: fleetv1alpha1.ReasonOwnPod, message: "the member runs in pod " + m.Status.PodName + " of its own"}
 }
 

@@ -27,7 +27,7 @@ func TestRuntimesRouteEachMember(t *testing.T) {
 	for _, rt := range []fleetv1alpha1.Runtime{"", fleetv1alpha1.RuntimeShared} {
 		m := member(rt)
 		panes, err := rts.For(m)
-		if err != nil || panes != Panes(shared) {
+		if err != nil || panes != PaneClient(shared) {
 			t.Errorf("runtime %q: panes %v, %v; want the shared pane server", rt, panes, err)
 		}
 		if h := rts.of(m).home(m); h.Dir != "/var/lib/fleetd/agents/team/w1-01234567" || len(h.HookCommand) != 2 {

@@ -42,7 +42,7 @@ type ScreenWatch struct {
 type watchedScreen struct {
 	paneID string
 	// panes is the pane host the pane lives on.
-	panes Panes
+	panes PaneClient
 	kind  string
 	track screenTrack
 }
@@ -75,7 +75,7 @@ func (w *ScreenWatch) Watches(kind fleetv1alpha1.AgentKind) bool {
 
 // Watch reads key's pane on the pane host panes from now on; a new pane id
 // or host starts afresh.
-func (w *ScreenWatch) Watch(key types.NamespacedName, paneID string, kind fleetv1alpha1.AgentKind, panes Panes) {
+func (w *ScreenWatch) Watch(key types.NamespacedName, paneID string, kind fleetv1alpha1.AgentKind, panes PaneClient) {
 	if !w.Watches(kind) {
 		return
 	}

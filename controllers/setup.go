@@ -20,7 +20,7 @@ import (
 type Config struct {
 	// Panes is the shared pane server: herdr, or fleetd's own, beside
 	// fleetd.
-	Panes Panes
+	Panes PaneClient
 	// PaneHosts routes pod members to their Pods' pane hosts; nil runs no
 	// pod members.
 	PaneHosts *panehost.Hosts

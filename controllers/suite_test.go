@@ -127,7 +127,7 @@ func startManager(t testing.TB, cfg *rest.Config, ns, socket string, members boo
 }
 
 // startManagerOn runs the controllers against panes.
-func startManagerOn(t testing.TB, cfg *rest.Config, ns string, panes Panes, members bool, tune ...func(*delegation.Policy)) *controllerRun {
+func startManagerOn(t testing.TB, cfg *rest.Config, ns string, panes PaneClient, members bool, tune ...func(*delegation.Policy)) *controllerRun {
 	t.Helper()
 	policy := delegation.DefaultPolicy
 	for _, f := range tune {
@@ -191,7 +191,7 @@ func ptrTo[T any](v T) *T { return &v }
 
 // typeInto types text into the pane of a plain-command member the way the
 // injector does: herdr's agent.prompt refuses agents it does not know.
-func typeInto(panes Panes, paneID, text string) error {
+func typeInto(panes PaneClient, paneID, text string) error {
 	return typeMessage(context.Background(), panes, paneID, true, text)
 }
 
@@ -199,7 +199,7 @@ func typeInto(panes Panes, paneID, text string) error {
 // way it answers when it cannot write to the pane (agent_prompt_failed);
 // everything else reaches herdr.
 type refusingPanes struct {
-	Panes
+	PaneClient
 	marker string
 }
 
@@ -207,7 +207,7 @@ func (p refusingPanes) AgentPrompt(ctx context.Context, params herdr.AgentPrompt
 	if strings.Contains(params.Text, p.marker) {
 		return nil, &herdr.Error{Code: herdr.CodeAgentPromptFailed, Message: "failed to write to the pane"}
 	}
-	return p.Panes.AgentPrompt(ctx, params)
+	return p.PaneClient.AgentPrompt(ctx, params)
 }
 
 func getMember(t testing.TB, ns, name string) (*fleetv1alpha1.Member, error) {

@@ -262,7 +262,7 @@ func (s *dashboardStream) send(event string, v any) error {
 func (s *dashboardStream) rescope(ctx context.Context) (bool, error) {
 	p, f := s.d.svc.auth.AuthenticateFrom(ctx, s.token, s.source)
 	if f != nil {
-		return false, f.Error()
+		return false, f.ToolError()
 	}
 	scope, err := s.d.scopeOf(ctx, p)
 	if err != nil {

@@ -368,7 +368,7 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 				}
 				w.Header().Set("WWW-Authenticate", challenge)
 			}
-			writeError(w, f.Error())
+			writeError(w, f.ToolError())
 			return
 		}
 		ctx := context.WithValue(r.Context(), principalContextKey{}, p)

@@ -92,7 +92,7 @@ func newService(opts Options, log logr.Logger, d gatewayDeps, auth *identity.Aut
 // service account, the gateway's own rules for the others.
 func (s *service) allow(ctx context.Context, p *identity.Principal, acc identity.Access) error {
 	if f := s.auth.Authorize(ctx, p, acc); f != nil {
-		return f.Error()
+		return f.ToolError()
 	}
 	return nil
 }

@@ -65,8 +65,9 @@ type Failure struct {
 	Message string
 }
 
-// Error is the failure as the caller sees it.
-func (f *Failure) Error() *toolerr.Error { return &toolerr.Error{Code: f.Code, Message: f.Message} }
+// ToolError is the failure as the caller sees it: its code and message,
+// without the reason, which is for fleetd's own metric.
+func (f *Failure) ToolError() *toolerr.Error { return &toolerr.Error{Code: f.Code, Message: f.Message} }
 
 func unauthorized(reason, format string, args ...any) *Failure {
 	return &Failure{Code: toolerr.Unauthorized, Reason: reason, Message: fmt.Sprintf(format, args...)}
