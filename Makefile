@@ -129,7 +129,7 @@ bench-cluster: cluster-bin ## Benchmark the local cluster (root): bring-up, memo
 	FLEETD_CLUSTER_TESTS=1 $(GO_TEST_MODULE) test -count=1 -run '^$$' -bench '$(CLUSTER_BENCH)' -benchtime 1x -timeout 60m ./cluster/...
 
 .PHONY: bench-compare
-bench-compare: controlplane ## Run BENCH (default BenchmarkThousandDelegations) on BASE (default HEAD) and on the working tree, in one run.
+bench-compare: controlplane ## Run BENCH (a regexp; default BenchmarkThousandDelegations) of BENCH_PKG (packages; PKG=BASEPKG where it moved) on BASE (default HEAD) and on the working tree, in one run.
 	hack/bench-compare.sh $(or $(BASE),HEAD) $(or $(BENCH),BenchmarkThousandDelegations) $(or $(BENCH_PKG),./controllers/)
 
 ##@ Build
