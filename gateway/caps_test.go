@@ -74,7 +74,7 @@ func TestHeldCallsPerPrincipal(t *testing.T) {
 
 	// The message's outcome ends the held calls and gives their slots back.
 	deliver(t, ns, sent.DispatchID)
-	settle(t, ns, sent.DispatchID, replied("done"))
+	env.Settle(t, ns, sent.DispatchID, replied("done"))
 	done.Wait()
 	close(held)
 	for got := range held {
@@ -209,7 +209,7 @@ func TestDashboardScreenReadsShared(t *testing.T) {
 	ns := env.Namespace(t)
 	h := startGateway(t, ns, Options{Panes: panes, Clock: clk})
 	w1, _ := addMember(t, member("w1", ns).Obj())
-	setMemberStatus(t, w1, func(st *fleetv1alpha1.MemberStatus) { st.PaneID = pane })
+	env.SetMemberStatus(t, w1, func(st *fleetv1alpha1.MemberStatus) { st.PaneID = pane })
 	testutil.Eventually(t, "the pane in the cache", func() error {
 		var m fleetv1alpha1.Member
 		if err := h.gw.svc.cache.Get(context.Background(), client.ObjectKeyFromObject(w1), &m); err != nil {

@@ -114,7 +114,7 @@ func TestDiagnosticsProviders(t *testing.T) {
 		testutil.MakeProfile("missing", ns).Command("no-such-program-here").Obj(),
 	)
 	w1, _ := addMember(t, testutil.MakeMember("w1", ns).Profile("cc-api").Obj())
-	setMemberStatus(t, w1, func(st *fleetv1alpha1.MemberStatus) {
+	env.SetMemberStatus(t, w1, func(st *fleetv1alpha1.MemberStatus) {
 		st.Phase, st.AgentKind = fleetv1alpha1.MemberPhase("Restarting"), fleetv1alpha1.AgentClaude
 		st.Conditions = []metav1.Condition{{Type: fleetv1alpha1.ConditionPaneReady, Status: metav1.ConditionFalse, Reason: fleetv1alpha1.ReasonAgentStartFailed,
 			Message: "herdr refused to start the agent: claude not found", LastTransitionTime: metav1.Now()}}

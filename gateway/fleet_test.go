@@ -28,7 +28,7 @@ func TestBridgeMembers(t *testing.T) {
 	)
 	lead, leadToken := addMember(t, testutil.MakeMember("lead", ns).Profile("sub").Team("core", fleetv1alpha1.RoleLead).Obj())
 	_, workerToken := addMember(t, testutil.MakeMember("worker", ns).Profile("sub").Team("core", fleetv1alpha1.RoleMember).Obj())
-	setMemberStatus(t, lead, func(s *fleetv1alpha1.MemberStatus) {
+	env.SetMemberStatus(t, lead, func(s *fleetv1alpha1.MemberStatus) {
 		s.Phase, s.PaneID, s.AgentStatus = fleetv1alpha1.MemberReady, "pane-lead", fleetv1alpha1.AgentWorking
 	})
 	primary := h.connect(t, staticToken, nil)

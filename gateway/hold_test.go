@@ -35,7 +35,7 @@ func TestLegacyProtocolCancel(t *testing.T) {
 	receive(t, sent)
 	testutil.Eventually(t, "", func() error { return errIf(h.gw.svc.rv.held() != 0, "still held after the client hung up") })
 	testutil.Eventually(t, "", func() error {
-		return errIf(getDelegation(t, ns, d.Name).Status.DetachedAt == nil, "detachedAt not set")
+		return errIf(env.Delegation(t, ns, d.Name).Status.DetachedAt == nil, "detachedAt not set")
 	})
 }
 

@@ -81,7 +81,7 @@ func TestTeamMessageImages(t *testing.T) {
 	}
 	addMember(t, testutil.MakeMember("cc", ns).Profile("cc").Team("t", fleetv1alpha1.RoleMember).Obj())
 	sender, senderToken := addMember(t, testutil.MakeMember("sender", ns).Profile("cc").Team("t", fleetv1alpha1.RoleLead).Obj())
-	setMemberStatus(t, sender, func(st *fleetv1alpha1.MemberStatus) { st.AgentKind, st.WorkingDir = fleetv1alpha1.AgentClaude, work })
+	env.SetMemberStatus(t, sender, func(st *fleetv1alpha1.MemberStatus) { st.AgentKind, st.WorkingDir = fleetv1alpha1.AgentClaude, work })
 	addMember(t, testutil.MakeMember("plain", ns).Profile("plain").Team("t", fleetv1alpha1.RoleMember).Obj())
 	primary := h.connect(t, staticToken, nil)
 	member := h.connect(t, senderToken, nil)
@@ -113,7 +113,7 @@ func TestTeamMessageImages(t *testing.T) {
 	if got.err != nil || len(got.out.DispatchIDs) != 1 {
 		t.Fatalf("a primary's images: %+v %v", got.out, got.err)
 	}
-	if d := getDelegation(t, ns, got.out.DispatchIDs[0]); d.Spec.Images == nil || len(d.Spec.Images.Items) != 2 || d.Spec.Images.Items[1].Name != "images[1]" {
+	if d := env.Delegation(t, ns, got.out.DispatchIDs[0]); d.Spec.Images == nil || len(d.Spec.Images.Items) != 2 || d.Spec.Images.Items[1].Name != "images[1]" {
 		t.Errorf("a primary's images: %+v", d.Spec.Images)
 	}
 
@@ -190,12 +190,12 @@ func TestTeamManageOnboardingImages(t *testing.T) {
 	if out.Member == nil || out.Member.Name != "w1" || out.DispatchID == "" {
 		t.Fatalf("add with a message: %+v", out)
 	}
-	d := getDelegation(t, ns, out.DispatchID)
+	d := env.Delegation(t, ns, out.DispatchID)
 	if d.Spec.To != "w1" || d.Spec.Content != "here is the plan" || *d.Spec.Wait || d.Spec.Images == nil || d.Spec.Images.Items[0].Name != "plan.png" {
 		t.Errorf("the first message: %+v", d.Spec)
 	}
 	plain := wantOK(t, callTool[TeamManageOutput](t, primary, "team_manage", map[string]any{"action": "add", "team": "t", "name": "w2", "message": "no pictures"}))
-	if plain.DispatchID == "" || getDelegation(t, ns, plain.DispatchID).Spec.Images != nil {
+	if plain.DispatchID == "" || env.Delegation(t, ns, plain.DispatchID).Spec.Images != nil {
 		t.Errorf("a first message without images: %+v", plain)
 	}
 }

@@ -81,13 +81,13 @@ func TestChainOfMessagesIsBounded(t *testing.T) {
 	at, to := "a", "b"
 	for hop := int32(1); hop <= 2; hop++ {
 		sent := wantOK(t, callTool[SendOutput](t, members[at], "bridge_send", map[string]any{"sessionId": to, "content": "pass it on", "wait": false}))
-		d := getDelegation(t, ns, sent.DispatchID)
+		d := env.Delegation(t, ns, sent.DispatchID)
 		if d.Spec.Hops != hop || d.Annotations[fleetv1alpha1.AnnotationSentWhile] != working.Name {
 			t.Fatalf("%s's message while working on %s: hop %d, sent-while %q; want hop %d, sent-while %s",
 				at, working.Name, d.Spec.Hops, d.Annotations[fleetv1alpha1.AnnotationSentWhile], hop, working.Name)
 		}
 		// Its turn ends; the next member works on what it was sent.
-		settle(t, ns, working.Name, timedOut)
+		env.Settle(t, ns, working.Name, timedOut)
 		working = workOn(t, h, ns, sent.DispatchID)
 		at, to = to, at
 	}
@@ -107,13 +107,13 @@ func TestChainOfMessagesIsBounded(t *testing.T) {
 	wantCode(t, callTool[TeamMessageOutput](t, members[at], "team_message", map[string]any{"recipient": to, "content": "pass it on"}), toolerr.HopLimit)
 
 	// A member that works on nothing starts a chain of its own.
-	settle(t, ns, working.Name, timedOut)
+	env.Settle(t, ns, working.Name, timedOut)
 	testutil.Eventually(t, "a member at rest sends at hop 0", func() error {
 		got := callTool[SendOutput](t, members[at], "bridge_send", map[string]any{"sessionId": to, "content": "fresh start", "idempotencyKey": "fresh", "wait": false})
 		if got.err != nil {
 			return fmt.Errorf("%s: %s", got.err.Code, got.err.Message)
 		}
-		return errIf(getDelegation(t, ns, got.out.DispatchID).Spec.Hops != 0, "a message sent at rest is not hop 0")
+		return errIf(env.Delegation(t, ns, got.out.DispatchID).Spec.Hops != 0, "a message sent at rest is not hop 0")
 	})
 }
 
@@ -130,7 +130,7 @@ func workOn(t *testing.T, h *harness, ns, name string) *fleetv1alpha1.Delegation
 		}
 		return errIf(!delegation.InFlight(&d), "%s is %s in the cache", name, d.Status.Phase)
 	})
-	return getDelegation(t, ns, name)
+	return env.Delegation(t, ns, name)
 }
 
 // countDelegations counts the Delegations to member on the API server.
@@ -159,7 +159,7 @@ func TestSpawnsAreBounded(t *testing.T) {
 	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: spawned}, child); err != nil {
 		t.Fatal(err)
 	}
-	childToken := giveToken(t, child)
+	childToken := env.MemberToken(t, caches, child)
 	childSession := h.connect(t, childToken, nil)
 	wantOK(t, callTool[SpawnOutput](t, childSession, "bridge_spawn", nil))
 	wantOK(t, callTool[SpawnOutput](t, spawner, "bridge_spawn", nil))

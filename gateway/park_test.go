@@ -103,7 +103,7 @@ func TestParkedCallOnItsConnection(t *testing.T) {
 				t.Errorf("progress notification %+v, want token tok-7 and a message naming %s", m.Params, d.Name)
 			}
 			if progress++; progress == 2 {
-				settle(t, ns, d.Name, typed, replied("parked and answered"))
+				env.Settle(t, ns, d.Name, typed, replied("parked and answered"))
 			}
 			continue
 		}
@@ -138,7 +138,7 @@ func TestParkedCallOnItsRequest(t *testing.T) {
 	}()
 	d := waitDelegation(t, ns, "w1", nil)
 	testutil.Eventually(t, "", func() error { return errIf(h.gw.svc.rv.held() != 1, "the call is not held") })
-	settle(t, ns, d.Name, typed, replied("answered on the request"))
+	env.Settle(t, ns, d.Name, typed, replied("answered on the request"))
 	select {
 	case <-served:
 	case <-time.After(time.Minute):
@@ -192,7 +192,7 @@ func TestParkedResultIsTheSDKs(t *testing.T) {
 				}()
 				d := waitDelegation(t, ns, "w1", func(d *fleetv1alpha1.Delegation) bool { return d.Spec.Content == content })
 				testutil.Eventually(t, "", func() error { return errIf(h.gw.svc.rv.held() != 1, "the call is not held") })
-				settle(t, ns, d.Name, typed, outcome)
+				env.Settle(t, ns, d.Name, typed, outcome)
 				parked := <-held
 				if parked == nil {
 					t.FailNow()

@@ -50,11 +50,11 @@ func TestReadDetectionExplainsTheStatus(t *testing.T) {
 	ns := env.Namespace(t)
 	h := startGateway(t, ns, Options{Panes: panes})
 	cc, _ := addMember(t, testutil.MakeMember("cc", ns).Agent(fleetv1alpha1.AgentClaude).Obj())
-	setMemberStatus(t, cc, func(st *fleetv1alpha1.MemberStatus) {
+	env.SetMemberStatus(t, cc, func(st *fleetv1alpha1.MemberStatus) {
 		st.PaneID, st.AgentKind, st.AgentStatus = "w1:p1", fleetv1alpha1.AgentClaude, fleetv1alpha1.AgentBlocked
 	})
 	plain, _ := addMember(t, member("plain", ns).Obj())
-	setMemberStatus(t, plain, func(st *fleetv1alpha1.MemberStatus) {
+	env.SetMemberStatus(t, plain, func(st *fleetv1alpha1.MemberStatus) {
 		st.PaneID, st.AgentStatus = "w2:p1", fleetv1alpha1.AgentIdle
 	})
 	cs := h.connect(t, staticToken, nil)

@@ -111,7 +111,7 @@ func TestAskTimeout(t *testing.T) {
 	}
 	// The worker went on without the answer: the question is withdrawn, the
 	// message is worked on again, and a late answer is refused.
-	st := getDelegation(t, ns, d.Name).Status
+	st := env.Delegation(t, ns, d.Name).Status
 	if len(st.Questions) != 1 || st.Questions[0].WithdrawnAt == nil || st.Phase != fleetv1alpha1.DelegationWorking {
 		t.Errorf("after the ask timed out: phase %s questions %+v, want Working and the question withdrawn", st.Phase, st.Questions)
 	}
@@ -138,12 +138,12 @@ func TestAbandonedAskIsWithdrawn(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	async[AskOutput](t, ctx, worker, "bridge_ask", map[string]any{"content": "which one?"})
 	testutil.Eventually(t, "", func() error {
-		cur := getDelegation(t, ns, d.Name)
+		cur := env.Delegation(t, ns, d.Name)
 		return errIf(cur.Status.Phase != fleetv1alpha1.DelegationAsking, "phase %s", cur.Status.Phase)
 	})
 	cancel()
 	testutil.Eventually(t, "", func() error {
-		cur := getDelegation(t, ns, d.Name)
+		cur := env.Delegation(t, ns, d.Name)
 		if cur.Status.Phase != fleetv1alpha1.DelegationWorking {
 			return errIf(true, "phase %s, want Working once the asker left", cur.Status.Phase)
 		}

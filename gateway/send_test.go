@@ -64,7 +64,7 @@ func TestSendReply(t *testing.T) {
 	if diff := cmp.Diff(SendOutput{Outcome: "reply", Text: "all green", DispatchID: d.Name, Member: "w1"}, got, exportAll); diff != "" {
 		t.Errorf("bridge_send (-want +got):\n%s", diff)
 	}
-	final := getDelegation(t, ns, d.Name)
+	final := env.Delegation(t, ns, d.Name)
 	if final.Status.Phase != fleetv1alpha1.DelegationReplied || final.Status.Outcome != fleetv1alpha1.OutcomeReply ||
 		deref(final.Status.Reply) != "all green" || final.Status.RepliedAt == nil || final.Status.SettledAt == nil {
 		t.Errorf("status after the reply: %+v", final.Status)
@@ -88,7 +88,7 @@ func TestReplyAfterAFalseTurnDoneIsKept(t *testing.T) {
 
 	sent := async[SendOutput](t, context.Background(), primary, "bridge_send", map[string]any{"content": "take your time"})
 	d := waitDelegation(t, ns, "w1", nil)
-	settle(t, ns, d.Name, typed, pickedUp, func(d *fleetv1alpha1.Delegation, now time.Time) { delegation.TurnDone(d, now, "$ ") })
+	env.Settle(t, ns, d.Name, typed, pickedUp, func(d *fleetv1alpha1.Delegation, now time.Time) { delegation.TurnDone(d, now, "$ ") })
 	if got := wantOK(t, receive(t, sent)); got.Outcome != "turn_done" {
 		t.Fatalf("bridge_send = %+v, want the false turn_done", got)
 	}
@@ -96,7 +96,7 @@ func TestReplyAfterAFalseTurnDoneIsKept(t *testing.T) {
 	if got.DispatchID != d.Name || !got.Late {
 		t.Fatalf("bridge_reply = %+v, want a late reply to %s", got, d.Name)
 	}
-	if st := getDelegation(t, ns, d.Name).Status; st.Phase != fleetv1alpha1.DelegationTurnDone || ptr.Deref(st.Reply, "") != "the real answer" {
+	if st := env.Delegation(t, ns, d.Name).Status; st.Phase != fleetv1alpha1.DelegationTurnDone || ptr.Deref(st.Reply, "") != "the real answer" {
 		t.Errorf("after the late reply: phase %s reply %v, want TurnDone with the reply kept", st.Phase, st.Reply)
 	}
 	testutil.Eventually(t, "the late reply in bridge_poll", func() error {
@@ -136,7 +136,7 @@ func TestSendQuestion(t *testing.T) {
 	if diff := cmp.Diff(SendOutput{Outcome: "question", Text: "which cluster?", TurnID: turn, DispatchID: d.Name, Member: "w1"}, q, exportAll); diff != "" {
 		t.Fatalf("question (-want +got):\n%s", diff)
 	}
-	if got := getDelegation(t, ns, d.Name).Status.Phase; got != fleetv1alpha1.DelegationAsking {
+	if got := env.Delegation(t, ns, d.Name).Status.Phase; got != fleetv1alpha1.DelegationAsking {
 		t.Errorf("phase while asking = %s, want Asking", got)
 	}
 
@@ -145,7 +145,7 @@ func TestSendQuestion(t *testing.T) {
 	if a.Answer == nil || *a.Answer != "staging" || a.TurnID != turn {
 		t.Fatalf("bridge_ask = %+v, want answer staging for %s", a, turn)
 	}
-	st := getDelegation(t, ns, d.Name).Status
+	st := env.Delegation(t, ns, d.Name).Status
 	if st.Phase != fleetv1alpha1.DelegationWorking || st.Questions[0].AnsweredAt == nil {
 		t.Errorf("after the answer: phase %s, question %+v", st.Phase, st.Questions[0])
 	}
@@ -201,7 +201,7 @@ func TestSendOutcomes(t *testing.T) {
 			content := "task " + name
 			sent := async[SendOutput](t, context.Background(), primary, "bridge_send", map[string]any{"content": content})
 			d := waitDelegation(t, ns, "w1", func(d *fleetv1alpha1.Delegation) bool { return d.Spec.Content == content })
-			settle(t, ns, d.Name, tc.settle...)
+			env.Settle(t, ns, d.Name, tc.settle...)
 			got := receive(t, sent)
 			if tc.wantCode != "" {
 				wantCode(t, got, tc.wantCode)
@@ -228,13 +228,13 @@ func TestSendTimeout(t *testing.T) {
 	if got.Outcome != "timeout" || got.DispatchID == "" {
 		t.Fatalf("bridge_send = %+v, want a timeout with a dispatchId", got)
 	}
-	d := getDelegation(t, ns, got.DispatchID)
+	d := env.Delegation(t, ns, got.DispatchID)
 	if d.Spec.TimeoutSeconds != 1 || d.Status.DetachedAt == nil {
 		t.Errorf("timeoutSeconds %d (want 1), detachedAt %v (want set)", d.Spec.TimeoutSeconds, d.Status.DetachedAt)
 	}
 
 	// The controller times it out after delivery; the worker replies late.
-	settle(t, ns, d.Name, typed, timedOut)
+	env.Settle(t, ns, d.Name, typed, timedOut)
 	testutil.Eventually(t, "", func() error {
 		poll := wantOK(t, callTool[PollOutput](t, primary, "bridge_poll", nil))
 		return errIf(len(poll.Outcomes) != 1 || poll.Outcomes[0].Outcome != "timeout", "poll before the late reply = %+v", poll)
@@ -248,7 +248,7 @@ func TestSendTimeout(t *testing.T) {
 	if !late.Late || late.DispatchID != d.Name {
 		t.Fatalf("late reply = %+v", late)
 	}
-	d = getDelegation(t, ns, d.Name)
+	d = env.Delegation(t, ns, d.Name)
 	if d.Status.Phase != fleetv1alpha1.DelegationTimedOut || deref(d.Status.Reply) != "done after all" || d.Status.AcknowledgedAt != nil {
 		t.Errorf("after the late reply: %+v", d.Status)
 	}
@@ -270,13 +270,13 @@ func TestSendDetached(t *testing.T) {
 	if got.Outcome != "dispatched" || got.DispatchID == "" {
 		t.Fatalf("bridge_send = %+v", got)
 	}
-	d := getDelegation(t, ns, got.DispatchID)
+	d := env.Delegation(t, ns, got.DispatchID)
 	if d.Spec.Wait == nil || *d.Spec.Wait {
 		t.Errorf("spec.wait = %v, want false", d.Spec.Wait)
 	}
 	wantCode(t, callTool[AckOutput](t, primary, "bridge_ack", map[string]any{"dispatchId": d.Name}), toolerr.Conflict)
 
-	settle(t, ns, d.Name, typed, replied("forgotten? no"))
+	env.Settle(t, ns, d.Name, typed, replied("forgotten? no"))
 	testutil.Eventually(t, "", func() error {
 		poll := wantOK(t, callTool[PollOutput](t, primary, "bridge_poll", nil))
 		want := []PolledOutcome{{DispatchID: d.Name, Member: "w1", Outcome: "reply", Text: "forgotten? no", Content: "fire and forget"}}
@@ -286,7 +286,7 @@ func TestSendDetached(t *testing.T) {
 	if diff := cmp.Diff([]string{d.Name}, acked.Acknowledged); diff != "" {
 		t.Errorf("acknowledged (-want +got):\n%s", diff)
 	}
-	if getDelegation(t, ns, d.Name).Status.AcknowledgedAt == nil {
+	if env.Delegation(t, ns, d.Name).Status.AcknowledgedAt == nil {
 		t.Error("acknowledgedAt not set")
 	}
 	testutil.Eventually(t, "", func() error {
@@ -318,7 +318,7 @@ func TestSendIdempotencyKey(t *testing.T) {
 	wantCode(t, callTool[SendOutput](t, primary, "bridge_send", map[string]any{"content": "something else", "idempotencyKey": "job-42"}), toolerr.Conflict)
 
 	// Waiting on it by key returns its outcome once it has one.
-	settle(t, ns, first.DispatchID, typed, replied("done once"))
+	env.Settle(t, ns, first.DispatchID, typed, replied("done once"))
 	got := wantOK(t, callTool[SendOutput](t, primary, "bridge_send", map[string]any{"content": "once only", "idempotencyKey": "job-42"}))
 	if got.Outcome != "reply" || got.Text != "done once" || got.DispatchID != first.DispatchID {
 		t.Errorf("re-attached send = %+v", got)
@@ -342,10 +342,10 @@ func TestSendCancelled(t *testing.T) {
 		t.Fatalf("a cancelled call returned %+v", got.out)
 	}
 	testutil.Eventually(t, "", func() error {
-		return errIf(getDelegation(t, ns, d.Name).Status.DetachedAt == nil, "detachedAt not set")
+		return errIf(env.Delegation(t, ns, d.Name).Status.DetachedAt == nil, "detachedAt not set")
 	})
 	testutil.Eventually(t, "", func() error { return errIf(h.gw.svc.rv.held() != 0, "%d held calls", h.gw.svc.rv.held()) })
-	if st := getDelegation(t, ns, d.Name).Status; delegation.Settled(st.Phase) {
+	if st := env.Delegation(t, ns, d.Name).Status; delegation.Settled(st.Phase) {
 		t.Errorf("cancelling the call settled the delegation: %+v", st)
 	}
 }
@@ -369,7 +369,7 @@ func TestGatewayRestart(t *testing.T) {
 	if got.Outcome != outcomeInterrupted || got.DispatchID != d.Name || !strings.Contains(got.Text, `"dispatchId": "`+d.Name+`"`) {
 		t.Fatalf("the held call of a stopping gateway returned %+v", got)
 	}
-	if getDelegation(t, ns, d.Name).Status.DetachedAt == nil {
+	if env.Delegation(t, ns, d.Name).Status.DetachedAt == nil {
 		t.Fatal("stopping the gateway did not record the departed waiter")
 	}
 
@@ -415,11 +415,11 @@ func TestSendReattachWaits(t *testing.T) {
 	cancel()
 	receive(t, first)
 	testutil.Eventually(t, "", func() error {
-		return errIf(getDelegation(t, ns, name).Status.DetachedAt == nil, "detachedAt not set")
+		return errIf(env.Delegation(t, ns, name).Status.DetachedAt == nil, "detachedAt not set")
 	})
 	sent := async[SendOutput](t, context.Background(), primary, "bridge_send", args)
 	testutil.Eventually(t, "", func() error {
-		return errIf(getDelegation(t, ns, name).Status.DetachedAt != nil, "detachedAt still set")
+		return errIf(env.Delegation(t, ns, name).Status.DetachedAt != nil, "detachedAt still set")
 	})
 	deliver(t, ns, name)
 	wantOK(t, callTool[ReplyOutput](t, worker, "bridge_reply", map[string]any{"content": "here you go"}))
@@ -444,7 +444,7 @@ func TestSendTargets(t *testing.T) {
 		if got.err != nil {
 			return got.err
 		}
-		d := getDelegation(t, ns, got.out.DispatchID)
+		d := env.Delegation(t, ns, got.out.DispatchID)
 		var m fleetv1alpha1.Member
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: d.Spec.To}, &m); err != nil {
 			return err
@@ -456,7 +456,7 @@ func TestSendTargets(t *testing.T) {
 	})
 
 	w2, _ := addMember(t, member("w2", ns).Obj())
-	setMemberStatus(t, w2, func(s *fleetv1alpha1.MemberStatus) {
+	env.SetMemberStatus(t, w2, func(s *fleetv1alpha1.MemberStatus) {
 		s.PaneID, s.TerminalID, s.AgentSessionID, s.AgentStatus = "pane-7", "term-7", "sess-7", fleetv1alpha1.AgentIdle
 	})
 	testutil.Eventually(t, "", func() error {
@@ -502,7 +502,7 @@ func TestSendProgress(t *testing.T) {
 	}()
 	testutil.Eventually(t, "", func() error { return errIf(progress.Load() < 2, "%d progress notifications", progress.Load()) })
 	d := waitDelegation(t, ns, "w1", nil)
-	settle(t, ns, d.Name, typed, replied("ok"))
+	env.Settle(t, ns, d.Name, typed, replied("ok"))
 	// The held call still ends with the reply: progress never replaces the
 	// result.
 	if got := wantOK(t, <-sent); got.Outcome != "reply" || got.Text != "ok" || got.DispatchID != d.Name {
@@ -519,8 +519,8 @@ func TestRefusalsNameNoMembersToACallerWhoMayNotSee(t *testing.T) {
 	h := startGateway(t, ns, Options{})
 	addMember(t, member("secret-w1", ns).Obj())
 	addMember(t, member("secret-w2", ns).Obj())
-	token := serviceAccountToken(t, ns, "sender", fleetv1alpha1.GatewayAudience)
-	allowDelegations(t, ns, "sender")
+	token := env.ServiceAccountToken(t, ns, "sender", fleetv1alpha1.GatewayAudience)
+	env.AllowDelegations(t, ns, "sender")
 	cs := h.connect(t, token, nil)
 
 	refusals := map[string]map[string]any{

@@ -11,12 +11,9 @@ import (
 	"testing"
 	"time"
 
-	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
@@ -46,49 +43,6 @@ func mcpStatus(t testing.TB, h *harness, token string) (int, string) {
 	return resp.StatusCode, resp.Header.Get("WWW-Authenticate")
 }
 
-// serviceAccountToken creates a ServiceAccount and mints a token for it
-// with the TokenRequest API.
-func serviceAccountToken(t testing.TB, ns, name string, audiences ...string) string {
-	t.Helper()
-	ctx := context.Background()
-	cs, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating service account %s: %v", name, err)
-	}
-	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authnv1.TokenRequest{
-		Spec: authnv1.TokenRequestSpec{Audiences: audiences, ExpirationSeconds: ptr.To[int64](3600)},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("minting a token for %s: %v", name, err)
-	}
-	return tr.Status.Token
-}
-
-// allowDelegations binds a service account to a Role that may create
-// Delegations in ns.
-func allowDelegations(t testing.TB, ns, sa string) {
-	t.Helper()
-	ctx := context.Background()
-	role := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "delegator-" + sa, Namespace: ns},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{fleetv1alpha1.GroupVersion.Group}, Resources: []string{"delegations"}, Verbs: []string{"create"}}},
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "delegator-" + sa, Namespace: ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}},
-	}
-	if err := env.Client.Create(ctx, role); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Create(ctx, binding); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestAuthentication: identity comes from the bearer token alone, and
 // every way of lacking one is refused before any tool runs.
 func TestAuthentication(t *testing.T) {
@@ -99,10 +53,10 @@ func TestAuthentication(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, memberToken := addMember(t, member("w1", ns).Obj())
-	wrongAudience := serviceAccountToken(t, ns, "elsewhere", "kubernetes")
-	unbound := serviceAccountToken(t, ns, "unbound", fleetv1alpha1.GatewayAudience)
-	bound := serviceAccountToken(t, ns, "bound", fleetv1alpha1.GatewayAudience)
-	allowDelegations(t, ns, "bound")
+	wrongAudience := env.ServiceAccountToken(t, ns, "elsewhere", "kubernetes")
+	unbound := env.ServiceAccountToken(t, ns, "unbound", fleetv1alpha1.GatewayAudience)
+	bound := env.ServiceAccountToken(t, ns, "bound", fleetv1alpha1.GatewayAudience)
+	env.AllowDelegations(t, ns, "bound")
 
 	cases := map[string]struct {
 		header     string
@@ -205,8 +159,8 @@ func TestGatewayNeverOutdoesItsCallersRBAC(t *testing.T) {
 	h := startGateway(t, ns, Options{Features: map[ToolNamespace]bool{ToolNamespaceProcess: true}})
 	create(t, testutil.MakeProfile("sub", ns).Command("true").Default().Obj())
 	addMember(t, member("w1", ns).Team("core", fleetv1alpha1.RoleMember).Obj())
-	token := serviceAccountToken(t, ns, "narrow", fleetv1alpha1.GatewayAudience)
-	allowDelegations(t, ns, "narrow")
+	token := env.ServiceAccountToken(t, ns, "narrow", fleetv1alpha1.GatewayAudience)
+	env.AllowDelegations(t, ns, "narrow")
 	cs := h.connect(t, token, nil)
 	testutil.Eventually(t, "", func() error {
 		return errIf(callTool[ListOutput](t, cs, "bridge_whoami", nil).err != nil, "not allowed in yet")

@@ -4,31 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"reflect"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/delegation"
 	"github.com/fleetd/fleetd/gateway/toolerr"
-	"github.com/fleetd/fleetd/internal/fleetcache"
 	"github.com/fleetd/fleetd/internal/mcpclient"
 	"github.com/fleetd/fleetd/internal/testenv"
 	"github.com/fleetd/fleetd/internal/testutil"
@@ -67,21 +58,9 @@ type harness struct {
 func startGateway(t testing.TB, ns string, opts Options) *harness {
 	t.Helper()
 	env.Require(t)
-	ensureStaticTokens(t, ns)
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 env.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache: func() cache.Options {
-			o := fleetcache.Options()
-			o.DefaultNamespaces = map[string]cache.Config{ns: {}}
-			return o
-		}(),
-	})
-	if err != nil {
-		t.Fatalf("creating a manager: %v", err)
-	}
-	opts.Addr = freeAddr(t)
+	env.StaticTokens(t, ns, "fleetd-static-tokens", map[string]string{"primary": staticToken})
+	mgr := env.Manager(t, ns)
+	opts.Addr = testenv.FreeAddr(t)
 	opts.Namespace = ns
 	opts.StaticTokens = types.NamespacedName{Namespace: ns, Name: "fleetd-static-tokens"}
 	gw, err := New(mgr, opts)
@@ -92,108 +71,31 @@ func startGateway(t testing.TB, ns string, opts Options) *harness {
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	h := &harness{mgr: mgr, ns: ns, url: "http://" + opts.Addr, gw: gw}
+	forget := caches.Add(ns, mgr.GetCache())
 	stopped := false
 	h.stop = func() {
 		if stopped {
 			return
 		}
 		stopped = true
-		running.remove(h)
+		forget()
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("manager: %v", err)
 		}
 	}
 	t.Cleanup(h.stop)
-	running.add(h)
-	testutil.Eventually(t, "", func() error {
-		resp, err := http.Get(h.url + "/readyz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("readyz: %s", resp.Status)
-		}
-		return nil
-	})
+	testenv.WaitReady(t, h.url+"/readyz")
 	return h
 }
 
-// running lists the gateways of each test namespace, so that objects a test
-// creates can be waited for in their caches.
-var running = &harnesses{byNS: map[string][]*harness{}}
-
-type harnesses struct {
-	mu   sync.Mutex
-	byNS map[string][]*harness
-}
-
-func (r *harnesses) add(h *harness) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.byNS[h.ns] = append(r.byNS[h.ns], h)
-}
-
-func (r *harnesses) remove(h *harness) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.byNS[h.ns] = slices.DeleteFunc(r.byNS[h.ns], func(x *harness) bool { return x == h })
-}
-
-func (r *harnesses) in(ns string) []*harness {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.byNS[ns])
-}
+// caches are the caches of the running gateways, by namespace, so that
+// objects a test creates can be waited for in them.
+var caches = &testenv.Caches{}
 
 // create creates objects and waits until every gateway running in their
 // namespace has them in its cache, so that a call right after sees them.
-func create(t testing.TB, objs ...client.Object) {
-	t.Helper()
-	for _, o := range objs {
-		if err := env.Client.Create(context.Background(), o); err != nil {
-			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
-		}
-	}
-	cached(t, objs...)
-}
-
-// cached waits until every gateway running in the objects' namespace has
-// them in its cache.
-func cached(t testing.TB, objs ...client.Object) {
-	t.Helper()
-	for _, o := range objs {
-		for _, h := range running.in(o.GetNamespace()) {
-			testutil.Eventually(t, "", func() error {
-				return h.gw.svc.cache.Get(context.Background(), client.ObjectKeyFromObject(o), o.DeepCopyObject().(client.Object))
-			})
-		}
-	}
-}
-
-// freeAddr finds a free loopback port.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// ensureStaticTokens creates the static-token Secret of namespace ns.
-func ensureStaticTokens(t testing.TB, ns string) {
-	t.Helper()
-	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "fleetd-static-tokens", Namespace: ns, Labels: map[string]string{fleetv1alpha1.LabelStaticToken: "true"}},
-		StringData: map[string]string{"primary": staticToken + "\n"},
-	}
-	if err := env.Client.Create(context.Background(), s); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatalf("creating static tokens: %v", err)
-	}
-}
+func create(t testing.TB, objs ...client.Object) { t.Helper(); env.Create(t, caches, objs...) }
 
 // httpClient sends token with every request.
 func httpClient(token string) *http.Client { return mcpclient.BearerClient(token) }
@@ -325,38 +227,7 @@ func receive[T any](t testing.TB, ch <-chan toolCall[T]) toolCall[T] {
 func addMember(t testing.TB, m *fleetv1alpha1.Member) (*fleetv1alpha1.Member, string) {
 	t.Helper()
 	create(t, m)
-	return m, giveToken(t, m)
-}
-
-// giveToken records a token for an existing Member as its controller
-// would, and returns it.
-func giveToken(t testing.TB, m *fleetv1alpha1.Member) string {
-	t.Helper()
-	token := fmt.Sprintf("member-%s-%s-token", m.Name, m.UID)
-	create(t, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: m.Name + "-fleetd-token", Namespace: m.Namespace,
-			Labels: map[string]string{fleetv1alpha1.LabelMember: m.Name, fleetv1alpha1.LabelMemberUID: string(m.UID)},
-		},
-		Data: map[string][]byte{fleetv1alpha1.TokenSecretKey: []byte(token)},
-	})
-	setMemberStatus(t, m, func(st *fleetv1alpha1.MemberStatus) {
-		st.TokenHash, st.TokenSecretName = fleetv1alpha1.TokenHash(token), m.Name+"-fleetd-token"
-	})
-	return token
-}
-
-// setMemberStatus writes a Member's status as its controller would.
-func setMemberStatus(t testing.TB, m *fleetv1alpha1.Member, mutate func(*fleetv1alpha1.MemberStatus)) {
-	t.Helper()
-	testutil.Eventually(t, "", func() error {
-		var cur fleetv1alpha1.Member
-		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(m), &cur); err != nil {
-			return err
-		}
-		mutate(&cur.Status)
-		return env.Client.Status().Update(context.Background(), &cur)
-	})
+	return m, env.MemberToken(t, caches, m)
 }
 
 // waitDelegation waits for the one Delegation to member to show up and
@@ -385,32 +256,6 @@ func waitDelegation(t testing.TB, ns, member string, match func(*fleetv1alpha1.D
 	return found
 }
 
-// getDelegation reads a Delegation from the API server.
-func getDelegation(t testing.TB, ns, name string) *fleetv1alpha1.Delegation {
-	t.Helper()
-	var d fleetv1alpha1.Delegation
-	if err := env.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &d); err != nil {
-		t.Fatalf("reading delegation %s: %v", name, err)
-	}
-	return &d
-}
-
-// settle plays the Delegation controller: it applies transitions to the
-// Delegation and writes it.
-func settle(t testing.TB, ns, name string, transitions ...func(d *fleetv1alpha1.Delegation, now time.Time)) {
-	t.Helper()
-	testutil.Eventually(t, "", func() error {
-		var d fleetv1alpha1.Delegation
-		if err := env.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &d); err != nil {
-			return err
-		}
-		for _, f := range transitions {
-			f(&d, time.Now())
-		}
-		return env.Client.Status().Update(context.Background(), &d)
-	})
-}
-
 // Transitions for settle, as the controller makes them.
 var (
 	typed = func(d *fleetv1alpha1.Delegation, now time.Time) {
@@ -434,7 +279,7 @@ func replied(text string) func(d *fleetv1alpha1.Delegation, now time.Time) {
 // shows the delivery, which the gateway copes with.
 func deliver(t testing.TB, ns, name string) {
 	t.Helper()
-	settle(t, ns, name, typed, pickedUp)
+	env.Settle(t, ns, name, typed, pickedUp)
 }
 
 // member is shorthand for a test member in ns.

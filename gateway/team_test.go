@@ -85,7 +85,7 @@ func TestTeamTools(t *testing.T) {
 		t.Errorf("broadcast recipients (-want +got):\n%s", diff)
 	}
 	for _, id := range sent.DispatchIDs {
-		d := getDelegation(t, ns, id)
+		d := env.Delegation(t, ns, id)
 		if delegation.Waits(d) || d.Labels[fleetv1alpha1.LabelTeam] != "core" || d.Spec.From.Name != "lead" {
 			t.Errorf("team message %s: %+v %v", id, d.Spec, d.Labels)
 		}

@@ -49,7 +49,7 @@ func memberPage(t *testing.T, opts gateway.Options, status fleetv1alpha1.AgentSt
 	ns := env.Namespace(t)
 	h := startGateway(t, ns, opts)
 	w1, _ := addMember(t, member("w1", ns).Obj())
-	setMemberStatus(t, w1, ready(status, more...))
+	env.SetMemberStatus(t, w1, ready(status, more...))
 	d := browsertest.Start(t).OpenDashboard(t, h.url, staticToken)
 	d.OpenMember("w1")
 	return ns, h, w1, d
@@ -61,7 +61,7 @@ func memberPage(t *testing.T, opts gateway.Options, status fleetv1alpha1.AgentSt
 func TestDashboardShowsTheFleetLive(t *testing.T) {
 	ns := env.Namespace(t)
 	h := startGateway(t, ns, gateway.Options{})
-	create(t, testutil.MakeProfile("claude-api", ns).Agent(fleetv1alpha1.AgentClaude).Obj())
+	env.Create(t, caches, testutil.MakeProfile("claude-api", ns).Agent(fleetv1alpha1.AgentClaude).Obj())
 	w1, _ := addMember(t, member("w1", ns).Team("core", fleetv1alpha1.RoleLead).Obj())
 
 	d := browsertest.Start(t).OpenDashboard(t, h.url, staticToken)
@@ -73,7 +73,7 @@ func TestDashboardShowsTheFleetLive(t *testing.T) {
 	w2, _ := addMember(t, testutil.MakeMember("w2", ns).Profile("claude-api").Team("web", fleetv1alpha1.RoleMember).Obj())
 	d.WaitRow("w2", "pending")
 	d.WaitRowText("w2", "claude")
-	setMemberStatus(t, w2, ready(fleetv1alpha1.AgentWorking, func(st *fleetv1alpha1.MemberStatus) {
+	env.SetMemberStatus(t, w2, ready(fleetv1alpha1.AgentWorking, func(st *fleetv1alpha1.MemberStatus) {
 		st.ContextRemainingPercent = ptr.To[int32](42)
 		st.Restarts = 2
 		st.NodeName, st.PodName = "node-a", "w2-7f9c"
@@ -83,14 +83,14 @@ func TestDashboardShowsTheFleetLive(t *testing.T) {
 	d.WaitFor("the fleet's cost in the summary", `document.querySelector(".summary")?.textContent.includes("0.0125 USD spent")`)
 	d.WaitRowText("w2", "42%")
 	d.WaitRowText("w2", "node-a · w2-7f9c")
-	setMemberStatus(t, w1, ready(fleetv1alpha1.AgentBlocked, func(st *fleetv1alpha1.MemberStatus) {
+	env.SetMemberStatus(t, w1, ready(fleetv1alpha1.AgentBlocked, func(st *fleetv1alpha1.MemberStatus) {
 		st.AgentMessage = "Allow Bash(rm -rf build)? 1. Yes 2. No"
 	}))
 	d.WaitRow("w1", "blocked")
 	d.WaitRowText("w1", "Allow Bash(rm -rf build)?")
 
 	// A message queued for w1 shows in its queue.
-	create(t, testutil.MakeDelegation("for-w1", ns, "w1", "build it").Detached().Obj())
+	env.Create(t, caches, testutil.MakeDelegation("for-w1", ns, "w1", "build it").Detached().Obj())
 	d.WaitFor("w1's queue of 1", browsertest.Row("w1")+`?.querySelector(".c-queue").textContent === "1"`)
 	d.Screenshot("fleet")
 
@@ -125,18 +125,18 @@ func TestDashboardShowsTheFleetLive(t *testing.T) {
 func TestDashboardFleetTableReadsWell(t *testing.T) {
 	ns := env.Namespace(t)
 	h := startGateway(t, ns, gateway.Options{})
-	create(t, testutil.MakeProfile("claude-api", ns).Agent(fleetv1alpha1.AgentClaude).Obj())
+	env.Create(t, caches, testutil.MakeProfile("claude-api", ns).Agent(fleetv1alpha1.AgentClaude).Obj())
 	w1, _ := addMember(t, member("reviewer-frontend", ns).Team("core", fleetv1alpha1.RoleLead).Obj())
 	w2, _ := addMember(t, testutil.MakeMember("w2", ns).Profile("claude-api").Team("web", fleetv1alpha1.RoleMember).Obj())
-	setMemberStatus(t, w2, ready(fleetv1alpha1.AgentWorking, func(st *fleetv1alpha1.MemberStatus) {
+	env.SetMemberStatus(t, w2, ready(fleetv1alpha1.AgentWorking, func(st *fleetv1alpha1.MemberStatus) {
 		st.ContextRemainingPercent = ptr.To[int32](42)
 		st.Restarts = 12
 		st.NodeName, st.PodName = "node-a", "w2-7f9c"
 	}))
-	setMemberStatus(t, w1, ready(fleetv1alpha1.AgentBlocked, func(st *fleetv1alpha1.MemberStatus) {
+	env.SetMemberStatus(t, w1, ready(fleetv1alpha1.AgentBlocked, func(st *fleetv1alpha1.MemberStatus) {
 		st.AgentMessage = "Allow Bash(rm -rf build)? 1. Yes 2. No"
 	}))
-	create(t, testutil.MakeDelegation("for-w2", ns, "w2", "build it").Detached().Obj())
+	env.Create(t, caches, testutil.MakeDelegation("for-w2", ns, "w2", "build it").Detached().Obj())
 
 	d := browsertest.Start(t).OpenDashboard(t, h.url, staticToken)
 	d.WaitLive()
@@ -165,37 +165,37 @@ func TestDashboardFollowsAMessageThroughItsPhases(t *testing.T) {
 	d.WaitFor("the member's cost", `document.querySelector('[data-fact="cost"]')?.textContent === "0.0125 USD"`)
 	id := d.Send("fix the build\nand say what broke")
 	d.WaitStep(id, "queued", "")
-	sent := getDelegation(t, ns, id)
+	sent := env.Delegation(t, ns, id)
 	want := fleetv1alpha1.DelegationSpec{From: fleetv1alpha1.Principal{Kind: fleetv1alpha1.PrincipalStatic, Name: "primary"}, To: "w1", Content: "fix the build\nand say what broke", Wait: ptr.To(false)}
 	if diff := cmp.Diff(want, sent.Spec, cmpIgnoreTimeout); diff != "" {
 		t.Errorf("the Delegation Send made (-want +got):\n%s", diff)
 	}
 	d.Screenshot("queued")
 
-	settle(t, ns, id, typed)
+	env.Settle(t, ns, id, typed)
 	d.WaitPhase(id, "Delivered")
 	d.WaitStep(id, "delivered", "")
-	settle(t, ns, id, pickedUp)
+	env.Settle(t, ns, id, pickedUp)
 	d.WaitPhase(id, "Working")
 	d.Screenshot("working")
-	settle(t, ns, id, func(d *fleetv1alpha1.Delegation, now time.Time) {
+	env.Settle(t, ns, id, func(d *fleetv1alpha1.Delegation, now time.Time) {
 		if _, err := delegation.Ask(d, now, "which branch?"); err != nil {
 			panic(err)
 		}
 	})
 	d.WaitPhase(id, "Asking")
 	d.WaitStep(id, "asked", "which branch?")
-	settle(t, ns, id, func(d *fleetv1alpha1.Delegation, now time.Time) {
+	env.Settle(t, ns, id, func(d *fleetv1alpha1.Delegation, now time.Time) {
 		if _, err := delegation.Answer(d, now, delegation.TurnID(d.Name, 1), "main"); err != nil {
 			panic(err)
 		}
 	})
 	d.WaitStep(id, "answered", "main")
-	settle(t, ns, id, replied("fixed: a missing import"))
+	env.Settle(t, ns, id, replied("fixed: a missing import"))
 	d.WaitPhase(id, "Replied")
 	d.WaitStep(id, "replied", "fixed: a missing import")
 	// The turn's tokens, as the member's controller counts them.
-	settle(t, ns, id, func(d *fleetv1alpha1.Delegation, _ time.Time) {
+	env.Settle(t, ns, id, func(d *fleetv1alpha1.Delegation, _ time.Time) {
 		d.Status.Usage = &fleetv1alpha1.DelegationUsage{TokenUsage: fleetv1alpha1.TokenUsage{InputTokens: 500, OutputTokens: 20, CachedTokens: 100, Calls: 2}, Cost: "0.0019", Currency: "USD"}
 	})
 	d.WaitFor("the message's tokens", `document.querySelector('li.msg[data-id="`+id+`"] .msg-usage')?.textContent === "2 calls · 500 in · 20 out · 100 cached · 0.0019 USD"`)
@@ -224,7 +224,7 @@ func TestDashboardCancels(t *testing.T) {
 	d.Cancel(queued)
 	d.WaitPhase(queued, "Cancelled")
 	d.WaitStep(queued, "cancelled", "")
-	if got := getDelegation(t, ns, queued).Status.Phase; got != fleetv1alpha1.DelegationCancelled {
+	if got := env.Delegation(t, ns, queued).Status.Phase; got != fleetv1alpha1.DelegationCancelled {
 		t.Errorf("the cancelled message is %s in the API", got)
 	}
 	if d.HasCancel(queued) {
@@ -232,16 +232,16 @@ func TestDashboardCancels(t *testing.T) {
 	}
 
 	working := d.Send("a long job")
-	settle(t, ns, working, typed, pickedUp)
+	env.Settle(t, ns, working, typed, pickedUp)
 	d.WaitPhase(working, "Working")
 	d.Cancel(working)
 	d.WaitStep(working, "cancel_requested", "")
 	d.Screenshot("cancel requested")
-	if !delegation.CancelRequested(getDelegation(t, ns, working)) {
+	if !delegation.CancelRequested(env.Delegation(t, ns, working)) {
 		t.Error("Cancel did not request the cancel in the API")
 	}
 	// The injector interrupts the turn and settles it.
-	settle(t, ns, working, func(d *fleetv1alpha1.Delegation, now time.Time) { delegation.Cancel(d, now, "withdrawn by its sender") })
+	env.Settle(t, ns, working, func(d *fleetv1alpha1.Delegation, now time.Time) { delegation.Cancel(d, now, "withdrawn by its sender") })
 	d.WaitPhase(working, "Cancelled")
 	d.WaitFor("the button's answer", `document.querySelector('li.msg[data-id=`+browsertest.Quote(working)+`] .result')?.textContent === "cancelled" || !document.querySelector('li.msg[data-id=`+browsertest.Quote(working)+`] button.cancel')`)
 	d.Screenshot("cancelled")
@@ -304,7 +304,7 @@ func TestDashboardTerminalAndAClosedTab(t *testing.T) {
 	// The terminal was read for the page alone, and its read loop is gone:
 	// a change to the member, which would wake a stream, reads nothing.
 	reads := panes.reads.Load()
-	setMemberStatus(t, w1, func(st *fleetv1alpha1.MemberStatus) { st.AgentStatus = fleetv1alpha1.AgentWorking })
+	env.SetMemberStatus(t, w1, func(st *fleetv1alpha1.MemberStatus) { st.AgentStatus = fleetv1alpha1.AgentWorking })
 	testutil.Eventually(t, "the change in the cache", func() error {
 		var m fleetv1alpha1.Member
 		if err := h.mgr.GetCache().Get(context.Background(), client.ObjectKeyFromObject(w1), &m); err != nil {
@@ -341,9 +341,9 @@ func TestDashboardShowsOnlyWhatItsViewerMaySee(t *testing.T) {
 	_, leadToken := addMember(t, member("lead", ns).Team("core", fleetv1alpha1.RoleLead).Obj())
 	addMember(t, member("coder", ns).Team("core", fleetv1alpha1.RoleMember).Obj())
 	addMember(t, member("other", ns).Team("web", fleetv1alpha1.RoleMember).Obj())
-	sender := serviceAccountToken(t, ns, "sender", fleetv1alpha1.GatewayAudience)
-	allowDelegations(t, ns, "sender")
-	stranger := serviceAccountToken(t, ns, "stranger", fleetv1alpha1.GatewayAudience)
+	sender := env.ServiceAccountToken(t, ns, "sender", fleetv1alpha1.GatewayAudience)
+	env.AllowDelegations(t, ns, "sender")
+	stranger := env.ServiceAccountToken(t, ns, "stranger", fleetv1alpha1.GatewayAudience)
 
 	for name, token := range map[string]string{"may not get members": sender, "may not send": stranger, "no token": ""} {
 		t.Run(name, func(t *testing.T) {
