@@ -2,10 +2,16 @@ package gateway
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"hash/fnv"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/herdr"
+	"github.com/fleetd/fleetd/internal/textcut"
 )
 
 // screenFeeds reads each member's terminal once for every dashboard page
@@ -125,4 +131,30 @@ func (f *screenFeed) publish(screen DashboardScreen) {
 		default:
 		}
 	}
+}
+
+// readScreen reads what the member's terminal shows now, through herdr's
+// pane.read on the member's pane host (as bridge_read does), as plain text.
+func (d *dashboard) readScreen(ctx context.Context, key types.NamespacedName) DashboardScreen {
+	var m fleetv1alpha1.Member
+	if err := d.svc.cache.Get(ctx, key, &m); err != nil {
+		return DashboardScreen{Unavailable: "the member is gone"}
+	}
+	if m.Status.PaneID == "" {
+		return DashboardScreen{Unavailable: fmt.Sprintf("no pane yet (phase %s)", summaryStatus(&m))}
+	}
+	panes, err := d.svc.panesOf(&m)
+	if err != nil {
+		return DashboardScreen{PaneID: m.Status.PaneID, Unavailable: "the member's pane host cannot be reached: " + err.Error()}
+	}
+	ctx, cancel := context.WithTimeout(ctx, screenReadTimeout)
+	defer cancel()
+	read, err := panes.PaneRead(ctx, herdr.ReadParams{PaneID: m.Status.PaneID, Source: herdr.ReadSourceVisible})
+	switch {
+	case errors.Is(err, herdr.ErrNotFound):
+		return DashboardScreen{PaneID: m.Status.PaneID, Unavailable: "the pane is gone"}
+	case err != nil:
+		return DashboardScreen{PaneID: m.Status.PaneID, Unavailable: "herdr did not answer: " + err.Error()}
+	}
+	return DashboardScreen{PaneID: m.Status.PaneID, Text: textcut.Tail(herdr.ReadableText(read.Text), maxReadBytes)}
 }

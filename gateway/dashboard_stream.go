@@ -18,9 +18,8 @@ import (
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/gateway/identity"
+	"github.com/fleetd/fleetd/gateway/sse"
 	"github.com/fleetd/fleetd/gateway/toolerr"
-	"github.com/fleetd/fleetd/herdr"
-	"github.com/fleetd/fleetd/internal/textcut"
 )
 
 // How a dashboard stream keeps itself honest and cheap.
@@ -45,10 +44,9 @@ const (
 	streamWriteTimeout = 10 * time.Second
 )
 
-// eventStream writes server-sent events.
+// eventStream writes a dashboard stream's server-sent events.
 type eventStream struct {
-	w  http.ResponseWriter
-	rc *http.ResponseController
+	*sse.Writer
 }
 
 // startEventStream answers 200 with an event stream.
@@ -58,8 +56,8 @@ func startEventStream(w http.ResponseWriter) (*eventStream, error) {
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	s := &eventStream{w: w, rc: http.NewResponseController(w)}
-	return s, s.flush()
+	s := &eventStream{Writer: sse.NewWriter(w, streamWriteTimeout)}
+	return s, s.Flush()
 }
 
 // send writes one event; data is v as JSON, which has no raw newline.
@@ -68,21 +66,11 @@ func (s *eventStream) send(event string, v any) error {
 	if err != nil {
 		return fmt.Errorf("encoding a %s event: %w", event, err)
 	}
-	return s.write("event: " + event + "\ndata: " + string(data) + "\n\n")
+	return s.Event(event, data)
 }
 
 // keepalive writes a comment.
-func (s *eventStream) keepalive() error { return s.write(":\n\n") }
-
-func (s *eventStream) write(frame string) error {
-	_ = s.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
-	if _, err := s.w.Write([]byte(frame)); err != nil {
-		return err
-	}
-	return s.flush()
-}
-
-func (s *eventStream) flush() error { return s.rc.Flush() }
+func (s *eventStream) keepalive() error { return s.Keepalive() }
 
 // dashboardStream is one open dashboard stream: the viewer's scope and
 // registration, and what it last sent, so that only changes are sent.
@@ -148,7 +136,7 @@ func (d *dashboard) openStream(w http.ResponseWriter, r *http.Request, member st
 		release()
 		d.viewers.unsubscribe(v)
 		// The connection may serve another request after the stream.
-		_ = es.rc.SetWriteDeadline(time.Time{})
+		es.Done()
 	}
 	return &dashboardStream{d: d, es: es, v: v, token: token, source: clientAddress(r), scope: scope, sent: map[string]uint64{}}, done, true
 }
@@ -506,30 +494,4 @@ func (s *dashboardStream) sendScreen(screen DashboardScreen) error {
 		return s.send("screen", screen)
 	}
 	return nil
-}
-
-// readScreen reads what the member's terminal shows now, through herdr's
-// pane.read on the member's pane host (as bridge_read does), as plain text.
-func (d *dashboard) readScreen(ctx context.Context, key types.NamespacedName) DashboardScreen {
-	var m fleetv1alpha1.Member
-	if err := d.svc.cache.Get(ctx, key, &m); err != nil {
-		return DashboardScreen{Unavailable: "the member is gone"}
-	}
-	if m.Status.PaneID == "" {
-		return DashboardScreen{Unavailable: fmt.Sprintf("no pane yet (phase %s)", summaryStatus(&m))}
-	}
-	panes, err := d.svc.panesOf(&m)
-	if err != nil {
-		return DashboardScreen{PaneID: m.Status.PaneID, Unavailable: "the member's pane host cannot be reached: " + err.Error()}
-	}
-	ctx, cancel := context.WithTimeout(ctx, screenReadTimeout)
-	defer cancel()
-	read, err := panes.PaneRead(ctx, herdr.ReadParams{PaneID: m.Status.PaneID, Source: herdr.ReadSourceVisible})
-	switch {
-	case errors.Is(err, herdr.ErrNotFound):
-		return DashboardScreen{PaneID: m.Status.PaneID, Unavailable: "the pane is gone"}
-	case err != nil:
-		return DashboardScreen{PaneID: m.Status.PaneID, Unavailable: "herdr did not answer: " + err.Error()}
-	}
-	return DashboardScreen{PaneID: m.Status.PaneID, Text: textcut.Tail(herdr.ReadableText(read.Text), maxReadBytes)}
 }

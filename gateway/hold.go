@@ -17,6 +17,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/delegation"
+	"github.com/fleetd/fleetd/gateway/heldcall"
 	"github.com/fleetd/fleetd/gateway/toolerr"
 	"github.com/fleetd/fleetd/internal/tracing"
 )
@@ -110,14 +111,10 @@ func (s *service) startHold(ctx context.Context, c *call, key types.NamespacedNa
 	if h.token != nil {
 		interval = s.opts.ProgressInterval
 	}
-	if c.stream != nil && c.stream.conn != nil {
-		h.wait = s.waitOnConn(key, c.stream.conn, timeout, interval)
+	if c.stream != nil {
+		h.wait = s.waitOnCall(key, c.stream, timeout, interval)
 	} else {
-		hangup := c.hangup()
-		if hangup == nil {
-			hangup = requestDone(ctx)
-		}
-		h.wait = s.waitOnChannels(ctx, key, hangup, timeout, interval)
+		h.wait = s.waitOnChannels(ctx, key, requestDone(ctx), timeout, interval)
 	}
 	return h
 }
@@ -284,7 +281,7 @@ func holdThen[Out any](s *service, ctx context.Context, c *call, seed *fleetv1al
 		return nil, err
 	}
 	ctx, span := startHoldSpan(ctx, seed)
-	if c.parking != nil && c.finish != nil {
+	if c.finish != nil {
 		current := seed
 		var cached fleetv1alpha1.Delegation
 		if err := s.cache.Get(ctx, key, &cached); err == nil {
@@ -299,7 +296,7 @@ func holdThen[Out any](s *service, ctx context.Context, c *call, seed *fleetv1al
 		deadline := clk.Now().Add(timeout)
 		parked := &call{tool: c.tool, who: c.who, token: c.progressToken()}
 		finish := c.finish
-		if c.parking.park(func(ctx context.Context, stream *heldStream) *parkedHold {
+		if s.park(ctx, func(ctx context.Context, stream *heldcall.Call) *parkedHold {
 			parked.stream = stream
 			return &parkedHold{
 				h:      s.startHold(ctx, parked, key, nil, max(deadline.Sub(clk.Now()), 0)),
@@ -391,7 +388,7 @@ func (s *service) notifyProgress(ctx context.Context, c *call, token any, starte
 		Message:       fmt.Sprintf("waiting for %s: %s (%s)", st.to, cmp.Or(st.phase, fleetv1alpha1.DelegationPending), name),
 	}
 	if c.stream != nil {
-		c.stream.progress(p)
+		c.stream.Progress(p)
 		return
 	}
 	_ = c.req.Session.NotifyProgress(ctx, p)

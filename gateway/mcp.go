@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/gateway/heldcall"
 	"github.com/fleetd/fleetd/gateway/identity"
 	"github.com/fleetd/fleetd/gateway/process"
 	"github.com/fleetd/fleetd/gateway/toolerr"
@@ -88,13 +89,12 @@ type call struct {
 	req  *mcp.CallToolRequest
 	who  *identity.Principal
 
-	// parking, when set, lets the call be parked (park.go); finish then
-	// makes the tool's result of what its handler returns.
-	parking *parking
-	finish  func(out any, err error) *mcp.CallToolResult
+	// finish, when set, lets the call be parked (park.go): it makes the
+	// tool's result of what its handler returns.
+	finish func(out any, err error) *mcp.CallToolResult
 	// stream answers a parked call, and token is its progress token; a
 	// parked call has no request of its own.
-	stream *heldStream
+	stream *heldcall.Call
 	token  any
 }
 
@@ -111,15 +111,6 @@ func (c *call) progressToken() any {
 		return progressToken(c.req)
 	}
 	return c.token
-}
-
-// hangup is closed when a parked call's client hangs up; nil for a call on
-// its request.
-func (c *call) hangup() <-chan struct{} {
-	if c.stream != nil {
-		return c.stream.gone
-	}
-	return nil
 }
 
 // result is what every tool output implements: room for a structured error,
@@ -188,7 +179,7 @@ func addTool[In, Out any, PO interface {
 	}
 	mcp.AddTool(g.server, tool, func(ctx context.Context, req *mcp.CallToolRequest, input In) (*mcp.CallToolResult, *Out, error) {
 		ctx, span := startCallSpan(ctx, spec.name, req)
-		c := &call{tool: spec.name, req: req, who: principalOf(req), parking: parkingOf(ctx)}
+		c := &call{tool: spec.name, req: req, who: principalOf(req)}
 		c.finish = func(v any, err error) *mcp.CallToolResult {
 			defer endCallSpan(span, err)
 			out, _ := v.(*Out)
@@ -286,7 +277,7 @@ func withStructuredContent(res *mcp.CallToolResult, out any) *mcp.CallToolResult
 func runTool[In, Out any](g *Gateway, ctx context.Context, c *call, in In, h func(context.Context, *call, In) (*Out, error)) (out *Out, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			g.panics.Add(1)
+			g.svc.panics.Add(1)
 			g.log.Error(fmt.Errorf("%v", r), "Tool handler panicked", "tool", c.tool, "stack", string(debug.Stack()))
 			out, err = nil, toolerr.New(toolerr.Internal, "the gateway failed while handling %s", c.tool)
 		}

@@ -136,7 +136,7 @@ func FuzzToolArguments(f *testing.F) {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
 		res, err := sessions[asMember].CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(args)})
-		if n := g.panics.Load(); n > 0 {
+		if n := g.svc.panics.Load(); n > 0 {
 			t.Fatalf("%d handler panics; last input %s %s", n, tool, args)
 		}
 		if err != nil {

@@ -29,7 +29,8 @@ type waiter struct {
 	wake chan struct{}
 	// poke, when set, is called instead of signalling wake, with
 	// eventChanged, and with eventStopping when the gateway stops: a parked
-	// call waits in a read of its connection, not on a channel.
+	// call waits in heldcall's Call.Wait (a read of its connection, where
+	// it was taken over), not on a channel.
 	poke func(holdEvent)
 }
 

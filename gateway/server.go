@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -71,9 +70,6 @@ type Gateway struct {
 	// parkedCalls counts the held calls the gateway answers on connections
 	// it took over from the HTTP server, which does not wait for them.
 	parkedCalls sync.WaitGroup
-
-	// panics counts recovered handler panics.
-	panics atomic.Int64
 }
 
 var _ manager.LeaderElectionRunnable = (*Gateway)(nil)

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -66,6 +67,9 @@ type service struct {
 	spawnLocks stripedLocks
 	// ledger admits messages within their bounds (message_bounds.go).
 	ledger messageLedger
+
+	// panics counts recovered panics of tool handlers and parked calls.
+	panics atomic.Int64
 }
 
 // newService builds the core on its connections to the API server; holds
