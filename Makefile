@@ -130,7 +130,7 @@ bench-cluster: cluster-bin ## Benchmark the local cluster (root): bring-up, memo
 
 .PHONY: bench-compare
 bench-compare: controlplane ## Run BENCH (a regexp; default BenchmarkThousandDelegations) of BENCH_PKG (packages; PKG=BASEPKG where it moved) on BASE (default HEAD) and on the working tree, in one run.
-	hack/bench-compare.sh $(or $(BASE),HEAD) $(or $(BENCH),BenchmarkThousandDelegations) $(or $(BENCH_PKG),./controllers/)
+	hack/bench-compare.sh '$(or $(BASE),HEAD)' '$(or $(BENCH),BenchmarkThousandDelegations)' '$(or $(BENCH_PKG),./controllers/)'
 
 ##@ Build
 

@@ -34,8 +34,9 @@
 // generic adapter for every tool), REST (rest.go) and the dashboard
 // (dashboard.go, with its event streams in dashboard_stream.go). Gateway
 // (server.go) only wires them: authentication, routes, start and stop.
-// A held call whose client speaks HTTP/1.1 is answered on its connection
-// by park.go, so that a thousand of them cost little.
+// A held call is parked (park.go): the MCP SDK's request ends, and package
+// heldcall answers the call later on its connection, so that a thousand
+// of them cost little.
 //
 // Following bridge_send from the MCP call to the pane, in order:
 //  1. gateway/mcp.go: addTool decodes the call, resolves the caller, and
