@@ -37,10 +37,19 @@ run() {
 		grep -E "^(Benchmark|ok|FAIL)" | sed "s|^|$2  |"
 }
 echo "== $bench on $(git -C "$root" rev-parse --short "$base") (base) and the working tree"
+# Each package runs once on either side, however many entries name it; a
+# failed run is shown and the others still run.
+declare -A ran=()
 for entry in $pkgs; do
 	this=${entry%%=*}
 	was=$this
 	[[ $entry == *=* ]] && was=${entry#*=}
-	run "$tree" "base" "$was"
-	run "$root" "this" "$this"
+	if [[ -z ${ran[base $was]:-} ]]; then
+		ran[base $was]=1
+		run "$tree" "base" "$was" || true
+	fi
+	if [[ -z ${ran[this $this]:-} ]]; then
+		ran[this $this]=1
+		run "$root" "this" "$this" || true
+	fi
 done
