@@ -122,7 +122,9 @@ func TestDecideSuspend(t *testing.T) {
 			want: suspendVerdict{action: suspendKeep, reason: fleetv1alpha1.ReasonSuspendRequested},
 		},
 		"suspended and no longer able to be: resumes": {
-			in:   idle(func(in *suspendInputs) { in.Suspended, in.SuspendedFor, in.Blocker = true, fleetv1alpha1.ReasonIdle, "x" }),
+			in: idle(func(in *suspendInputs) {
+				in.Suspended, in.SuspendedFor, in.Blocker = true, fleetv1alpha1.ReasonIdle, "x"
+			}),
 			want: suspendVerdict{action: suspendResume},
 		},
 		"suspended and the policy removed: a message still resumes it": {
@@ -262,8 +264,8 @@ func TestResumeFailed(t *testing.T) {
 		wasReady bool
 		want     bool
 	}{
-		"the agent exited before it was ready": {obs: PaneObservation{Exists: true}, want: true},
-		"the agent runs":                       {obs: PaneObservation{Exists: true, Agent: agent}},
+		"the agent exited before it was ready":                  {obs: PaneObservation{Exists: true}, want: true},
+		"the agent runs":                                        {obs: PaneObservation{Exists: true, Agent: agent}},
 		"the pane is gone (a lost pane, not a refused session)": {obs: PaneObservation{}},
 		"the agent was ready, then exited":                      {obs: PaneObservation{Exists: true}, wasReady: true},
 	}
