@@ -146,8 +146,10 @@ type memberScope struct {
 	// tokenStale says the token Secret was written by someone else: the
 	// pass knows no token a new pane may start with (freshToken).
 	tokenStale bool
-	// suspendAgain is when an idle member is due to be suspended.
-	suspendAgain time.Duration
+	// suspendPolicy is what the pass knew about suspending a running
+	// member that may be suspended: suspendDue decides from it, on the
+	// status the pass writes, when to look again.
+	suspendPolicy *suspendInputs
 }
 
 // memberEvent is a Kubernetes Event about the Member.
@@ -218,7 +220,7 @@ func (r *MemberReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		// error's backoff brings the Member back.
 		return ctrl.Result{}, reconcileErr
 	}
-	result.RequeueAfter = sooner(result.RequeueAfter, scope.suspendAgain)
+	result.RequeueAfter = sooner(result.RequeueAfter, suspendDue(scope))
 	if result.RequeueAfter == 0 || result.RequeueAfter > resyncPeriod {
 		result.RequeueAfter = resyncPeriod
 	}
@@ -239,11 +241,9 @@ func (r *MemberReconciler) reconcileNormal(ctx context.Context, s *memberScope) 
 	m.Status.AgentKind = worker.Agent
 	s.pricing = worker.Pricing
 	m.Status.Runtime = runtimeOf(m, worker, r.DefaultRuntime)
-	stop, suspendResult, err := r.reconcileSuspend(ctx, s, worker)
-	if err != nil || stop {
-		return suspendResult, err
+	if stop, result, err := r.reconcileSuspend(ctx, s, worker); err != nil || stop {
+		return result, err
 	}
-	s.suspendAgain = suspendResult.RequeueAfter
 	rt := r.runtimes().of(m)
 	mcpURL, token, err := rt.gateway(ctx, r, s)
 	if err != nil {

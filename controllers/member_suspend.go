@@ -179,8 +179,10 @@ type suspendFact struct {
 	// fresh one) while resuming is true.
 	resuming        bool
 	resumingSession string
-	// resumed is the session the agent is ready on after a resume.
-	resumed string
+	// resumed says the agent is ready after a resume, on resumedSession
+	// ("" for a fresh session: none was saved).
+	resumed        bool
+	resumedSession string
 	// sessionLost says why the saved session could not be resumed; the
 	// agent starts a fresh session.
 	sessionLost string
@@ -213,8 +215,10 @@ func suspendedCondition(st *fleetv1alpha1.MemberStatus, f memberFacts) condition
 		return verdict(metav1.ConditionFalse, fleetv1alpha1.ReasonCannotSuspend, sf.blocker)
 	case sf.sessionLost != "":
 		return verdict(metav1.ConditionFalse, fleetv1alpha1.ReasonSessionNotResumed, sf.sessionLost)
-	case sf.resumed != "":
-		return verdict(metav1.ConditionFalse, fleetv1alpha1.ReasonResumed, "the agent resumed its saved session "+sf.resumed)
+	case sf.resumed && sf.resumedSession != "":
+		return verdict(metav1.ConditionFalse, fleetv1alpha1.ReasonResumed, "the agent resumed its saved session "+sf.resumedSession)
+	case sf.resumed:
+		return verdict(metav1.ConditionFalse, fleetv1alpha1.ReasonResumed, "the member runs again, its agent on a fresh session: none was saved")
 	case sf.resuming && sf.resumingSession != "":
 		return verdict(metav1.ConditionFalse, fleetv1alpha1.ReasonResuming, "starting a pod and the agent on its saved session "+sf.resumingSession)
 	case sf.resuming:
@@ -265,9 +269,6 @@ func (r *MemberReconciler) reconcileSuspend(ctx context.Context, s *memberScope,
 		Configured: configured,
 		Requested:  m.Spec.Suspend != nil && *m.Spec.Suspend,
 		Blocker:    suspendBlocker(m.Status.Runtime, w),
-		Suspended:  m.Status.SuspendedAt != nil,
-		Ready:      meta.IsStatusConditionTrue(m.Status.Conditions, fleetv1alpha1.ConditionReady),
-		Idle:       m.Status.AgentStatus == fleetv1alpha1.AgentIdle || m.Status.AgentStatus == fleetv1alpha1.AgentDone,
 		Queued:     queued,
 		InFlight:   inFlight,
 		Now:        s.now.Time,
@@ -275,15 +276,7 @@ func (r *MemberReconciler) reconcileSuspend(ctx context.Context, s *memberScope,
 	if w.Idle != nil && w.Idle.SuspendAfter != nil {
 		in.After = w.Idle.SuspendAfter.Duration
 	}
-	if m.Status.AgentStatusSince != nil {
-		in.IdleSince = m.Status.AgentStatusSince.Time
-	}
-	if c := meta.FindStatusCondition(m.Status.Conditions, fleetv1alpha1.ConditionSuspended); c != nil {
-		in.MarkedAt = c.LastTransitionTime.Time
-		if c.Status == metav1.ConditionTrue {
-			in.SuspendedFor = c.Reason
-		}
-	}
+	in.observe(&m.Status)
 	v := decideSuspend(in)
 	switch v.action {
 	case suspendNow:
@@ -293,8 +286,11 @@ func (r *MemberReconciler) reconcileSuspend(ctx context.Context, s *memberScope,
 			return false, ctrl.Result{}, err
 		}
 		if inFlight > 0 || queued > 0 && v.reason == fleetv1alpha1.ReasonIdle {
+			// It goes on; suspendDue looks again once the cache shows
+			// what the live look saw.
 			s.facts.suspend = &suspendFact{active: true}
-			return false, ctrl.Result{RequeueAfter: staleRetry}, nil
+			s.suspendPolicy = &in
+			return false, ctrl.Result{}, nil
 		}
 		r.suspend(m, s.now)
 		s.facts.suspend = &suspendFact{suspended: v.reason, after: in.After}
@@ -322,11 +318,44 @@ func (r *MemberReconciler) reconcileSuspend(ctx context.Context, s *memberScope,
 		return false, ctrl.Result{}, nil
 	}
 	s.facts.suspend = &suspendFact{active: in.Blocker == "", blocker: in.Blocker}
-	if m.Status.ResumingSessionID != "" {
-		// Its resume is under way: the pane's look says how it went.
-		s.facts.suspend = nil
+	// The pass goes on and may find the member newly idle: when it is due
+	// is decided again on the status the pass writes (suspendDue).
+	s.suspendPolicy = &in
+	return false, ctrl.Result{}, nil
+}
+
+// observe fills in what in takes from a Member's status.
+func (in *suspendInputs) observe(st *fleetv1alpha1.MemberStatus) {
+	in.Suspended = st.SuspendedAt != nil
+	in.Ready = meta.IsStatusConditionTrue(st.Conditions, fleetv1alpha1.ConditionReady)
+	in.Idle = st.AgentStatus == fleetv1alpha1.AgentIdle || st.AgentStatus == fleetv1alpha1.AgentDone
+	in.IdleSince = time.Time{}
+	if st.AgentStatusSince != nil {
+		in.IdleSince = st.AgentStatusSince.Time
 	}
-	return false, ctrl.Result{RequeueAfter: v.again}, nil
+	in.MarkedAt, in.SuspendedFor = time.Time{}, ""
+	if c := meta.FindStatusCondition(st.Conditions, fleetv1alpha1.ConditionSuspended); c != nil {
+		in.MarkedAt = c.LastTransitionTime.Time
+		if c.Status == metav1.ConditionTrue {
+			in.SuspendedFor = c.Reason
+		}
+	}
+}
+
+// suspendDue is when to look at a running member again to suspend it, from
+// the status a pass is about to write; 0 for no time-driven look.
+func suspendDue(s *memberScope) time.Duration {
+	if s.suspendPolicy == nil {
+		return 0
+	}
+	in := *s.suspendPolicy
+	in.observe(&s.member.Status)
+	switch v := decideSuspend(in); v.action {
+	case suspendNone:
+		return v.again
+	default:
+		return staleRetry
+	}
 }
 
 // podNameOf is the Pod the member's status names, for an event.
@@ -453,10 +482,11 @@ func resumeFailed(obs PaneObservation, wasReady bool) bool {
 func (r *MemberReconciler) observeResume(ctx context.Context, s *memberScope, obs PaneObservation, wasReady bool, l Launch) (fresh bool, result ctrl.Result, err error) {
 	m := s.member
 	session := m.Status.ResumingSessionID
+	c := meta.FindStatusCondition(m.Status.Conditions, fleetv1alpha1.ConditionSuspended)
 	switch {
-	case session == "":
+	case session == "" && (c == nil || c.Reason != fleetv1alpha1.ReasonResuming):
 		return false, ctrl.Result{}, nil
-	case resumeFailed(obs, wasReady):
+	case session != "" && resumeFailed(obs, wasReady):
 		why := fmt.Sprintf("the agent could not resume its saved session %s (it exited at once: the session is missing, corrupt or from another version of the agent); it starts a fresh session", session)
 		s.event(corev1.EventTypeWarning, fleetv1alpha1.ReasonSessionNotResumed, "%s", why)
 		m.Status.ResumingSessionID = ""
@@ -470,8 +500,12 @@ func (r *MemberReconciler) observeResume(ctx context.Context, s *memberScope, ob
 		return true, result, err
 	case judgeAgent(obs.Agent, m.Status.AgentStatus) == agentReady:
 		m.Status.ResumingSessionID = ""
-		s.facts.suspend = &suspendFact{resumed: session}
-		s.event(corev1.EventTypeNormal, fleetv1alpha1.ReasonResumed, "The agent resumed its saved session %s", session)
+		s.facts.suspend = &suspendFact{resumed: true, resumedSession: session}
+		if session != "" {
+			s.event(corev1.EventTypeNormal, fleetv1alpha1.ReasonResumed, "The agent resumed its saved session %s", session)
+		} else {
+			s.event(corev1.EventTypeNormal, fleetv1alpha1.ReasonResumed, "The member runs again, its agent on a fresh session: none was saved")
+		}
 	}
 	return false, ctrl.Result{}, nil
 }

@@ -1,17 +1,24 @@
 package controllers
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/herdr"
+	"github.com/fleetd/fleetd/internal/testutil"
 )
 
 func TestDecideSuspend(t *testing.T) {
@@ -199,7 +206,7 @@ func TestSuspendedCondition(t *testing.T) {
 			want: metav1.ConditionFalse, reason: fleetv1alpha1.ReasonResuming, message: "fresh session",
 		},
 		"resumed": {
-			fact: &suspendFact{resumed: "s-1"},
+			fact: &suspendFact{resumed: true, resumedSession: "s-1"},
 			want: metav1.ConditionFalse, reason: fleetv1alpha1.ReasonResumed, message: "s-1",
 		},
 		"the session could not be resumed": {
@@ -276,4 +283,102 @@ func TestResumeFailed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPodMemberSuspendAndResume runs a pod member with an idle policy
+// against a real API server: idle past suspendAfter it is suspended (its
+// Pod deleted, its workspace claim kept, phase Suspended), a message
+// resumes it in a new Pod and is typed once; spec.suspend true suspends
+// it on request, and false resumes it with the message that waited. A
+// stand-in plays the kubelet, as in TestPodMember.
+func TestPodMemberSuspendAndResume(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	hosts := runPodControllers(t, ns)
+	makeNode(t, "node-s", corev1.ConditionTrue)
+	kubelet := &podHost{t: t, port: hosts.Port}
+
+	m := testutil.MakeMember("w1", ns).Command(scriptedAgent).Obj()
+	m.Spec.Pod = &fleetv1alpha1.MemberPod{Workspace: &fleetv1alpha1.Workspace{VolumeClaim: &fleetv1alpha1.WorkspaceVolumeClaim{Size: resource.MustParse("1Gi")}}}
+	m.Spec.Idle = &fleetv1alpha1.MemberIdle{SuspendAfter: &metav1.Duration{Duration: 2 * time.Second}}
+	if err := env.Client.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(m)
+	first := memberPod(t, m, "")
+	kubelet.run(ctx, first, "node-s")
+
+	waitSuspended := func(what, reason string, pod *corev1.Pod) {
+		t.Helper()
+		testutil.Eventually(t, what, func() (bool, string) {
+			m := memberNow(t, key)
+			c := meta.FindStatusCondition(m.Status.Conditions, fleetv1alpha1.ConditionSuspended)
+			var p corev1.Pod
+			err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), &p)
+			podGoing := apierrors.IsNotFound(err) || err == nil && p.DeletionTimestamp != nil
+			return m.Status.Phase == fleetv1alpha1.MemberSuspended && m.Status.SuspendedAt != nil && m.Status.PodName == "" && m.Status.PaneID == "" &&
+					c != nil && c.Status == metav1.ConditionTrue && c.Reason == reason && podGoing,
+				fmt.Sprintf("phase %s, agent %s since %v, suspendedAt %v, pod %q (deleting: %v), Suspended %+v", m.Status.Phase, m.Status.AgentStatus, m.Status.AgentStatusSince, m.Status.SuspendedAt, m.Status.PodName, podGoing, c)
+		})
+	}
+	waitResumedReady := func(what string, pod *corev1.Pod) {
+		t.Helper()
+		testutil.Eventually(t, what, func() (bool, string) {
+			m := memberNow(t, key)
+			c := meta.FindStatusCondition(m.Status.Conditions, fleetv1alpha1.ConditionSuspended)
+			return m.Status.Phase == fleetv1alpha1.MemberReady && m.Status.PodName == pod.Name && m.Status.SuspendedAt == nil &&
+					c != nil && c.Status == metav1.ConditionFalse && c.Reason == fleetv1alpha1.ReasonResumed,
+				fmt.Sprintf("phase %s, pod %q, Suspended %+v", m.Status.Phase, m.Status.PodName, c)
+		})
+	}
+	waitTurnDone := func(name, pod string) {
+		t.Helper()
+		testutil.Eventually(t, "message "+name+" to be typed into the resumed member and its turn to end", func() (bool, string) {
+			var d fleetv1alpha1.Delegation
+			if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &d); err != nil {
+				return false, err.Error()
+			}
+			m := memberNow(t, key)
+			return d.Status.Phase == fleetv1alpha1.DelegationTurnDone && d.Status.PaneID == m.Status.PaneID && m.Status.PodName == pod,
+				fmt.Sprintf("phase %s, typed into %q (member's pane %q, pod %q)", d.Status.Phase, d.Status.PaneID, m.Status.PaneID, m.Status.PodName)
+		})
+	}
+
+	// Idle for suspendAfter: suspended, its claim kept.
+	waitSuspended("the idle member to be suspended", fleetv1alpha1.ReasonIdle, first)
+	var pvc corev1.PersistentVolumeClaim
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: WorkspaceClaimName(m.Name)}, &pvc); err != nil || pvc.DeletionTimestamp != nil {
+		t.Fatalf("the suspended member's workspace claim: %v (deleting: %v)", err, pvc.DeletionTimestamp)
+	}
+
+	// A message (as kubectl would create it) resumes it, and is typed
+	// once its agent is ready.
+	if err := env.Client.Create(ctx, testutil.MakeDelegation("wake", ns, m.Name, "silent: after the suspension").From(fleetv1alpha1.PrincipalUser, "alice").Obj()); err != nil {
+		t.Fatal(err)
+	}
+	second := memberPod(t, m, first.Name)
+	kubelet.run(ctx, second, "node-s")
+	waitResumedReady("the member to be resumed by the message", second)
+	waitTurnDone("wake", second.Name)
+
+	// spec.suspend: suspended on request; a message then waits for the
+	// resume, and is typed once after it.
+	setSuspend := func(v bool) {
+		t.Helper()
+		testutil.Eventually(t, fmt.Sprintf("spec.suspend to be set to %v", v), func() error {
+			m := memberNow(t, key)
+			m.Spec.Suspend = &v
+			return env.Client.Update(ctx, m)
+		})
+	}
+	setSuspend(true)
+	waitSuspended("the member to be suspended on request", fleetv1alpha1.ReasonSuspendRequested, second)
+	if err := env.Client.Create(ctx, testutil.MakeDelegation("waits", ns, m.Name, "silent: while suspended").Obj()); err != nil {
+		t.Fatal(err)
+	}
+	setSuspend(false)
+	third := memberPod(t, m, second.Name)
+	kubelet.run(ctx, third, "node-s")
+	waitResumedReady("the member to be resumed by spec.suspend false", third)
+	waitTurnDone("waits", third.Name)
 }
