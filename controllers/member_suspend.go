@@ -225,10 +225,15 @@ func suspendedCondition(st *fleetv1alpha1.MemberStatus, f memberFacts) condition
 		return verdict(metav1.ConditionFalse, fleetv1alpha1.ReasonResuming, "starting a pod and the agent, on a fresh session: none was saved")
 	case sf.active:
 		// A resume's outcome stays until the next suspension.
-		if c := meta.FindStatusCondition(st.Conditions, fleetv1alpha1.ConditionSuspended); c != nil && c.Status == metav1.ConditionFalse && c.Reason != fleetv1alpha1.ReasonCannotSuspend {
+		c := meta.FindStatusCondition(st.Conditions, fleetv1alpha1.ConditionSuspended)
+		if c != nil && c.Status == metav1.ConditionFalse && c.Reason != fleetv1alpha1.ReasonCannotSuspend {
 			return conditionVerdict{}
 		}
-		return verdict(metav1.ConditionFalse, fleetv1alpha1.ReasonActive, "the member runs; it is suspended when idle long enough, or when spec.suspend is true")
+		v := verdict(metav1.ConditionFalse, fleetv1alpha1.ReasonActive, "the member runs; it is suspended when idle long enough, or when spec.suspend is true")
+		// From CannotSuspend the member becomes one that may be suspended
+		// now: its transition time says since when (suspendFence).
+		v.renew = c != nil && c.Reason == fleetv1alpha1.ReasonCannotSuspend
+		return v
 	}
 	return conditionVerdict{}
 }
@@ -242,9 +247,11 @@ func sessionName(id string) string {
 }
 
 // maySuspend says whether m's status marks it as a member that may be
-// suspended: the injector then checks it live before it types.
+// suspended: the injector then checks it live before it types. One that
+// cannot be (CannotSuspend) is not checked.
 func maySuspend(m *fleetv1alpha1.Member) bool {
-	return meta.FindStatusCondition(m.Status.Conditions, fleetv1alpha1.ConditionSuspended) != nil
+	c := meta.FindStatusCondition(m.Status.Conditions, fleetv1alpha1.ConditionSuspended)
+	return c != nil && c.Reason != fleetv1alpha1.ReasonCannotSuspend
 }
 
 // reconcileSuspend suspends the member, keeps it suspended, or resumes it,
@@ -334,7 +341,7 @@ func (in *suspendInputs) observe(st *fleetv1alpha1.MemberStatus) {
 		in.IdleSince = st.AgentStatusSince.Time
 	}
 	in.MarkedAt, in.SuspendedFor = time.Time{}, ""
-	if c := meta.FindStatusCondition(st.Conditions, fleetv1alpha1.ConditionSuspended); c != nil {
+	if c := meta.FindStatusCondition(st.Conditions, fleetv1alpha1.ConditionSuspended); c != nil && c.Reason != fleetv1alpha1.ReasonCannotSuspend {
 		in.MarkedAt = c.LastTransitionTime.Time
 		if c.Status == metav1.ConditionTrue {
 			in.SuspendedFor = c.Reason

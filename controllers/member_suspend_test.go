@@ -184,6 +184,8 @@ func TestSuspendedCondition(t *testing.T) {
 		message   string // a substring of the message
 		phase     fleetv1alpha1.MemberPhase
 		suspended bool
+		// marked is the transition time the condition must show.
+		marked *metav1.Time
 	}{
 		"suspended for idling": {
 			fact: &suspendFact{suspended: fleetv1alpha1.ReasonIdle, after: 30 * time.Minute}, suspended: true,
@@ -222,6 +224,11 @@ func TestSuspendedCondition(t *testing.T) {
 			fact:   &suspendFact{active: true},
 			want:   metav1.ConditionFalse, reason: fleetv1alpha1.ReasonResumed,
 		},
+		"able to be suspended after it could not be: marked afresh": {
+			before: []metav1.Condition{{Type: fleetv1alpha1.ConditionSuspended, Status: metav1.ConditionFalse, Reason: fleetv1alpha1.ReasonCannotSuspend, LastTransitionTime: metav1.NewTime(at.Add(-time.Hour))}},
+			fact:   &suspendFact{active: true},
+			want:   metav1.ConditionFalse, reason: fleetv1alpha1.ReasonActive, message: "the member runs", marked: &at,
+		},
 		"no longer configured: dropped": {
 			before: []metav1.Condition{resumed},
 			fact:   &suspendFact{drop: true},
@@ -249,6 +256,9 @@ func TestSuspendedCondition(t *testing.T) {
 			}
 			if c.Status != tc.want || c.Reason != tc.reason || !strings.Contains(c.Message, tc.message) {
 				t.Errorf("Suspended = %s %s %q, want %s %s saying %q", c.Status, c.Reason, c.Message, tc.want, tc.reason, tc.message)
+			}
+			if tc.marked != nil && !c.LastTransitionTime.Equal(tc.marked) {
+				t.Errorf("Suspended changed at %v, want %v", c.LastTransitionTime, tc.marked)
 			}
 			if tc.phase != "" && st.Phase != tc.phase {
 				t.Errorf("phase = %s, want %s", st.Phase, tc.phase)
