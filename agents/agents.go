@@ -10,6 +10,7 @@ package agents
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
@@ -123,4 +124,23 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// ResumeArgs are the arguments that start a known agent on a session it
+// saved before, given the arguments that start it afresh (Configure's):
+// Claude Code's `--resume <id>`, Codex's `resume <id>` subcommand (after
+// the options, which Codex takes before a subcommand). Both CLIs exit at
+// once when they cannot find the session. ok is false for an agent fleetd
+// knows no resume for, or no session.
+func ResumeArgs(kind fleetv1alpha1.AgentKind, args []string, session string) (resumed []string, ok bool) {
+	if session == "" {
+		return nil, false
+	}
+	switch kind {
+	case fleetv1alpha1.AgentClaude:
+		return append([]string{"--resume", session}, args...), true
+	case fleetv1alpha1.AgentCodex:
+		return append(slices.Clone(args), "resume", session), true
+	}
+	return nil, false
 }

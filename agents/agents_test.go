@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,5 +54,37 @@ func TestPermissionModesMatchTheAPI(t *testing.T) {
 	}
 	if len(inCEL) != len(cases) {
 		t.Errorf("the CEL rule names permission modes for %d agents, the agents package for %d: %v", len(inCEL), len(cases), inCEL)
+	}
+}
+
+func TestResumeArgs(t *testing.T) {
+	cases := map[string]struct {
+		kind    fleetv1alpha1.AgentKind
+		args    []string
+		session string
+		want    []string
+		ok      bool
+	}{
+		"claude resumes with --resume first": {
+			kind: fleetv1alpha1.AgentClaude, args: []string{"--settings", "/s.json"}, session: "abc",
+			want: []string{"--resume", "abc", "--settings", "/s.json"}, ok: true,
+		},
+		"codex resumes with its subcommand after the options": {
+			kind: fleetv1alpha1.AgentCodex, args: []string{"-c", "x=1"}, session: "abc",
+			want: []string{"-c", "x=1", "resume", "abc"}, ok: true,
+		},
+		"codex without options": {
+			kind: fleetv1alpha1.AgentCodex, session: "abc", want: []string{"resume", "abc"}, ok: true,
+		},
+		"no session":    {kind: fleetv1alpha1.AgentClaude, args: []string{"-x"}},
+		"unknown agent": {kind: "aider", args: []string{"-x"}, session: "abc"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, ok := ResumeArgs(tc.kind, tc.args, tc.session)
+			if ok != tc.ok || !slices.Equal(got, tc.want) {
+				t.Errorf("ResumeArgs = %q, %v; want %q, %v", got, ok, tc.want, tc.ok)
+			}
+		})
 	}
 }

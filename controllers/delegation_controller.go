@@ -222,6 +222,7 @@ func memberViewOf(m *fleetv1alpha1.Member) delegation.Member {
 		Status:     m.Status.AgentStatus,
 		Seq:        m.Status.StateChangeSeq,
 		WorkingSeq: m.Status.WorkingSeq,
+		MaySuspend: maySuspend(m),
 	}
 }
 
@@ -416,6 +417,19 @@ func (r *DelegationReconciler) deliver(ctx context.Context, member types.Namespa
 	if err := r.writeTraced(ctx, d, tracing.SpanIntentWritten); err != nil {
 		return err
 	}
+	if m.MaySuspend {
+		// The suspension and this intent are both written before either
+		// side acts: the suspension sees the intent and keeps the Pod, or
+		// this sees the suspension and types nothing.
+		suspended, err := r.suspendedNow(ctx, member, m.PaneID)
+		if err != nil {
+			return err
+		}
+		if suspended {
+			delegation.DeliveryPostponed(d, "the member is being suspended; the message waits for its resume")
+			return r.write(ctx, d)
+		}
+	}
 	hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
 	defer cancel()
 	_, typing := tracing.Start(hctx, d, tracing.SpanTyped)
@@ -449,6 +463,24 @@ func (r *DelegationReconciler) deliver(ctx context.Context, member types.Namespa
 		// proves it or the confirm window passes.
 		return fmt.Errorf("typing delegation %s into pane %s: %w", d.Name, m.PaneID, err)
 	}
+}
+
+// suspendedNow reads the member live: whether it was written suspended
+// (or its pane paneID is no longer its own) since the cached view a
+// delivery was decided on.
+func (r *DelegationReconciler) suspendedNow(ctx context.Context, member types.NamespacedName, paneID string) (bool, error) {
+	reader := r.Reader
+	if reader == nil {
+		reader = r.Client
+	}
+	m := &fleetv1alpha1.Member{}
+	if err := reader.Get(ctx, member, m); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("reading member %s before typing into it: %w", member.Name, err)
+	}
+	return m.Status.SuspendedAt != nil || m.Status.PaneID != paneID, nil
 }
 
 // interrupt ends the member's turn the way a person would: Escape for an

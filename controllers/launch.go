@@ -51,6 +51,9 @@ type Worker struct {
 	Pod     *fleetv1alpha1.MemberPod
 	// Pricing is what the model costs (the Profile's), nil for none.
 	Pricing *fleetv1alpha1.Pricing
+	// Idle says when the idle member is suspended (the Member's, else the
+	// Profile's), nil for never.
+	Idle *fleetv1alpha1.MemberIdle
 }
 
 // resolveWorker merges a Member's spec with its Profile (nil for an inline
@@ -66,6 +69,7 @@ func resolveWorker(m *fleetv1alpha1.Member, p *fleetv1alpha1.Profile) Worker {
 			Billing:    fleetv1alpha1.BillingOf(nil),
 			Runtime:    m.Spec.Runtime,
 			Pod:        mergePod(nil, m.Spec.Pod),
+			Idle:       m.Spec.Idle,
 		}
 	}
 	w := Worker{
@@ -82,6 +86,7 @@ func resolveWorker(m *fleetv1alpha1.Member, p *fleetv1alpha1.Profile) Worker {
 		Runtime:        cmp.Or(m.Spec.Runtime, p.Spec.Runtime),
 		Pod:            mergePod(p.Spec.Pod, m.Spec.Pod),
 		Pricing:        p.Spec.Pricing,
+		Idle:           cmp.Or(m.Spec.Idle, p.Spec.Idle),
 	}
 	return w
 }

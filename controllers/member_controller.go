@@ -146,6 +146,10 @@ type memberScope struct {
 	// tokenStale says the token Secret was written by someone else: the
 	// pass knows no token a new pane may start with (freshToken).
 	tokenStale bool
+	// suspendPolicy is what the pass knew about suspending a running
+	// member that may be suspended: suspendDue decides from it, on the
+	// status the pass writes, when to look again.
+	suspendPolicy *suspendInputs
 }
 
 // memberEvent is a Kubernetes Event about the Member.
@@ -216,6 +220,7 @@ func (r *MemberReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		// error's backoff brings the Member back.
 		return ctrl.Result{}, reconcileErr
 	}
+	result.RequeueAfter = sooner(result.RequeueAfter, suspendDue(scope))
 	if result.RequeueAfter == 0 || result.RequeueAfter > resyncPeriod {
 		result.RequeueAfter = resyncPeriod
 	}
@@ -236,6 +241,9 @@ func (r *MemberReconciler) reconcileNormal(ctx context.Context, s *memberScope) 
 	m.Status.AgentKind = worker.Agent
 	s.pricing = worker.Pricing
 	m.Status.Runtime = runtimeOf(m, worker, r.DefaultRuntime)
+	if stop, result, err := r.reconcileSuspend(ctx, s, worker); err != nil || stop {
+		return result, err
+	}
 	rt := r.runtimes().of(m)
 	mcpURL, token, err := rt.gateway(ctx, r, s)
 	if err != nil {
@@ -393,6 +401,8 @@ func (r *MemberReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Pod{}).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.membersOnNode), builder.WithPredicates(nodeReadinessChanged)).
 		Watches(&fleetv1alpha1.Profile{}, handler.EnqueueRequestsFromMapFunc(r.membersOfProfile)).
+		// A message to a suspended member resumes it.
+		Watches(&fleetv1alpha1.Delegation{}, handler.EnqueueRequestsFromMapFunc(r.suspendedReceiver), builder.WithPredicates(delegationCreated)).
 		WatchesRawSource(r.PaneWatch.Source())
 	if r.Screens != nil {
 		b = b.WatchesRawSource(r.Screens.Source())
@@ -401,6 +411,13 @@ func (r *MemberReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Named("member").
 		Complete(r)
+}
+
+// delegationCreated passes only the creation of an object.
+var delegationCreated = predicate.Funcs{
+	UpdateFunc:  func(event.UpdateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
 }
 
 // deletionStarted passes the update that marks an object for deletion.

@@ -59,6 +59,9 @@ func (r *MemberReconciler) reconcilePane(ctx, hctx context.Context, s *memberSco
 		return ctrl.Result{}, err
 	}
 	wasReady := meta.IsStatusConditionTrue(m.Status.Conditions, fleetv1alpha1.ConditionAgentReady)
+	if fresh, result, err := r.observeResume(hctx, s, obs, wasReady, launch); fresh || err != nil {
+		return result, err
+	}
 	startedAt := s.paneStartedAt()
 	if verdict, why := judgePane(obs, m.Status.TerminalID, wasReady, startedAt, s.now.Time); verdict == paneLost {
 		fresh, err := r.isFresh(ctx, m)
@@ -227,7 +230,13 @@ func (r *MemberReconciler) createPane(ctx context.Context, s *memberScope, l Lau
 	}
 	recordPane(m, ws.RootPane)
 	if l.AgentKind != "" {
-		start := herdr.AgentStartParams{Name: agentName(m.Namespace, m.Name), Kind: l.AgentKind, PaneID: ws.RootPane.PaneID, Args: l.AgentArgs}
+		args := l.AgentArgs
+		if resumed, ok := agents.ResumeArgs(fleetv1alpha1.AgentKind(l.AgentKind), args, m.Status.ResumingSessionID); ok {
+			// A suspended member comes back on its saved session
+			// (observeResume says how that went).
+			args = resumed
+		}
+		start := herdr.AgentStartParams{Name: agentName(m.Namespace, m.Name), Kind: l.AgentKind, PaneID: ws.RootPane.PaneID, Args: args}
 		_, err = s.panes.AgentStart(ctx, start)
 		if errors.Is(err, herdr.ErrAgentNameTaken) {
 			// After a restart herdr may bring back an earlier agent of this

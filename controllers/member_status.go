@@ -234,7 +234,13 @@ type memberFacts struct {
 	// isolation is whether other members can act as this one; nil when
 	// the pass did not find out.
 	isolation *isolation
+	// suspend is what the pass found out about suspending the member; nil
+	// when it did not look.
+	suspend *suspendFact
 }
+
+// suspended says the pass found the member suspended.
+func (f memberFacts) suspended() bool { return f.suspend != nil && f.suspend.suspended != "" }
 
 // isolation is whether the Member is kept apart from the others.
 type isolation struct {
@@ -295,6 +301,7 @@ func setConditions(st *fleetv1alpha1.MemberStatus, generation int64, f memberFac
 		{fleetv1alpha1.ConditionAgentHooks, agentHooksCondition(st, f)},
 		{fleetv1alpha1.ConditionAgentReady, agentReadyCondition(st, f)},
 		{fleetv1alpha1.ConditionHerdrReachable, herdrReachableCondition(f)},
+		{fleetv1alpha1.ConditionSuspended, suspendedCondition(st, f)},
 	} {
 		c.verdict.apply(&st.Conditions, c.typ, generation, now)
 	}
@@ -339,6 +346,8 @@ func (v conditionVerdict) apply(conditions *[]metav1.Condition, typ string, gene
 func paneReadyCondition(st *fleetv1alpha1.MemberStatus, f memberFacts) conditionVerdict {
 	var v conditionVerdict
 	switch {
+	case f.suspended():
+		return verdict(metav1.ConditionFalse, f.suspend.suspended, "the member is suspended: its pod and pane are gone until it is resumed")
 	case f.started != nil:
 		v = verdict(metav1.ConditionTrue, fleetv1alpha1.ReasonPaneCreated, "pane "+f.started.paneID+" in workspace "+f.started.workspaceID)
 	case f.startRefused != "":
@@ -377,6 +386,8 @@ func paneReadyCondition(st *fleetv1alpha1.MemberStatus, f memberFacts) condition
 // podScheduledCondition says whether a pod member's Pod runs on a node.
 func podScheduledCondition(st *fleetv1alpha1.MemberStatus, f memberFacts) conditionVerdict {
 	switch {
+	case f.suspended():
+		return verdict(metav1.ConditionFalse, f.suspend.suspended, "the member is suspended: it has no pod")
 	case f.podScheduled, f.pod != nil && f.pod.unschedulable == "" && st.NodeName != "":
 		return verdict(metav1.ConditionTrue, fleetv1alpha1.ReasonPodScheduled, "pod "+st.PodName+" runs on node "+st.NodeName)
 	case f.pod != nil && f.pod.unschedulable != "":
@@ -420,6 +431,8 @@ func agentHooksCondition(st *fleetv1alpha1.MemberStatus, f memberFacts) conditio
 func agentReadyCondition(st *fleetv1alpha1.MemberStatus, f memberFacts) conditionVerdict {
 	var v conditionVerdict
 	switch {
+	case f.suspended():
+		return verdict(metav1.ConditionFalse, f.suspend.suspended, "the member is suspended: its agent is stopped, its session kept")
 	case f.observed != nil:
 		switch judgeAgent(f.observed.Agent, st.AgentStatus) {
 		case agentReady:
@@ -469,6 +482,12 @@ func rollUp(st *fleetv1alpha1.MemberStatus, generation int64, deleting bool, now
 	case deleting:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonDeleting, "the member is being deleted"
 		st.Phase = fleetv1alpha1.MemberTerminating
+	case st.SuspendedAt != nil:
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonIdle, "the member is suspended"
+		if c := meta.FindStatusCondition(st.Conditions, fleetv1alpha1.ConditionSuspended); c != nil && c.Status == metav1.ConditionTrue {
+			ready.Reason, ready.Message = c.Reason, c.Message
+		}
+		st.Phase = fleetv1alpha1.MemberSuspended
 	case herdrOK != nil && herdrOK.Status == metav1.ConditionFalse:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, herdrOK.Reason, herdrOK.Message
 		if st.PaneID == "" {

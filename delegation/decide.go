@@ -50,6 +50,10 @@ type Member struct {
 	// seq at which it was last seen working or blocked: a later WorkingSeq
 	// than a message's typing proves its pickup.
 	Seq, WorkingSeq int64
+	// MaySuspend says the member may be suspended: the injector reads it
+	// live after recording its intent to type, and types nothing into a
+	// member written suspended meanwhile. Decide does not look at it.
+	MaySuspend bool
 	// BlockedAtSeq, when set, is the seq at which herdr refused a delivery
 	// for a dialog the status did not show: the queue is blocked, and
 	// nothing is typed until the seq moves past it.

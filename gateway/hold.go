@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -148,7 +150,7 @@ func (h *holding) look(decide func(*fleetv1alpha1.Delegation) bool) (*fleetv1alp
 	if decide(current) {
 		return current, true, nil
 	}
-	h.status = progressStatus{to: current.Spec.To, phase: delegation.Phase(current)}
+	h.status = progressStatus{to: current.Spec.To, phase: delegation.Phase(current), namespace: current.Namespace}
 	return nil, false, nil
 }
 
@@ -374,8 +376,9 @@ func progressToken(req *mcp.CallToolRequest) any {
 
 // progressStatus is what a progress notification says of the Delegation.
 type progressStatus struct {
-	to    string
-	phase fleetv1alpha1.DelegationPhase
+	to        string
+	namespace string
+	phase     fleetv1alpha1.DelegationPhase
 }
 
 // notifyProgress tells the client the call is alive, so that it does not cut
@@ -387,11 +390,37 @@ func (s *service) notifyProgress(ctx context.Context, c *call, token any, starte
 		Progress:      s.opts.Clock.Since(started).Seconds(),
 		Message:       fmt.Sprintf("waiting for %s: %s (%s)", st.to, cmp.Or(st.phase, fleetv1alpha1.DelegationPending), name),
 	}
+	if resuming := s.resumeProgress(ctx, st); resuming != "" {
+		p.Message = fmt.Sprintf("waiting for %s: %s (%s)", st.to, resuming, name)
+	}
 	if c.stream != nil {
 		c.stream.Progress(p)
 		return
 	}
 	_ = c.req.Session.NotifyProgress(ctx, p)
+}
+
+// resumeProgress says, for a progress notification, how far the receiver
+// of a message still in its queue is from taking it when it is suspended
+// or being resumed; "" otherwise. It reads the gateway's cache.
+func (s *service) resumeProgress(ctx context.Context, st progressStatus) string {
+	if st.namespace == "" || (st.phase != "" && st.phase != fleetv1alpha1.DelegationPending && st.phase != fleetv1alpha1.DelegationQueued) {
+		return ""
+	}
+	var m fleetv1alpha1.Member
+	if err := s.cache.Get(ctx, types.NamespacedName{Namespace: st.namespace, Name: st.to}, &m); err != nil {
+		return ""
+	}
+	c := meta.FindStatusCondition(m.Status.Conditions, fleetv1alpha1.ConditionSuspended)
+	switch {
+	case m.Status.SuspendedAt != nil && m.Spec.Suspend != nil && *m.Spec.Suspend:
+		return "the member is suspended (spec.suspend); the message waits in its queue until it is resumed"
+	case m.Status.SuspendedAt != nil:
+		return "the member is suspended; resuming it for this message"
+	case c != nil && c.Reason == fleetv1alpha1.ReasonResuming:
+		return fmt.Sprintf("resuming the member (%s); the message is typed once its agent is ready", strings.ToLower(string(cmp.Or(m.Status.Phase, fleetv1alpha1.MemberPending))))
+	}
+	return ""
 }
 
 // detach records that the blocking sender stopped waiting, so that a later

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -552,4 +553,65 @@ func TestRefusalsNameNoMembersToACallerWhoMayNotSee(t *testing.T) {
 		got := callTool[SendOutput](t, cs, "bridge_send", refusals["no such member"])
 		return errIf(got.err == nil || !strings.Contains(got.err.Message, "secret-w1"), "%v", got.err)
 	}, testutil.Within(time.Minute))
+}
+
+// TestSendProgressWhileResuming: a held call to a suspended member says in
+// its progress that the member is being resumed for it, and still ends
+// with the reply.
+func TestSendProgressWhileResuming(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startGateway(t, ns, Options{ProgressInterval: 20 * time.Millisecond})
+	w, _ := addMember(t, member("w1", ns).Obj())
+	at := metav1.Now()
+	setMemberStatus(t, w, func(st *fleetv1alpha1.MemberStatus) {
+		st.Phase, st.SuspendedAt = fleetv1alpha1.MemberSuspended, &at
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: fleetv1alpha1.ConditionSuspended, Status: metav1.ConditionTrue, Reason: fleetv1alpha1.ReasonIdle, Message: "suspended"})
+	})
+	messages := make(chan string, 64)
+	primary := h.connect(t, staticToken, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			select {
+			case messages <- req.Params.Message:
+			default:
+			}
+		},
+	})
+	sent := make(chan toolCall[SendOutput], 1)
+	go func() {
+		params := &mcp.CallToolParams{Name: "bridge_send", Arguments: map[string]any{"content": "wake up", "sessionId": "w1"}}
+		params.SetProgressToken("tok-1")
+		res, err := primary.CallTool(context.Background(), params)
+		if err != nil {
+			sent <- toolCall[SendOutput]{err: &toolerr.Error{Code: "transport", Message: err.Error()}}
+			return
+		}
+		sent <- decodeResult[SendOutput](t, "bridge_send", res)
+	}()
+	waitProgress := func(want string) {
+		t.Helper()
+		var last string
+		testutil.Eventually(t, "progress saying "+want, func() (bool, string) {
+			for {
+				select {
+				case last = <-messages:
+					if strings.Contains(last, want) {
+						return true, ""
+					}
+				default:
+					return false, "last: " + last
+				}
+			}
+		})
+	}
+	waitProgress("the member is suspended; resuming it for this message")
+	setMemberStatus(t, w, func(st *fleetv1alpha1.MemberStatus) {
+		st.Phase, st.SuspendedAt = fleetv1alpha1.MemberStarting, nil
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: fleetv1alpha1.ConditionSuspended, Status: metav1.ConditionFalse, Reason: fleetv1alpha1.ReasonResuming, Message: "resuming"})
+	})
+	waitProgress("resuming the member (starting)")
+	d := waitDelegation(t, ns, "w1", nil)
+	settle(t, ns, d.Name, typed, replied("awake"))
+	if got := wantOK(t, <-sent); got.Outcome != "reply" || got.Text != "awake" {
+		t.Fatalf("bridge_send = %+v, want the reply", got)
+	}
 }

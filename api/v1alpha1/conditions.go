@@ -24,6 +24,12 @@ const (
 	// pane server; False where members share one user (the real herdr, or
 	// a pane server that may not switch users).
 	ConditionIsolated = "Isolated"
+	// ConditionSuspended says whether a Member that may be suspended (spec
+	// idle or suspend, its own or its Profile's) is: True with reason Idle
+	// or SuspendRequested while its Pod is gone; False with Active while it
+	// runs, Resuming, Resumed or SessionNotResumed after a resume, and
+	// CannotSuspend when it may not be.
+	ConditionSuspended = "Suspended"
 	// ConditionDelivered says whether a Delegation was typed into its pane.
 	ConditionDelivered = "Delivered"
 	// ConditionSettled says a Delegation reached a terminal phase.
@@ -63,6 +69,29 @@ const (
 	// claim for a fresh one, or hand it over by labelling it with this
 	// Member's UID.
 	ReasonWorkspaceClaimTaken = "WorkspaceClaimTaken"
+	// ReasonIdle: the Member was suspended for being idle past
+	// spec.idle.suspendAfter.
+	ReasonIdle = "Idle"
+	// ReasonSuspendRequested: the Member was suspended because spec.suspend
+	// is true.
+	ReasonSuspendRequested = "SuspendRequested"
+	// ReasonActive: the Member runs, and is suspended when idle long
+	// enough or asked.
+	ReasonActive = "Active"
+	// ReasonResuming: a suspended Member is being brought back, its agent
+	// started on its saved session.
+	ReasonResuming = "Resuming"
+	// ReasonResumed: a suspended Member's agent is ready on its saved
+	// session.
+	ReasonResumed = "Resumed"
+	// ReasonSessionNotResumed: a suspended Member's saved session could not
+	// be resumed (missing, corrupt, written by another version of the
+	// agent: the agent exited), so its agent started a fresh session.
+	ReasonSessionNotResumed = "SessionNotResumed"
+	// ReasonCannotSuspend: the Member asks to be suspended and cannot be:
+	// it runs on the shared pane server, or its workspace is no claim of
+	// its own and would be lost with its Pod.
+	ReasonCannotSuspend = "CannotSuspend"
 	// ReasonProfileNotFound: the Member names a Profile that does not exist.
 	ReasonProfileNotFound = "ProfileNotFound"
 	// ReasonSecretNotAllowed: an env value refers to a Secret that does not

@@ -33,7 +33,7 @@ const (
 )
 
 // MemberPhase is a one-word summary of a Member's lifecycle.
-// +kubebuilder:validation:Enum=Pending;Starting;Ready;Restarting;Failed;Terminating
+// +kubebuilder:validation:Enum=Pending;Starting;Ready;Restarting;Suspended;Failed;Terminating
 type MemberPhase string
 
 const (
@@ -45,6 +45,10 @@ const (
 	MemberReady MemberPhase = "Ready"
 	// MemberRestarting lost its pane and waits to recreate it.
 	MemberRestarting MemberPhase = "Restarting"
+	// MemberSuspended has no Pod: it was idle past spec.idle.suspendAfter,
+	// or spec.suspend asked. Its workspace claim and its agent's session
+	// are kept, and a message resumes it.
+	MemberSuspended MemberPhase = "Suspended"
 	// MemberFailed cannot run until its spec or environment changes.
 	MemberFailed MemberPhase = "Failed"
 	// MemberTerminating is being deleted.
@@ -57,6 +61,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.args) || has(self.agent) || has(self.profile)",message="args apply only to an agent or a profile; put a plain command's arguments in command"
 // +kubebuilder:validation:XValidation:rule="!has(self.profile) || (!has(self.env) && !has(self.workingDir))",message="env and workingDir come from the profile when profile is set"
 // +kubebuilder:validation:XValidation:rule="!has(self.pod) || !has(self.runtime) || self.runtime == 'Pod'",message="pod applies only to runtime: Pod"
+// +kubebuilder:validation:XValidation:rule="!(has(self.suspend) || has(self.idle)) || !has(self.runtime) || self.runtime == 'Pod'",message="suspend and idle apply only to runtime: Pod; a member on the shared pane server is never suspended"
 type MemberSpec struct {
 	// profile names a Profile in the Member's namespace to run the worker from.
 	// Mutually exclusive with agent and command.
@@ -125,6 +130,33 @@ type MemberSpec struct {
 	// (config/admission enforces it, and fleetd makes no Pod beyond it).
 	// +optional
 	Pod *MemberPod `json:"pod,omitempty"`
+
+	// suspend true suspends the member as soon as no message is in flight
+	// to it: its Pod is deleted, and its workspace claim and its agent's
+	// session are kept. While it is true, messages wait in the queue.
+	// false (or unset) resumes a member suspended this way; one suspended
+	// for being idle resumes when a message comes. Only a member in a Pod
+	// of its own with a workspace claim (spec.pod.workspace.volumeClaim,
+	// or its Profile's) is suspended: its Suspended condition says why not
+	// otherwise.
+	// +optional
+	Suspend *bool `json:"suspend,omitempty"`
+
+	// idle suspends the member once it has been idle this long, with no
+	// message queued or in flight and no open question. Default: the
+	// Profile's; without either, an idle member is never suspended.
+	// +optional
+	Idle *MemberIdle `json:"idle,omitempty"`
+}
+
+// MemberIdle says when an idle member is suspended.
+type MemberIdle struct {
+	// suspendAfter is how long the member stays idle, with nothing queued
+	// or in flight to it and no open question, before it is suspended; at
+	// least 1s, such as 30m.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="suspendAfter must be a duration of at least 1s, such as 30m"
+	SuspendAfter *metav1.Duration `json:"suspendAfter"`
 }
 
 // MemberStatus is the observed state of a Member.
@@ -135,8 +167,9 @@ type MemberStatus struct {
 	Phase MemberPhase `json:"phase,omitempty"`
 
 	// conditions: Ready (rollup), PaneReady, AgentReady, HerdrReachable,
-	// for agents fleetd hooks (Claude Code, Codex) AgentHooks, and for pod
-	// members PodScheduled.
+	// for agents fleetd hooks (Claude Code, Codex) AgentHooks, for pod
+	// members PodScheduled, and for members that may be suspended (idle or
+	// suspend set) Suspended.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -165,8 +198,22 @@ type MemberStatus struct {
 	AgentKind AgentKind `json:"agentKind,omitempty"`
 
 	// agentSessionID is the agent's own session id, when it reported one.
+	// It is kept while the member is suspended: a resume starts the agent
+	// on it.
 	// +optional
 	AgentSessionID string `json:"agentSessionID,omitempty"`
+
+	// suspendedAt is when the member was suspended (its Pod deleted); unset
+	// while it runs.
+	// +optional
+	SuspendedAt *metav1.Time `json:"suspendedAt,omitempty"`
+
+	// resumingSessionID is the saved agent session the current pane was
+	// started on to resume the member, until the agent is ready on it (or
+	// exits, and a fresh session starts instead).
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	ResumingSessionID string `json:"resumingSessionID,omitempty"`
 
 	// agentStatus is the agent's last status as herdr reports it.
 	// +optional
@@ -277,6 +324,7 @@ type MemberStatus struct {
 // +kubebuilder:printcolumn:name="Pane",type=string,JSONPath=`.status.paneID`
 // +kubebuilder:printcolumn:name="Team",type=string,JSONPath=`.spec.team`
 // +kubebuilder:printcolumn:name="Role",type=string,JSONPath=`.spec.role`
+// +kubebuilder:printcolumn:name="Suspended",type=date,JSONPath=`.status.suspendedAt`
 // +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restarts`,priority=1
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.nodeName`,priority=1
 // +kubebuilder:printcolumn:name="Pod",type=string,JSONPath=`.status.podName`,priority=1

@@ -128,6 +128,12 @@ type ProfileSpec struct {
 	// +optional
 	Pod *MemberPod `json:"pod,omitempty"`
 
+	// idle suspends its members once idle this long (a Member's own idle
+	// wins); only members in Pods of their own with a workspace claim are
+	// suspended.
+	// +optional
+	Idle *MemberIdle `json:"idle,omitempty"`
+
 	// default marks the profile bridge_send auto-spawns from when no member is
 	// addressed and none exists. At most one profile per namespace should set it;
 	// when several do, the oldest wins.

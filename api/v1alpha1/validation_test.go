@@ -118,6 +118,26 @@ func TestBadManifestsAreRefused(t *testing.T) {
 			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Member, metadata: {name: m-pvc}, spec: {command: [sh], runtime: Pod, pod: {workspace: {volumeClaim: {keep: true}}}}}`,
 			want:     []string{"spec.pod.workspace.volumeClaim.size", "Required"},
 		},
+		"member suspending in the shared runtime": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Member, metadata: {name: m-sus}, spec: {command: [sh], runtime: Shared, suspend: true}}`,
+			want:     []string{"spec", "suspend and idle apply only to runtime: Pod"},
+		},
+		"member idle with a zero suspendAfter": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Member, metadata: {name: m-idle0}, spec: {command: [sh], runtime: Pod, idle: {suspendAfter: 0s}}}`,
+			want:     []string{"spec.idle.suspendAfter", "at least 1s"},
+		},
+		"member idle with a negative suspendAfter": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Member, metadata: {name: m-idleneg}, spec: {command: [sh], runtime: Pod, idle: {suspendAfter: -5m}}}`,
+			want:     []string{"spec.idle.suspendAfter", "at least 1s"},
+		},
+		"member idle without suspendAfter": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Member, metadata: {name: m-idlenone}, spec: {command: [sh], runtime: Pod, idle: {}}}`,
+			want:     []string{"spec.idle.suspendAfter", "Required"},
+		},
+		"profile idle with a zero suspendAfter": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Profile, metadata: {name: p-idle0}, spec: {command: [sh], idle: {suspendAfter: 0s}}}`,
+			want:     []string{"spec.idle.suspendAfter", "at least 1s"},
+		},
 		"profile with a pod in the shared runtime": {
 			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Profile, metadata: {name: p-pod}, spec: {command: [sh], runtime: Shared, pod: {image: x}}}`,
 			want:     []string{"spec", "pod applies only to runtime: Pod"},

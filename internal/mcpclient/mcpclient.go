@@ -77,6 +77,11 @@ func Call(ctx context.Context, s *mcp.ClientSession, tool string, args map[strin
 	if err != nil {
 		return Result{}, fmt.Errorf("calling %s: %w", tool, err)
 	}
+	return Decode(tool, res)
+}
+
+// Decode reads the result of a call to tool.
+func Decode(tool string, res *mcp.CallToolResult) (Result, error) {
 	out := Result{IsError: res.IsError}
 	for _, c := range res.Content {
 		if t, ok := c.(*mcp.TextContent); ok {

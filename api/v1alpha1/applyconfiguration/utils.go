@@ -54,6 +54,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1alpha1.MemberApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("MemberEgress"):
 		return &apiv1alpha1.MemberEgressApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("MemberIdle"):
+		return &apiv1alpha1.MemberIdleApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("MemberPod"):
 		return &apiv1alpha1.MemberPodApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("MemberSpec"):

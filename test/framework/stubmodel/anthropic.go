@@ -95,6 +95,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		prompt, results := turnOf(req.Messages)
 		logged.Kind, logged.Prompt, logged.Step = KindTurn, prompt, len(results)
 		logged.Images, logged.HookFeedback = turnImages(req.Messages), hookFeedback(req.Messages)
+		logged.Earlier = earlierPrompts(req.Messages)
 		next, ok := stepOf(r, prompt, results)
 		if !ok {
 			return
@@ -161,20 +162,8 @@ func claudeTool(t string) string {
 func turnOf(msgs []message) (prompt string, results []string) {
 	start := -1
 	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role != "user" {
-			continue
-		}
-		// A prompt typed after an interrupted tool call arrives in the same
-		// message as that call's result; "Tool loaded." follows a
-		// ToolSearch result and is no prompt.
-		var texts []string
-		for _, b := range msgs[i].Content {
-			if t := strings.TrimSpace(b.Text); b.Type == "text" && !strings.HasPrefix(t, "<system-reminder>") && t != "Tool loaded." {
-				texts = append(texts, b.Text)
-			}
-		}
-		if len(texts) > 0 {
-			start, prompt = i, strings.Join(texts, "\n")
+		if p := promptOf(msgs[i]); p != "" {
+			start, prompt = i, p
 			break
 		}
 	}
@@ -199,6 +188,37 @@ func turnOf(msgs []message) (prompt string, results []string) {
 		}
 	}
 	return prompt, results
+}
+
+// promptOf is the prompt a message holds: a user message's text, without
+// Claude Code's reminders; "" for none. A prompt typed after an
+// interrupted tool call arrives in the same message as that call's result;
+// "Tool loaded." follows a ToolSearch result and is no prompt.
+func promptOf(m message) string {
+	if m.Role != "user" {
+		return ""
+	}
+	var texts []string
+	for _, b := range m.Content {
+		if t := strings.TrimSpace(b.Text); b.Type == "text" && !strings.HasPrefix(t, "<system-reminder>") && t != "Tool loaded." {
+			texts = append(texts, b.Text)
+		}
+	}
+	return strings.Join(texts, "\n")
+}
+
+// earlierPrompts are the prompts of the turns before the last in msgs.
+func earlierPrompts(msgs []message) []string {
+	var prompts []string
+	for _, m := range msgs {
+		if p := promptOf(m); p != "" {
+			prompts = append(prompts, p)
+		}
+	}
+	if len(prompts) == 0 {
+		return nil
+	}
+	return prompts[:len(prompts)-1]
 }
 
 // resultText is a tool result's text: a string, or its text blocks.

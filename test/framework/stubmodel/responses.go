@@ -91,6 +91,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 		prompt, results := responsesTurnOf(req.Input)
 		logged.Kind, logged.Prompt, logged.Step = KindTurn, prompt, len(results)
 		logged.Images, logged.HookFeedback = responsesTurnImages(req.Input), responsesHookFeedback(req.Input)
+		logged.Earlier = responsesEarlierPrompts(req.Input)
 		next, ok := stepOf(r, prompt, results)
 		if !ok {
 			return
@@ -219,18 +220,8 @@ var contextBlock = regexp.MustCompile(`(?s)^\s*<([a-z_]+)(\s[^>]*)?>.*</([a-z_]+
 func responsesTurnOf(items []inputItem) (prompt string, results []string) {
 	start := -1
 	for i := len(items) - 1; i >= 0; i-- {
-		it := items[i]
-		if it.Type != "message" || it.Role != "user" {
-			continue
-		}
-		var texts []string
-		for _, t := range itemTexts(it.Content) {
-			if !contextBlock.MatchString(t) && !imageWrapper.MatchString(t) {
-				texts = append(texts, t)
-			}
-		}
-		if len(texts) > 0 {
-			start, prompt = i, strings.Join(texts, "\n")
+		if p := responsesPromptOf(items[i]); p != "" {
+			start, prompt = i, p
 			break
 		}
 	}
@@ -253,6 +244,36 @@ func responsesTurnOf(items []inputItem) (prompt string, results []string) {
 		}
 	}
 	return prompt, results
+}
+
+// responsesPromptOf is the prompt an input item holds: a user message's
+// text that is not context Codex added; "" for none.
+func responsesPromptOf(it inputItem) string {
+	if it.Type != "message" || it.Role != "user" {
+		return ""
+	}
+	var texts []string
+	for _, t := range itemTexts(it.Content) {
+		if !contextBlock.MatchString(t) && !imageWrapper.MatchString(t) {
+			texts = append(texts, t)
+		}
+	}
+	return strings.Join(texts, "\n")
+}
+
+// responsesEarlierPrompts are the prompts of the turns before the last in
+// items.
+func responsesEarlierPrompts(items []inputItem) []string {
+	var prompts []string
+	for _, it := range items {
+		if p := responsesPromptOf(it); p != "" {
+			prompts = append(prompts, p)
+		}
+	}
+	if len(prompts) == 0 {
+		return nil
+	}
+	return prompts[:len(prompts)-1]
 }
 
 // itemTexts is the text of a message's content: a string, or its parts.

@@ -87,6 +87,10 @@ type Request struct {
 	Tools []string `json:"tools,omitempty"`
 	// Images are the images the turn's prompt came with.
 	Images []Image `json:"images,omitempty"`
+	// Earlier are the prompts of the conversation's earlier turns that the
+	// request carries, oldest first: an agent resumed on a saved session
+	// sends the turns it had before.
+	Earlier []string `json:"earlier,omitempty"`
 	// HookFeedback is what the agent's hooks added to the conversation,
 	// such as the reason of a Stop hook that kept the turn going, oldest
 	// first.

@@ -292,6 +292,12 @@ var schemaYAML = typed.YAMLObject(`types:
           elementType:
             namedType: io.k8s.api.networking.v1.NetworkPolicyEgressRule
           elementRelationship: atomic
+- name: com.github.fleetd.fleetd.api.v1alpha1.MemberIdle
+  map:
+    fields:
+    - name: suspendAfter
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Duration
 - name: com.github.fleetd.fleetd.api.v1alpha1.MemberPhase
   scalar: string
 - name: com.github.fleetd.fleetd.api.v1alpha1.MemberPod
@@ -361,6 +367,9 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - name
+    - name: idle
+      type:
+        namedType: com.github.fleetd.fleetd.api.v1alpha1.MemberIdle
     - name: pod
       type:
         namedType: com.github.fleetd.fleetd.api.v1alpha1.MemberPod
@@ -374,6 +383,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: runtime
       type:
         namedType: com.github.fleetd.fleetd.api.v1alpha1.Runtime
+    - name: suspend
+      type:
+        scalar: boolean
     - name: team
       type:
         scalar: string
@@ -442,12 +454,18 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: restarts
       type:
         scalar: numeric
+    - name: resumingSessionID
+      type:
+        scalar: string
     - name: runtime
       type:
         namedType: com.github.fleetd.fleetd.api.v1alpha1.Runtime
     - name: stateChangeSeq
       type:
         scalar: numeric
+    - name: suspendedAt
+      type:
+        namedType: io.k8s.apimachinery.pkg.apis.meta.v1.Time
     - name: tabID
       type:
         scalar: string
@@ -599,6 +617,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: git
       type:
         namedType: com.github.fleetd.fleetd.api.v1alpha1.GitIdentity
+    - name: idle
+      type:
+        namedType: com.github.fleetd.fleetd.api.v1alpha1.MemberIdle
     - name: model
       type:
         scalar: string
@@ -1147,6 +1168,8 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
 - name: io.k8s.apimachinery.pkg.apis.meta.v1.ConditionStatus
+  scalar: string
+- name: io.k8s.apimachinery.pkg.apis.meta.v1.Duration
   scalar: string
 - name: io.k8s.apimachinery.pkg.apis.meta.v1.FieldsV1
   map:

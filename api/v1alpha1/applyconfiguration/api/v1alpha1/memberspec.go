@@ -57,6 +57,19 @@ type MemberSpecApplyConfiguration struct {
 	// serviceAccountName other than default; those only a Profile opens
 	// (config/admission enforces it, and fleetd makes no Pod beyond it).
 	Pod *MemberPodApplyConfiguration `json:"pod,omitempty"`
+	// suspend true suspends the member as soon as no message is in flight
+	// to it: its Pod is deleted, and its workspace claim and its agent's
+	// session are kept. While it is true, messages wait in the queue.
+	// false (or unset) resumes a member suspended this way; one suspended
+	// for being idle resumes when a message comes. Only a member in a Pod
+	// of its own with a workspace claim (spec.pod.workspace.volumeClaim,
+	// or its Profile's) is suspended: its Suspended condition says why not
+	// otherwise.
+	Suspend *bool `json:"suspend,omitempty"`
+	// idle suspends the member once it has been idle this long, with no
+	// message queued or in flight and no open question. Default: the
+	// Profile's; without either, an idle member is never suspended.
+	Idle *MemberIdleApplyConfiguration `json:"idle,omitempty"`
 }
 
 // MemberSpecApplyConfiguration constructs a declarative configuration of the MemberSpec type for use with
@@ -151,5 +164,21 @@ func (b *MemberSpecApplyConfiguration) WithRuntime(value apiv1alpha1.Runtime) *M
 // If called multiple times, the Pod field is set to the value of the last call.
 func (b *MemberSpecApplyConfiguration) WithPod(value *MemberPodApplyConfiguration) *MemberSpecApplyConfiguration {
 	b.Pod = value
+	return b
+}
+
+// WithSuspend sets the Suspend field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Suspend field is set to the value of the last call.
+func (b *MemberSpecApplyConfiguration) WithSuspend(value bool) *MemberSpecApplyConfiguration {
+	b.Suspend = &value
+	return b
+}
+
+// WithIdle sets the Idle field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Idle field is set to the value of the last call.
+func (b *MemberSpecApplyConfiguration) WithIdle(value *MemberIdleApplyConfiguration) *MemberSpecApplyConfiguration {
+	b.Idle = value
 	return b
 }

@@ -33,8 +33,9 @@ type MemberStatusApplyConfiguration struct {
 	// or Terminating.
 	Phase *apiv1alpha1.MemberPhase `json:"phase,omitempty"`
 	// conditions: Ready (rollup), PaneReady, AgentReady, HerdrReachable,
-	// for agents fleetd hooks (Claude Code, Codex) AgentHooks, and for pod
-	// members PodScheduled.
+	// for agents fleetd hooks (Claude Code, Codex) AgentHooks, for pod
+	// members PodScheduled, and for members that may be suspended (idle or
+	// suspend set) Suspended.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 	// paneID is herdr's id of the member's pane (changes when recreated).
 	PaneID *string `json:"paneID,omitempty"`
@@ -48,7 +49,16 @@ type MemberStatusApplyConfiguration struct {
 	// empty for a plain command.
 	AgentKind *apiv1alpha1.AgentKind `json:"agentKind,omitempty"`
 	// agentSessionID is the agent's own session id, when it reported one.
+	// It is kept while the member is suspended: a resume starts the agent
+	// on it.
 	AgentSessionID *string `json:"agentSessionID,omitempty"`
+	// suspendedAt is when the member was suspended (its Pod deleted); unset
+	// while it runs.
+	SuspendedAt *metav1.Time `json:"suspendedAt,omitempty"`
+	// resumingSessionID is the saved agent session the current pane was
+	// started on to resume the member, until the agent is ready on it (or
+	// exits, and a fresh session starts instead).
+	ResumingSessionID *string `json:"resumingSessionID,omitempty"`
 	// agentStatus is the agent's last status as herdr reports it.
 	AgentStatus *apiv1alpha1.AgentStatus `json:"agentStatus,omitempty"`
 	// agentMessage is what a blocked agent waits for: the dialog on its
@@ -176,6 +186,22 @@ func (b *MemberStatusApplyConfiguration) WithAgentKind(value apiv1alpha1.AgentKi
 // If called multiple times, the AgentSessionID field is set to the value of the last call.
 func (b *MemberStatusApplyConfiguration) WithAgentSessionID(value string) *MemberStatusApplyConfiguration {
 	b.AgentSessionID = &value
+	return b
+}
+
+// WithSuspendedAt sets the SuspendedAt field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the SuspendedAt field is set to the value of the last call.
+func (b *MemberStatusApplyConfiguration) WithSuspendedAt(value metav1.Time) *MemberStatusApplyConfiguration {
+	b.SuspendedAt = &value
+	return b
+}
+
+// WithResumingSessionID sets the ResumingSessionID field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ResumingSessionID field is set to the value of the last call.
+func (b *MemberStatusApplyConfiguration) WithResumingSessionID(value string) *MemberStatusApplyConfiguration {
+	b.ResumingSessionID = &value
 	return b
 }
 

@@ -70,6 +70,10 @@ type ProfileSpecApplyConfiguration struct {
 	// Profile may open more than Pod Security restricted only when its
 	// writer may create Pods in its namespace (config/admission).
 	Pod *MemberPodApplyConfiguration `json:"pod,omitempty"`
+	// idle suspends its members once idle this long (a Member's own idle
+	// wins); only members in Pods of their own with a workspace claim are
+	// suspended.
+	Idle *MemberIdleApplyConfiguration `json:"idle,omitempty"`
 	// default marks the profile bridge_send auto-spawns from when no member is
 	// addressed and none exists. At most one profile per namespace should set it;
 	// when several do, the oldest wins.
@@ -210,6 +214,14 @@ func (b *ProfileSpecApplyConfiguration) WithRuntime(value apiv1alpha1.Runtime) *
 // If called multiple times, the Pod field is set to the value of the last call.
 func (b *ProfileSpecApplyConfiguration) WithPod(value *MemberPodApplyConfiguration) *ProfileSpecApplyConfiguration {
 	b.Pod = value
+	return b
+}
+
+// WithIdle sets the Idle field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Idle field is set to the value of the last call.
+func (b *ProfileSpecApplyConfiguration) WithIdle(value *MemberIdleApplyConfiguration) *ProfileSpecApplyConfiguration {
+	b.Idle = value
 	return b
 }
 
