@@ -563,7 +563,7 @@ func TestSendProgressWhileResuming(t *testing.T) {
 	h := startGateway(t, ns, Options{ProgressInterval: 20 * time.Millisecond})
 	w, _ := addMember(t, member("w1", ns).Obj())
 	at := metav1.Now()
-	setMemberStatus(t, w, func(st *fleetv1alpha1.MemberStatus) {
+	env.SetMemberStatus(t, w, func(st *fleetv1alpha1.MemberStatus) {
 		st.Phase, st.SuspendedAt = fleetv1alpha1.MemberSuspended, &at
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: fleetv1alpha1.ConditionSuspended, Status: metav1.ConditionTrue, Reason: fleetv1alpha1.ReasonIdle, Message: "suspended"})
 	})
@@ -604,13 +604,13 @@ func TestSendProgressWhileResuming(t *testing.T) {
 		})
 	}
 	waitProgress("the member is suspended; resuming it for this message")
-	setMemberStatus(t, w, func(st *fleetv1alpha1.MemberStatus) {
+	env.SetMemberStatus(t, w, func(st *fleetv1alpha1.MemberStatus) {
 		st.Phase, st.SuspendedAt = fleetv1alpha1.MemberStarting, nil
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: fleetv1alpha1.ConditionSuspended, Status: metav1.ConditionFalse, Reason: fleetv1alpha1.ReasonResuming, Message: "resuming"})
 	})
 	waitProgress("resuming the member (starting)")
 	d := waitDelegation(t, ns, "w1", nil)
-	settle(t, ns, d.Name, typed, replied("awake"))
+	env.Settle(t, ns, d.Name, typed, replied("awake"))
 	if got := wantOK(t, <-sent); got.Outcome != "reply" || got.Text != "awake" {
 		t.Fatalf("bridge_send = %+v, want the reply", got)
 	}
