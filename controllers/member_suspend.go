@@ -334,11 +334,18 @@ func (r *MemberReconciler) reconcileSuspend(ctx context.Context, s *memberScope,
 // observe fills in what in takes from a Member's status.
 func (in *suspendInputs) observe(st *fleetv1alpha1.MemberStatus) {
 	in.Suspended = st.SuspendedAt != nil
-	in.Ready = meta.IsStatusConditionTrue(st.Conditions, fleetv1alpha1.ConditionReady)
+	ready := meta.FindStatusCondition(st.Conditions, fleetv1alpha1.ConditionReady)
+	in.Ready = ready != nil && ready.Status == metav1.ConditionTrue
 	in.Idle = st.AgentStatus == fleetv1alpha1.AgentIdle || st.AgentStatus == fleetv1alpha1.AgentDone
 	in.IdleSince = time.Time{}
 	if st.AgentStatusSince != nil {
 		in.IdleSince = st.AgentStatusSince.Time
+	}
+	// An agent is idle at its prompt before the member is Ready: idle
+	// time counts from when both held, so a member that just started is
+	// Ready for suspendAfter before it is suspended.
+	if in.Ready && ready.LastTransitionTime.After(in.IdleSince) {
+		in.IdleSince = ready.LastTransitionTime.Time
 	}
 	in.MarkedAt, in.SuspendedFor = time.Time{}, ""
 	if c := meta.FindStatusCondition(st.Conditions, fleetv1alpha1.ConditionSuspended); c != nil && c.Reason != fleetv1alpha1.ReasonCannotSuspend {

@@ -151,6 +151,39 @@ func TestDecideSuspend(t *testing.T) {
 	}
 }
 
+// TestSuspendInputsIdleSince: the idle clock starts when the member is
+// both Ready and idle. An agent sits idle at its prompt before its member
+// is Ready, so counting from the agent's idle alone suspended a member with
+// a short suspendAfter in the pass that made it Ready: it was never seen
+// Ready.
+func TestSuspendInputsIdleSince(t *testing.T) {
+	t0 := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	status := func(idleAt time.Time, ready metav1.ConditionStatus, readyAt time.Time) *fleetv1alpha1.MemberStatus {
+		return &fleetv1alpha1.MemberStatus{
+			AgentStatus:      fleetv1alpha1.AgentIdle,
+			AgentStatusSince: &metav1.Time{Time: idleAt},
+			Conditions:       []metav1.Condition{{Type: fleetv1alpha1.ConditionReady, Status: ready, LastTransitionTime: metav1.Time{Time: readyAt}}},
+		}
+	}
+	cases := map[string]struct {
+		st   *fleetv1alpha1.MemberStatus
+		want time.Time
+	}{
+		"idle before Ready: from Ready": {st: status(t0, metav1.ConditionTrue, t0.Add(5*time.Second)), want: t0.Add(5 * time.Second)},
+		"idle after Ready: from idle":   {st: status(t0.Add(time.Minute), metav1.ConditionTrue, t0), want: t0.Add(time.Minute)},
+		"not Ready: from idle":          {st: status(t0, metav1.ConditionFalse, t0.Add(5*time.Second)), want: t0},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var in suspendInputs
+			in.observe(tc.st)
+			if !in.IdleSince.Equal(tc.want) {
+				t.Errorf("IdleSince = %v, want %v", in.IdleSince, tc.want)
+			}
+		})
+	}
+}
+
 func TestSuspendBlocker(t *testing.T) {
 	claim := &fleetv1alpha1.MemberPod{Workspace: &fleetv1alpha1.Workspace{VolumeClaim: &fleetv1alpha1.WorkspaceVolumeClaim{Size: resource.MustParse("1Gi")}}}
 	cases := map[string]struct {

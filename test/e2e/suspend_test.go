@@ -225,7 +225,9 @@ func TestSuspendRequested(t *testing.T) {
 
 // TestSuspendMessagesMidSuspendAndResume sends messages while the member
 // is being suspended and while it is being resumed, over several cycles:
-// each is typed once, in order, none lost.
+// each is typed once, in order, none lost. A message that comes while the
+// member is being suspended may find its Pod still there (the suspension
+// is taken back) or gone (a new Pod starts); either way it is answered.
 func TestSuspendMessagesMidSuspendAndResume(t *testing.T) {
 	dumpOnFailure(t)
 	const name = "e2e-cycles"
@@ -238,6 +240,12 @@ func TestSuspendMessagesMidSuspendAndResume(t *testing.T) {
 		wantOutcome(t, r, "dispatched")
 		want, ids = append(want, content), append(ids, r.Str("dispatchId"))
 	}
+	replied := func() {
+		t.Helper()
+		for _, id := range ids {
+			waitDelegationPhase(t, id, fleetv1alpha1.DelegationReplied)
+		}
+	}
 	for cycle := range 3 {
 		// Mid-suspend: as soon as the member is written suspended, before
 		// its Pod is gone.
@@ -249,7 +257,11 @@ func TestSuspendMessagesMidSuspendAndResume(t *testing.T) {
 			return m.Status.SuspendedAt != nil, string(m.Status.Phase)
 		}, testutil.Within(3*time.Minute), testutil.Every(20*time.Millisecond))
 		send(fmt.Sprintf("reply: mid-suspend %d", cycle))
-		// Mid-resume: while its new Pod starts.
+		replied()
+		// Mid-resume: once the member is suspended and its Pod gone, one
+		// message resumes it and another comes while its new Pod starts.
+		waitSuspended(t, name, fleetv1alpha1.ReasonIdle)
+		send(fmt.Sprintf("reply: resume %d", cycle))
 		testutil.Eventually(t, "the resume to begin", func() (bool, string) {
 			m, err := getMember(name)
 			if err != nil {
@@ -258,9 +270,7 @@ func TestSuspendMessagesMidSuspendAndResume(t *testing.T) {
 			return m.Status.SuspendedAt == nil && m.Status.Phase != fleetv1alpha1.MemberReady, string(m.Status.Phase)
 		}, testutil.Within(3*time.Minute), testutil.Every(20*time.Millisecond))
 		send(fmt.Sprintf("reply: mid-resume %d", cycle))
-		for _, id := range ids {
-			waitDelegationPhase(t, id, fleetv1alpha1.DelegationReplied)
-		}
+		replied()
 	}
 	if got := received(t, log); !slices.Equal(got, want) {
 		t.Errorf("received %q, want %q: each once, in order", got, want)
