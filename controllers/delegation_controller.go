@@ -10,11 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,11 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
-	"github.com/fleetd/fleetd/agents"
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/delegation"
-	"github.com/fleetd/fleetd/herdr"
-	"github.com/fleetd/fleetd/internal/textcut"
 	"github.com/fleetd/fleetd/internal/tracing"
 	"github.com/fleetd/fleetd/panehost"
 )
@@ -389,155 +384,6 @@ func (r *DelegationReconciler) apply(ctx context.Context, member types.Namespace
 	return nil
 }
 
-// deliver records the intent, then types the message. The intent comes
-// first so that a controller stopped in between never types it twice (see
-// delegation.Decide); what this process saw typed, it remembers, so the
-// typing costs no second write.
-func (r *DelegationReconciler) deliver(ctx context.Context, member types.NamespacedName, panes PaneClient, d *fleetv1alpha1.Delegation, m delegation.Member, command bool, now time.Time) error {
-	var images *agents.ImagePrompt
-	if d.Spec.Images != nil {
-		// The images go where the agent reads them before anything is
-		// typed; ones that cannot be delivered fail the message untyped.
-		p, err := r.placeImages(ctx, member, panes, d)
-		if reason, ok := isImagesUnavailable(err); ok {
-			delegation.Fail(d, now, fleetv1alpha1.ReasonImagesUnavailable, reason)
-			if err := r.writeTraced(ctx, d, tracing.SpanSettled); err != nil {
-				return err
-			}
-			r.Recorder.Eventf(d, nil, corev1.EventTypeWarning, fleetv1alpha1.ReasonImagesUnavailable, "Deliver", "%s", delegation.SettledMessage(d, ""))
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		images = &p
-	}
-	traceQueued(ctx, d, member.Name)
-	delegation.BeginDelivery(d, now, delegation.Target{PaneID: m.PaneID, TerminalID: m.TerminalID, Seq: m.Seq})
-	if err := r.writeTraced(ctx, d, tracing.SpanIntentWritten); err != nil {
-		return err
-	}
-	if m.MaySuspend {
-		// The suspension and this intent are both written before either
-		// side acts: the suspension sees the intent and keeps the Pod, or
-		// this sees the suspension and types nothing.
-		suspended, err := r.suspendedNow(ctx, member, m.PaneID)
-		if err != nil {
-			return err
-		}
-		if suspended {
-			delegation.DeliveryPostponed(d, "the member is being suspended; the message waits for its resume")
-			return r.write(ctx, d)
-		}
-	}
-	hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
-	defer cancel()
-	_, typing := tracing.Start(hctx, d, tracing.SpanTyped)
-	var err error
-	if images != nil {
-		err = typeWithImages(hctx, panes, m.PaneID, *images)
-	} else {
-		err = typeMessage(hctx, panes, m.PaneID, command, d.Spec.Content)
-	}
-	endSpan(typing, d, err)
-	var refusal *herdr.Error
-	switch {
-	case err == nil:
-		r.markTyped(member, d.Name)
-		return nil
-	case errors.Is(err, herdr.ErrAgentBlocked):
-		// herdr saw a dialog the member's status did not show yet: the
-		// message waits, and so does the queue, until the status moves.
-		r.blockQueue(member, m.Seq)
-		delegation.DeliveryPostponed(d, "herdr refused it for now ("+herdr.CodeAgentBlocked+"): a dialog is on screen; it waits for the member")
-		return r.write(ctx, d)
-	case errors.As(err, &refusal):
-		delegation.Fail(d, r.Clock.Now(), fleetv1alpha1.ReasonDeliveryRefused, fmt.Sprintf("herdr refused the delivery: %s: %s", refusal.Code, refusal.Message))
-		if err := r.writeTraced(ctx, d, tracing.SpanSettled); err != nil {
-			return err
-		}
-		r.Recorder.Eventf(d, nil, corev1.EventTypeWarning, fleetv1alpha1.ReasonDeliveryRefused, "Deliver", "%s", delegation.SettledMessage(d, ""))
-		return nil
-	default:
-		// Whether it was typed is unknown; Decide settles it once a pickup
-		// proves it or the confirm window passes.
-		return fmt.Errorf("typing delegation %s into pane %s: %w", d.Name, m.PaneID, err)
-	}
-}
-
-// suspendedNow reads the member live: whether it was written suspended
-// (or its pane paneID is no longer its own) since the cached view a
-// delivery was decided on.
-func (r *DelegationReconciler) suspendedNow(ctx context.Context, member types.NamespacedName, paneID string) (bool, error) {
-	reader := r.Reader
-	if reader == nil {
-		reader = r.Client
-	}
-	m := &fleetv1alpha1.Member{}
-	if err := reader.Get(ctx, member, m); err != nil {
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return false, fmt.Errorf("reading member %s before typing into it: %w", member.Name, err)
-	}
-	return m.Status.SuspendedAt != nil || m.Status.PaneID != paneID, nil
-}
-
-// interrupt ends the member's turn the way a person would: Escape for an
-// agent CLI, Ctrl-C for a plain command. It returns the key.
-func (r *DelegationReconciler) interrupt(ctx context.Context, panes PaneClient, paneID string, command bool) (string, error) {
-	key := "esc"
-	if command {
-		key = "ctrl+c"
-	}
-	hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
-	defer cancel()
-	if err := panes.PaneSendKeys(hctx, paneID, key); err != nil && !errors.Is(err, herdr.ErrNotFound) {
-		return "", fmt.Errorf("interrupting the turn in pane %s: %w", paneID, err)
-	}
-	return key, nil
-}
-
-// typeMessage types text into a member's pane and submits it: through
-// herdr's agent.prompt, or, for a plain command herdr does not know as an
-// agent (it answers agent_not_ready or agent_not_found), as input and Enter
-// in one pane.send_input. One call, so that a controller stopped halfway
-// never leaves text in the input line for the next message to be appended
-// to; herdr pastes the text as a bracketed paste when the program asks for
-// one, which is what keeps an Enter right behind it from being read as part
-// of the text.
-func typeMessage(ctx context.Context, panes PaneClient, paneID string, command bool, text string) error {
-	_, err := panes.AgentPrompt(ctx, herdr.AgentPromptParams{Target: paneID, Text: text})
-	if !command || !(errors.Is(err, herdr.ErrAgentNotReady) || errors.Is(err, herdr.ErrAgentNotFound)) {
-		return err
-	}
-	return panes.PaneSendInput(ctx, herdr.PaneSendInputParams{PaneID: paneID, Text: text, Keys: []string{"enter"}})
-}
-
-// acknowledgeOriginal records on the Delegation a carrier answers that its
-// reply reached the sender: the carrier was typed into the sender's pane.
-// Until then the reply stays in the sender's bridge_poll, so a carrier that
-// never gets typed (withdrawn, refused, pane lost) loses nothing.
-func (r *DelegationReconciler) acknowledgeOriginal(ctx context.Context, carrier *fleetv1alpha1.Delegation, now time.Time) error {
-	original := &fleetv1alpha1.Delegation{}
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: carrier.Namespace, Name: carrier.Spec.InReplyTo}, original)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("getting delegation %s, answered by %s: %w", carrier.Spec.InReplyTo, carrier.Name, err)
-	}
-	original = r.own.current(original).(*fleetv1alpha1.Delegation)
-	if original.Status.ReplyDeliveredAs != carrier.Name {
-		// It carried a question, not the outcome.
-		return nil
-	}
-	if changed, _ := delegation.Acknowledge(original, now); !changed {
-		return nil
-	}
-	return r.write(ctx, original)
-}
-
 // expire deletes a settled Delegation past its retention, as it was when
 // decided on: a late reply or an acknowledgement written meanwhile makes the
 // delete fail and the Delegation is looked at again.
@@ -551,78 +397,6 @@ func (r *DelegationReconciler) expire(ctx context.Context, d *fleetv1alpha1.Dele
 		return errConflict
 	}
 	return fmt.Errorf("deleting delegation %s past its retention: %w", d.Name, err)
-}
-
-// tail is the end of the terminal text of pane paneID that a turn_done
-// carries: its last tailLines lines, cut to what a Delegation holds.
-// readTail reads the end of a pane's recent output, for turn_done.
-func readTail(ctx context.Context, panes PaneClient, paneID string) (string, error) {
-	hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
-	defer cancel()
-	lines := tailLines
-	read, err := panes.PaneRead(hctx, herdr.ReadParams{PaneID: paneID, Source: herdr.ReadSourceRecent, Lines: &lines})
-	if err != nil {
-		if errors.Is(err, herdr.ErrNotFound) {
-			return "", nil
-		}
-		return "", fmt.Errorf("reading the tail of pane %s: %w", paneID, err)
-	}
-	return textcut.Tail(read.Text, fleetv1alpha1.MaxContentBytes), nil
-}
-
-// carryReply sends a reply nobody waits for into its member sender's pane, as
-// a Delegation of its own that goes through the same gated queue.
-func (r *DelegationReconciler) carryReply(ctx context.Context, d *fleetv1alpha1.Delegation) error {
-	name := d.Name + "-reply"
-	content := fmt.Sprintf("Reply from %s to your message %s:\n%s", d.Spec.To, d.Name, *d.Status.Reply)
-	if err := r.carry(ctx, d, name, content); err != nil {
-		return fmt.Errorf("creating the detached reply of %s: %w", d.Name, err)
-	}
-	delegation.ReplyCarried(d, name)
-	return r.write(ctx, d)
-}
-
-// carryQuestion sends a question nobody waits for into its member sender's
-// pane, with the turn id to answer it by, through the same gated queue.
-func (r *DelegationReconciler) carryQuestion(ctx context.Context, d *fleetv1alpha1.Delegation) error {
-	q := delegation.OpenQuestion(d)
-	name := fmt.Sprintf("%s-q%d", d.Name, len(d.Status.Questions))
-	content := fmt.Sprintf("Question from %s about your message %s:\n%s\n\nAnswer it with bridge_send {\"turnId\": %q, \"content\": <your answer>}.", d.Spec.To, d.Name, q.Text, q.TurnID)
-	if err := r.carry(ctx, d, name, content); err != nil {
-		return fmt.Errorf("creating the detached question of %s: %w", d.Name, err)
-	}
-	delegation.QuestionCarried(d, name)
-	return r.write(ctx, d)
-}
-
-// carry creates the Delegation name that types content, something d's
-// worker said, into d's member sender's pane. It is plumbing (inReplyTo d):
-// owed to nobody, one hop further than d.
-func (r *DelegationReconciler) carry(ctx context.Context, d *fleetv1alpha1.Delegation, name, content string) error {
-	content = textcut.Head(content, fleetv1alpha1.MaxContentBytes)
-	carrier := &fleetv1alpha1.Delegation{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      name,
-			Namespace: d.Namespace,
-			Labels:    map[string]string{fleetv1alpha1.LabelMember: d.Spec.From.Name},
-			Annotations: map[string]string{
-				fleetv1alpha1.AnnotationSequence: r.Clock.Now().UTC().Format(time.RFC3339Nano),
-			},
-		},
-		Spec: fleetv1alpha1.DelegationSpec{
-			From:      fleetv1alpha1.Principal{Kind: fleetv1alpha1.PrincipalMember, Name: d.Spec.To},
-			To:        d.Spec.From.Name,
-			Content:   content,
-			Wait:      ptr.To(false),
-			InReplyTo: d.Name,
-			Hops:      d.Spec.Hops + 1,
-		},
-	}
-	tracing.Copy(d, carrier)
-	if err := r.Client.Create(ctx, carrier); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	return nil
 }
 
 // write updates the status with optimistic concurrency, on the version it

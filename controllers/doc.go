@@ -4,14 +4,17 @@
 // The Member reconciler (member_controller.go) keeps a Member's agent
 // running and mirrors its status; its doc comment lists the files its
 // phases live in (member_*.go, runtime.go, launch.go, env.go).
-// member_status.go holds its decisions about the pane and the agent as
-// pure functions: judging the pane and the agent, the facts a pass found
-// turned into conditions in one place (setConditions), and the restart
+// member_status.go and member_conditions.go hold its decisions about the
+// pane and the agent as pure functions: judging the pane and the agent,
+// the facts a pass found turned into conditions, one function per
+// condition (setConditions), and the restart
 // backoff.
 //
 // The Delegation reconciler (delegation_controller.go, with
-// delegation_images.go for the images a message carries and
-// delegation_tracing.go for its spans) is the injector: for one member's
+// delegation_typing.go for typing into a pane, delegation_carry.go for a
+// reply or question carried to a member sender, delegation_images.go for
+// the images a message carries and delegation_tracing.go for its spans)
+// is the injector: for one member's
 // queue it gathers what it knows, lets delegation.Decide say what is due,
 // and carries each step out, typing a message into the pane at most once.
 //

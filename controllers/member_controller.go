@@ -60,10 +60,13 @@ const herdrTimeout = 10 * time.Second
 //     usage priced; member_turns.go sets each message's usage from the
 //     transcript's turns; member_tokens.go counts the tokens in a metric;
 //   - member_files.go: where the agent works, and the gateway's reads of
-//     the files a member sends.
+//     the files a member sends;
+//   - member_suspend.go: a pod member suspended (its Pod given up, its
+//     workspace and agent session kept) and resumed on its saved session;
+//     member_suspend_decide.go decides when.
 //
 // Each phase records what it found on the pass's scope (memberScope.facts),
-// and setConditions (member_status.go) turns them into the Member's
+// and setConditions (member_conditions.go) turns them into the Member's
 // conditions, one function per condition.
 type MemberReconciler struct {
 	Client client.Client

@@ -198,7 +198,8 @@ func TestSuspendBlocker(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := suspendBlocker(tc.rt, tc.w)
+			rts := &Runtimes{shared: &sharedRuntime{}, pod: &podRuntime{}}
+			got := rts.of(&fleetv1alpha1.Member{Status: fleetv1alpha1.MemberStatus{Runtime: tc.rt}}).suspendBlocker(tc.w)
 			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 				t.Errorf("suspendBlocker = %q, want one saying %q", got, tc.want)
 			}

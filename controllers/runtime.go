@@ -47,6 +47,9 @@ type memberRuntime interface {
 	teardown(ctx context.Context, r *MemberReconciler, m *fleetv1alpha1.Member) (done bool, result ctrl.Result, err error)
 	// forget drops what is kept to reach a Member that is gone.
 	forget(uid types.UID)
+	// suspendBlocker says why a member with w's spec cannot be suspended
+	// on this runtime (member_suspend.go), or "" when it can.
+	suspendBlocker(w Worker) string
 }
 
 // Runtimes routes each Member to the runtime it runs on: the shared pane
@@ -197,6 +200,11 @@ func (s *sharedRuntime) removeFiles(ctx context.Context, m *fleetv1alpha1.Member
 
 func (s *sharedRuntime) forget(types.UID) {}
 
+// suspendBlocker: the shared pane server has no Pod to give up.
+func (s *sharedRuntime) suspendBlocker(Worker) string {
+	return "the member runs on the shared pane server; only a member in a Pod of its own is suspended"
+}
+
 // sharedHost remembers what the shared pane server does beyond herdr.
 type sharedHost struct {
 	mu    sync.Mutex
@@ -299,4 +307,15 @@ func (p *podRuntime) forget(uid types.UID) {
 	if p.hosts != nil {
 		p.hosts.Forget(uid)
 	}
+}
+
+// suspendBlocker: a suspended member's Pod is deleted, and only a
+// workspace claim keeps the workspace and the agent's session (on
+// podAgentDir) once it is; an emptyDir goes with its Pod.
+func (p *podRuntime) suspendBlocker(w Worker) string {
+	if w.Pod == nil || w.Pod.Workspace == nil || w.Pod.Workspace.VolumeClaim == nil {
+		return "the member's workspace is an emptyDir, which would be lost with its Pod, and the agent's session with it; " +
+			"give it a claim (spec.pod.workspace.volumeClaim, or its Profile's) to let it be suspended"
+	}
+	return ""
 }
