@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/delegation"
 	"github.com/fleetd/fleetd/herdr"
 	"github.com/fleetd/fleetd/panehost"
 )
@@ -405,7 +406,7 @@ func (r *MemberReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.membersOnNode), builder.WithPredicates(nodeReadinessChanged)).
 		Watches(&fleetv1alpha1.Profile{}, handler.EnqueueRequestsFromMapFunc(r.membersOfProfile)).
 		// A message to a suspended member resumes it.
-		Watches(&fleetv1alpha1.Delegation{}, handler.EnqueueRequestsFromMapFunc(r.suspendedReceiver), builder.WithPredicates(delegationCreated)).
+		Watches(&fleetv1alpha1.Delegation{}, handler.EnqueueRequestsFromMapFunc(r.suspendedReceiver), builder.WithPredicates(delegationArrivedOrSettled)).
 		WatchesRawSource(r.PaneWatch.Source())
 	if r.Screens != nil {
 		b = b.WatchesRawSource(r.Screens.Source())
@@ -416,9 +417,16 @@ func (r *MemberReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// delegationCreated passes only the creation of an object.
-var delegationCreated = predicate.Funcs{
-	UpdateFunc:  func(event.UpdateEvent) bool { return false },
+// delegationArrivedOrSettled passes a new Delegation (a message may
+// resume a suspended member) and one that settles (its member, idle with
+// nothing left in flight, may now be suspended: nothing else would look
+// before the resync).
+var delegationArrivedOrSettled = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		old, okOld := e.ObjectOld.(*fleetv1alpha1.Delegation)
+		cur, okNew := e.ObjectNew.(*fleetv1alpha1.Delegation)
+		return okOld && okNew && delegation.Settled(old.Status.Phase) != delegation.Settled(cur.Status.Phase)
+	},
 	DeleteFunc:  func(event.DeleteEvent) bool { return false },
 	GenericFunc: func(event.GenericEvent) bool { return false },
 }

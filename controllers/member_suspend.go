@@ -283,8 +283,9 @@ func (r *MemberReconciler) observeResume(ctx context.Context, s *memberScope, ob
 	return false, ctrl.Result{}, nil
 }
 
-// suspendedReceiver asks for a look at the Member a new Delegation is to,
-// when that member is suspended or may be: a message resumes it.
+// suspendedReceiver asks for a look at the Member a Delegation that
+// arrived or settled is to, when that member is suspended or may be: a
+// message resumes it, and the settle of its last one lets it be suspended.
 func (r *MemberReconciler) suspendedReceiver(ctx context.Context, o client.Object) []reconcile.Request {
 	d, ok := o.(*fleetv1alpha1.Delegation)
 	if !ok {

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/herdr"
@@ -425,4 +426,33 @@ func TestPodMemberSuspendAndResume(t *testing.T) {
 	kubelet.run(ctx, third, "node-s")
 	waitResumedReady("the member to be resumed by spec.suspend false", third)
 	waitTurnDone("waits", third.Name)
+}
+
+// TestDelegationArrivedOrSettled: the Member controller looks at a
+// suspendable member when a message to it arrives (it may resume the
+// member) and when one settles (the member may now be suspended). Before,
+// only arrivals passed, and a member resumed for a message stayed up past
+// its suspendAfter until the resync, five minutes later.
+func TestDelegationArrivedOrSettled(t *testing.T) {
+	d := func(phase fleetv1alpha1.DelegationPhase) *fleetv1alpha1.Delegation {
+		return &fleetv1alpha1.Delegation{Status: fleetv1alpha1.DelegationStatus{Phase: phase}}
+	}
+	if !delegationArrivedOrSettled.Create(event.CreateEvent{Object: d("")}) {
+		t.Error("a new Delegation does not pass")
+	}
+	cases := []struct {
+		from, to fleetv1alpha1.DelegationPhase
+		want     bool
+	}{
+		{fleetv1alpha1.DelegationWorking, fleetv1alpha1.DelegationReplied, true},
+		{fleetv1alpha1.DelegationWorking, fleetv1alpha1.DelegationTurnDone, true},
+		{fleetv1alpha1.DelegationQueued, fleetv1alpha1.DelegationCancelled, true},
+		{fleetv1alpha1.DelegationQueued, fleetv1alpha1.DelegationDelivered, false},
+		{fleetv1alpha1.DelegationReplied, fleetv1alpha1.DelegationReplied, false},
+	}
+	for _, tc := range cases {
+		if got := delegationArrivedOrSettled.Update(event.UpdateEvent{ObjectOld: d(tc.from), ObjectNew: d(tc.to)}); got != tc.want {
+			t.Errorf("%s -> %s passes = %v, want %v", tc.from, tc.to, got, tc.want)
+		}
+	}
 }
