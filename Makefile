@@ -125,7 +125,7 @@ test-e2e-cluster: controlplane agents cluster ## Run the end-to-end suite in clu
 CLUSTER_BENCH ?= .
 
 .PHONY: bench-cluster
-bench-cluster: cluster-bin ## Benchmark the local cluster (root): bring-up, memory, image builds, and fleetd at 150 members and 1,000 delegations (10-15 min; CLUSTER_BENCH=BenchmarkScale runs that one alone).
+bench-cluster: cluster-bin ## Benchmark the local cluster (root): bring-up, memory, image builds, fleetd at 150 members and 1,000 delegations, and 100 members suspended and resumed (20-30 min; CLUSTER_BENCH=BenchmarkScale runs one alone).
 	FLEETD_CLUSTER_TESTS=1 $(GO_TEST_MODULE) test -count=1 -run '^$$' -bench '$(CLUSTER_BENCH)' -benchtime 1x -timeout 60m ./cluster/...
 
 .PHONY: bench-compare

@@ -362,11 +362,15 @@ func agentProcesses(b *testing.B) int {
 }
 
 // sendOne creates a detached message to member name, as the cluster
-// admin, with the receiver's label bridge_send sets.
+// admin, with the receiver's label and the sequence bridge_send sets.
 func (r *scaleRun) sendOne(ns, name, prompt string) (*fleetv1alpha1.Delegation, error) {
 	d := testutil.MakeDelegation("", ns, name, prompt).From(fleetv1alpha1.PrincipalUser, "kubernetes-admin").Detached().Timeout(1800).Obj()
 	d.GenerateName, d.Name = name+"-", ""
 	d.Labels = map[string]string{fleetv1alpha1.LabelMember: name}
+	// The order within one second, as the gateway stamps it: creation
+	// timestamps have whole seconds, and a message and the one sent
+	// mid-resume often share one.
+	d.Annotations = map[string]string{fleetv1alpha1.AnnotationSequence: time.Now().UTC().Format(time.RFC3339Nano)}
 	if err := r.c.Create(context.Background(), d); err != nil {
 		return nil, fmt.Errorf("sending %q to %s: %w", prompt, name, err)
 	}
