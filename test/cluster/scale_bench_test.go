@@ -147,14 +147,7 @@ func (r *scaleRun) round(b *testing.B, n int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	baseNS, ns := fmt.Sprintf("scale-base-%d", n), fmt.Sprintf("scale-%d", n)
-	for _, name := range []string{baseNS, ns} {
-		if err := r.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	defer r.deleteNamespace(b, ns)
-	defer r.deleteNamespace(b, baseNS)
-	v := r.watch(b, ctx, baseNS, ns)
+	v := r.namespaces(b, ctx, baseNS, ns)
 
 	// One member alone: the baseline.
 	base := memberNames(1)
@@ -273,6 +266,35 @@ func memberNames(n int) []string {
 	return names
 }
 
+// namespaces creates namespaces, deletes them (and waits) when the round
+// ends, and watches them.
+func (r *scaleRun) namespaces(b *testing.B, ctx context.Context, names ...string) cache.Cache {
+	b.Helper()
+	for _, name := range names {
+		if err := r.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { r.deleteNamespace(b, name) })
+	}
+	return r.watch(b, ctx, names...)
+}
+
+// scriptedPod is the Pod of a scripted member: fleetd's own image has a
+// shell, and its init container brings the scripted agent into every
+// member Pod anyway, so the worker image's agent CLIs (730 MiB, 90 s to
+// load into the nodes) would sit unused. A scripted agent holds about 41
+// MiB and little CPU: the default requests, sized for a real CLI, would
+// fit 60 members on 3 nodes of 2 cores, not 150.
+func scriptedPod() *fleetv1alpha1.MemberPod {
+	return &fleetv1alpha1.MemberPod{Image: "fleetd:dev", Resources: &corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("64Mi"),
+			corev1.ResourceEphemeralStorage: resource.MustParse("64Mi"),
+		},
+		Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi"), corev1.ResourceEphemeralStorage: resource.MustParse("1Gi")},
+	}}
+}
+
 // watch follows the Members, Delegations and Pods of namespaces in a
 // cache, as a controller would: waiting on them costs the API server no
 // polls.
@@ -343,21 +365,9 @@ type startedMembers struct {
 // all are Ready at once.
 func (r *scaleRun) startMembers(b *testing.B, v cache.Cache, ns string, names []string) startedMembers {
 	b.Helper()
-	// fleetd's own image has a shell, and its init container brings the
-	// scripted agent into every member Pod anyway: the worker image's
-	// agent CLIs (730 MiB, 90 s to load into the nodes) would sit unused.
-	// Only a Profile may name a member's image.
+	// Only a Profile may name a member's image (scriptedPod).
 	p := testutil.MakeProfile("scale", ns).Command("scripted-agent", "--received-log", receivedLog).Obj()
-	// A scripted agent holds about 41 MiB and little CPU: the default
-	// requests, sized for a real CLI, would fit 60 members on 3 nodes of
-	// 2 cores, not 150.
-	p.Spec.Pod = &fleetv1alpha1.MemberPod{Image: "fleetd:dev", Resources: &corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{
-			corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("64Mi"),
-			corev1.ResourceEphemeralStorage: resource.MustParse("64Mi"),
-		},
-		Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi"), corev1.ResourceEphemeralStorage: resource.MustParse("1Gi")},
-	}}
+	p.Spec.Pod = scriptedPod()
 	if err := r.c.Create(context.Background(), p); err != nil && !apierrors.IsAlreadyExists(err) {
 		b.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/internal/testutil"
+	"github.com/fleetd/fleetd/test/framework/localcluster"
 )
 
 // The suspend run's size.
@@ -75,14 +76,7 @@ func (r *scaleRun) suspendRound(b *testing.B, n int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	baseNS, ns := fmt.Sprintf("suspend-base-%d", n), fmt.Sprintf("suspend-%d", n)
-	for _, name := range []string{baseNS, ns} {
-		if err := r.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	defer r.deleteNamespace(b, ns)
-	defer r.deleteNamespace(b, baseNS)
-	v := r.watch(b, ctx, baseNS, ns)
+	v := r.namespaces(b, ctx, baseNS, ns)
 
 	// The baseline: a message to a running member, typed.
 	base := memberNames(suspendCyclers)
@@ -179,19 +173,10 @@ func (r *scaleRun) suspendRound(b *testing.B, n int) {
 func (r *scaleRun) suspendProfile(b *testing.B, ns, idle string) *fleetv1alpha1.Profile {
 	b.Helper()
 	p := testutil.MakeProfile("scale", ns).Command("scripted-agent", "--received-log", receivedLog).Obj()
-	p.Spec.Pod = &fleetv1alpha1.MemberPod{
-		Image: "fleetd:dev",
-		Resources: &corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{
-				corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("64Mi"),
-				corev1.ResourceEphemeralStorage: resource.MustParse("64Mi"),
-			},
-			Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi"), corev1.ResourceEphemeralStorage: resource.MustParse("1Gi")},
-		},
-		Workspace: &fleetv1alpha1.Workspace{VolumeClaim: &fleetv1alpha1.WorkspaceVolumeClaim{
-			Size: resource.MustParse("1Gi"), StorageClassName: ptrTo(suspendStorageClass),
-		}},
-	}
+	p.Spec.Pod = scriptedPod()
+	p.Spec.Pod.Workspace = &fleetv1alpha1.Workspace{VolumeClaim: &fleetv1alpha1.WorkspaceVolumeClaim{
+		Size: resource.MustParse("1Gi"), StorageClassName: ptrTo(suspendStorageClass),
+	}}
 	if idle != "" {
 		p.Spec.Idle = &fleetv1alpha1.MemberIdle{SuspendAfter: duration(b, idle)}
 	}
@@ -218,17 +203,7 @@ func (r *scaleRun) workspaceVolumes(b *testing.B, ns string, members []string) m
 		if err := os.Chmod(dir, 0o777); err != nil {
 			b.Fatal(err)
 		}
-		pv := &corev1.PersistentVolume{
-			ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name + "-workspace"},
-			Spec: corev1.PersistentVolumeSpec{
-				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-				StorageClassName:              suspendStorageClass,
-				ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: name + "-workspace"},
-				PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}},
-			},
-		}
+		pv := localcluster.HostPathVolume(ns+"-"+name+"-workspace", ns, name+"-workspace", dir, suspendStorageClass)
 		if err := r.c.Create(context.Background(), pv); err != nil {
 			b.Fatal(err)
 		}

@@ -15,13 +15,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/internal/mcpclient"
 	"github.com/fleetd/fleetd/internal/testutil"
+	"github.com/fleetd/fleetd/test/framework/localcluster"
 	"github.com/fleetd/fleetd/test/framework/stubmodel"
 )
 
@@ -44,17 +44,7 @@ func workspaceVolume(t *testing.T, member string) string {
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + member + "-workspace"},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			StorageClassName:              suspendStorageClass,
-			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: member + "-workspace"},
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}},
-		},
-	}
+	pv := localcluster.HostPathVolume(ns+"-"+member+"-workspace", ns, member+"-workspace", dir, suspendStorageClass)
 	if err := w.client.Create(context.Background(), pv); err != nil {
 		t.Fatal(err)
 	}
