@@ -111,7 +111,17 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 			blocks = []block{{Type: "text", Text: "I have no " + next.tool + " tool."}}
 			break
 		}
-		if !slices.ContainsFunc(req.Tools, func(t tool) bool { return t.Name == name }) {
+		offered := func(n string) bool { return slices.ContainsFunc(req.Tools, func(t tool) bool { return t.Name == n }) }
+		if !offered(name) && !offered(toolSearch) {
+			// Neither the tool nor ToolSearch is offered (the agent's MCP
+			// server is not connected): a model cannot call it, and
+			// asking for ToolSearch again would loop for as long as the
+			// turn is held.
+			logged.Answer = "text"
+			blocks = []block{{Type: "text", Text: "I have no " + next.tool + " tool."}}
+			break
+		}
+		if !offered(name) {
 			// Deferred behind ToolSearch: load it first, as the model must.
 			name = toolSearch
 			next.input = map[string]any{"query": "select:" + strings.Join(slices.Compact([]string{claudeTool(next.tool), claudeTool(toolReply), claudeTool(toolAsk)}), ",")}

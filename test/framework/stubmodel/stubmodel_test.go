@@ -336,3 +336,47 @@ func TestUsageIsKnown(t *testing.T) {
 		}
 	}
 }
+
+// TestMessagesOnlyCallsOfferedTools: the stand-in calls a tool the
+// request offers, or ToolSearch where the tool is deferred behind it; with
+// neither (an agent whose MCP server did not connect) it answers in text,
+// as a model must, rather than ask for ToolSearch on every call of a turn.
+// (A request with no tools at all is a side request, answered in text.)
+func TestMessagesOnlyCallsOfferedTools(t *testing.T) {
+	s, err := New("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	reply := claudeTool(toolReply)
+	for tools, want := range map[string]string{
+		`[{"name":"Bash"}]`:                                "text",
+		`[{"name":"ToolSearch"}]`:                          toolSearch,
+		`[{"name":"` + reply + `"}]`:                       reply,
+		`[{"name":"ToolSearch"},{"name":"` + reply + `"}]`: reply,
+	} {
+		resp, err := http.Post(srv.URL+"/v1/messages", "application/json",
+			strings.NewReader(`{"model":"m","tools":`+tools+`,"messages":[{"role":"user","content":[{"type":"text","text":"reply: hi"}]}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct {
+			Content []struct{ Type, Name string } `json:"content"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&m)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := "text"
+		for _, b := range m.Content {
+			if b.Type == "tool_use" {
+				got = b.Name
+			}
+		}
+		if got != want {
+			t.Errorf("tools %s: the answer calls %q, want %q", tools, got, want)
+		}
+	}
+}
