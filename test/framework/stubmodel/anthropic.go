@@ -95,7 +95,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		prompt, results := turnOf(req.Messages)
 		logged.Kind, logged.Prompt, logged.Step = KindTurn, prompt, len(results)
 		logged.Images, logged.HookFeedback = turnImages(req.Messages), hookFeedback(req.Messages)
-		logged.Earlier = earlierPrompts(req.Messages)
+		logged.Earlier = earlierPrompts(req.Messages, promptOf)
 		next, ok := stepOf(r, prompt, results)
 		if !ok {
 			return
@@ -217,11 +217,12 @@ func promptOf(m message) string {
 	return strings.Join(texts, "\n")
 }
 
-// earlierPrompts are the prompts of the turns before the last in msgs.
-func earlierPrompts(msgs []message) []string {
+// earlierPrompts are the prompts of the turns before the last in items,
+// as promptOf reads each: a Messages or a Responses request's.
+func earlierPrompts[T any](items []T, promptOf func(T) string) []string {
 	var prompts []string
-	for _, m := range msgs {
-		if p := promptOf(m); p != "" {
+	for _, it := range items {
+		if p := promptOf(it); p != "" {
 			prompts = append(prompts, p)
 		}
 	}

@@ -91,7 +91,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 		prompt, results := responsesTurnOf(req.Input)
 		logged.Kind, logged.Prompt, logged.Step = KindTurn, prompt, len(results)
 		logged.Images, logged.HookFeedback = responsesTurnImages(req.Input), responsesHookFeedback(req.Input)
-		logged.Earlier = responsesEarlierPrompts(req.Input)
+		logged.Earlier = earlierPrompts(req.Input, responsesPromptOf)
 		next, ok := stepOf(r, prompt, results)
 		if !ok {
 			return
@@ -259,21 +259,6 @@ func responsesPromptOf(it inputItem) string {
 		}
 	}
 	return strings.Join(texts, "\n")
-}
-
-// responsesEarlierPrompts are the prompts of the turns before the last in
-// items.
-func responsesEarlierPrompts(items []inputItem) []string {
-	var prompts []string
-	for _, it := range items {
-		if p := responsesPromptOf(it); p != "" {
-			prompts = append(prompts, p)
-		}
-	}
-	if len(prompts) == 0 {
-		return nil
-	}
-	return prompts[:len(prompts)-1]
 }
 
 // itemTexts is the text of a message's content: a string, or its parts.
