@@ -52,6 +52,8 @@ const (
 	ReasonUnschedulable = "Unschedulable"
 	// ReasonPodScheduled: the Member's Pod has a node.
 	ReasonPodScheduled = "PodScheduled"
+	// ReasonPodClaimed: the Member took a warm Pod from its Profile's pool.
+	ReasonPodClaimed = "PodClaimed"
 	// ReasonPodStarting: the Member's Pod has not started its pane host yet.
 	ReasonPodStarting = "PodStarting"
 	// ReasonPodLost: the Member's Pod ended (crashed, was OOMKilled or
@@ -166,6 +168,11 @@ const (
 const (
 	// LabelMember names the Member a Secret belongs to or a Delegation is sent to.
 	LabelMember = "fleet.fleetd.dev/member"
+	// LabelPool names the Profile a warm Pod (and its pane host Secret)
+	// was started for. An unclaimed warm Pod carries LabelMember with an
+	// empty value, so that fleetd's caches, which hold only objects with
+	// LabelMember, see it; a claim sets it to the Member's name.
+	LabelPool = "fleet.fleetd.dev/pool"
 	// LabelMemberUID records the UID of the Member a token Secret was made
 	// for, so a recreated Member with the same name never inherits a token.
 	LabelMemberUID = "fleet.fleetd.dev/member-uid"

@@ -290,6 +290,11 @@ type MemberStatus struct {
 	// +optional
 	PodUID string `json:"podUID,omitempty"`
 
+	// podPool names the Profile whose warm pool the Pod was claimed from;
+	// empty for a Pod started for the Member.
+	// +optional
+	PodPool string `json:"podPool,omitempty"`
+
 	// podIP is where the controllers reach the Pod's pane host.
 	// +optional
 	PodIP string `json:"podIP,omitempty"`
@@ -328,6 +333,7 @@ type MemberStatus struct {
 // +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restarts`,priority=1
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.nodeName`,priority=1
 // +kubebuilder:printcolumn:name="Pod",type=string,JSONPath=`.status.podName`,priority=1
+// +kubebuilder:printcolumn:name="Pool",type=string,JSONPath=`.status.podPool`,priority=1
 // +kubebuilder:printcolumn:name="Profile",type=string,JSONPath=`.spec.profile`,priority=1
 // +kubebuilder:printcolumn:name="Input",type=integer,JSONPath=`.status.usage.inputTokens`,priority=1
 // +kubebuilder:printcolumn:name="Output",type=integer,JSONPath=`.status.usage.outputTokens`,priority=1

@@ -54,6 +54,8 @@ type GitIdentity struct {
 // +kubebuilder:validation:XValidation:rule="self.billing != 'api' || (has(self.env) && self.env.exists(e, e.name == (has(self.agent) && self.agent == 'codex' ? 'OPENAI_BASE_URL' : 'ANTHROPIC_BASE_URL')))",message="billing: api requires ANTHROPIC_BASE_URL in env (OPENAI_BASE_URL for agent: codex)"
 // +kubebuilder:validation:XValidation:rule="self.billing != 'subscription' || !has(self.env) || !self.env.exists(e, e.name in ['ANTHROPIC_BASE_URL', 'ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN', 'OPENAI_BASE_URL', 'OPENAI_API_KEY', 'CODEX_API_KEY'])",message="billing: subscription must not set ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, OPENAI_BASE_URL, OPENAI_API_KEY or CODEX_API_KEY in env"
 // +kubebuilder:validation:XValidation:rule="!has(self.pod) || !has(self.runtime) || self.runtime == 'Pod'",message="pod applies only to runtime: Pod"
+// +kubebuilder:validation:XValidation:rule="!has(self.warmPool) || self.warmPool.size == 0 || (has(self.runtime) && self.runtime == 'Pod')",message="warmPool needs runtime: Pod: warm Pods are members' Pods"
+// +kubebuilder:validation:XValidation:rule="!has(self.warmPool) || self.warmPool.size == 0 || !has(self.pod) || !has(self.pod.workspace) || !has(self.pod.workspace.volumeClaim)",message="warmPool needs an emptyDir workspace: a member's workspace claim can be mounted only when its Pod starts, so a warm Pod could never hold it"
 type ProfileSpec struct {
 	WorkerSpec `json:",inline"`
 
@@ -134,6 +136,14 @@ type ProfileSpec struct {
 	// +optional
 	Idle *MemberIdle `json:"idle,omitempty"`
 
+	// warmPool keeps Pods of this profile started ahead of any Member, so a
+	// new Member takes one instead of starting one: its pane host up and
+	// fleetd's tools in place. A Member claims a warm Pod when it runs
+	// from this profile with no pod of its own; with none free it starts
+	// its own, as without a pool.
+	// +optional
+	WarmPool *WarmPool `json:"warmPool,omitempty"`
+
 	// default marks the profile bridge_send auto-spawns from when no member is
 	// addressed and none exists. At most one profile per namespace should set it;
 	// when several do, the oldest wins.
@@ -141,11 +151,41 @@ type ProfileSpec struct {
 	Default bool `json:"default,omitempty"`
 }
 
+// WarmPool is how many Pods a Profile keeps started for Members to claim.
+type WarmPool struct {
+	// size is how many unclaimed Pods are kept: each one claimed is
+	// replaced in the background. 0 keeps none.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	Size int32 `json:"size"`
+}
+
+// WarmPoolStatus is what a Profile's warm pool holds.
+type WarmPoolStatus struct {
+	// free counts the warm Pods ready to be claimed.
+	// +optional
+	Free int32 `json:"free,omitempty"`
+
+	// starting counts the warm Pods not ready yet.
+	// +optional
+	Starting int32 `json:"starting,omitempty"`
+
+	// claimed counts the Members running in a Pod they claimed from the
+	// pool.
+	// +optional
+	Claimed int32 `json:"claimed,omitempty"`
+}
+
 // ProfileStatus is the observed state of a Profile.
 type ProfileStatus struct {
 	// members counts the Members that run from this profile.
 	// +optional
 	Members int32 `json:"members,omitempty"`
+
+	// warmPool is what the profile's warm pool holds, when it has one.
+	// +optional
+	WarmPool *WarmPoolStatus `json:"warmPool,omitempty"`
 
 	// conditions: Ready says whether members can be started from this
 	// profile: every Secret its env refers to exists.
@@ -169,6 +209,7 @@ type ProfileStatus struct {
 // +kubebuilder:printcolumn:name="Billing",type=string,JSONPath=`.spec.billing`
 // +kubebuilder:printcolumn:name="Default",type=boolean,JSONPath=`.spec.default`,priority=1
 // +kubebuilder:printcolumn:name="Members",type=integer,JSONPath=`.status.members`
+// +kubebuilder:printcolumn:name="Warm",type=integer,JSONPath=`.status.warmPool.free`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 

@@ -138,6 +138,18 @@ func TestBadManifestsAreRefused(t *testing.T) {
 			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Profile, metadata: {name: p-idle0}, spec: {command: [sh], idle: {suspendAfter: 0s}}}`,
 			want:     []string{"spec.idle.suspendAfter", "at least 1s"},
 		},
+		"profile warm pool without runtime Pod": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Profile, metadata: {name: p-warm-rt}, spec: {command: [sh], warmPool: {size: 2}}}`,
+			want:     []string{"spec", "warmPool needs runtime: Pod"},
+		},
+		"profile warm pool with a workspace claim": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Profile, metadata: {name: p-warm-pvc}, spec: {command: [sh], runtime: Pod, warmPool: {size: 2}, pod: {workspace: {volumeClaim: {size: 1Gi}}}}}`,
+			want:     []string{"spec", "warmPool needs an emptyDir workspace"},
+		},
+		"profile warm pool too large": {
+			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Profile, metadata: {name: p-warm-big}, spec: {command: [sh], runtime: Pod, warmPool: {size: 1000}}}`,
+			want:     []string{"spec.warmPool.size", "100"},
+		},
 		"profile with a pod in the shared runtime": {
 			manifest: `{apiVersion: fleet.fleetd.dev/v1alpha1, kind: Profile, metadata: {name: p-pod}, spec: {command: [sh], runtime: Shared, pod: {image: x}}}`,
 			want:     []string{"spec", "pod applies only to runtime: Pod"},

@@ -82,6 +82,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &apiv1alpha1.TranscriptCursorApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("TurnUsage"):
 		return &apiv1alpha1.TurnUsageApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("WarmPool"):
+		return &apiv1alpha1.WarmPoolApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("WarmPoolStatus"):
+		return &apiv1alpha1.WarmPoolStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("WorkerSpec"):
 		return &apiv1alpha1.WorkerSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("Workspace"):

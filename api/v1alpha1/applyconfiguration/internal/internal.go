@@ -448,6 +448,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: podName
       type:
         scalar: string
+    - name: podPool
+      type:
+        scalar: string
     - name: podUID
       type:
         scalar: string
@@ -635,6 +638,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: runtime
       type:
         namedType: com.github.fleetd.fleetd.api.v1alpha1.Runtime
+    - name: warmPool
+      type:
+        namedType: com.github.fleetd.fleetd.api.v1alpha1.WarmPool
     - name: workingDir
       type:
         scalar: string
@@ -655,6 +661,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: observedGeneration
       type:
         scalar: numeric
+    - name: warmPool
+      type:
+        namedType: com.github.fleetd.fleetd.api.v1alpha1.WarmPoolStatus
 - name: com.github.fleetd.fleetd.api.v1alpha1.Question
   map:
     fields:
@@ -735,6 +744,24 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: numeric
     - name: outputTokens
+      type:
+        scalar: numeric
+- name: com.github.fleetd.fleetd.api.v1alpha1.WarmPool
+  map:
+    fields:
+    - name: size
+      type:
+        scalar: numeric
+- name: com.github.fleetd.fleetd.api.v1alpha1.WarmPoolStatus
+  map:
+    fields:
+    - name: claimed
+      type:
+        scalar: numeric
+    - name: free
+      type:
+        scalar: numeric
+    - name: starting
       type:
         scalar: numeric
 - name: com.github.fleetd.fleetd.api.v1alpha1.Workspace

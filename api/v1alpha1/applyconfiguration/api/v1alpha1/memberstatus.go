@@ -100,6 +100,9 @@ type MemberStatusApplyConfiguration struct {
 	// podUID is that Pod's UID. The gateway knows a pod member by it: a
 	// token of a Pod that is not the Member's current one is refused.
 	PodUID *string `json:"podUID,omitempty"`
+	// podPool names the Profile whose warm pool the Pod was claimed from;
+	// empty for a Pod started for the Member.
+	PodPool *string `json:"podPool,omitempty"`
 	// podIP is where the controllers reach the Pod's pane host.
 	PodIP *string `json:"podIP,omitempty"`
 	// nodeName is the node the Pod runs on.
@@ -322,6 +325,14 @@ func (b *MemberStatusApplyConfiguration) WithPodName(value string) *MemberStatus
 // If called multiple times, the PodUID field is set to the value of the last call.
 func (b *MemberStatusApplyConfiguration) WithPodUID(value string) *MemberStatusApplyConfiguration {
 	b.PodUID = &value
+	return b
+}
+
+// WithPodPool sets the PodPool field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PodPool field is set to the value of the last call.
+func (b *MemberStatusApplyConfiguration) WithPodPool(value string) *MemberStatusApplyConfiguration {
+	b.PodPool = &value
 	return b
 }
 

@@ -74,6 +74,12 @@ type ProfileSpecApplyConfiguration struct {
 	// wins); only members in Pods of their own with a workspace claim are
 	// suspended.
 	Idle *MemberIdleApplyConfiguration `json:"idle,omitempty"`
+	// warmPool keeps Pods of this profile started ahead of any Member, so a
+	// new Member takes one instead of starting one: its pane host up and
+	// fleetd's tools in place. A Member claims a warm Pod when it runs
+	// from this profile with no pod of its own; with none free it starts
+	// its own, as without a pool.
+	WarmPool *WarmPoolApplyConfiguration `json:"warmPool,omitempty"`
 	// default marks the profile bridge_send auto-spawns from when no member is
 	// addressed and none exists. At most one profile per namespace should set it;
 	// when several do, the oldest wins.
@@ -222,6 +228,14 @@ func (b *ProfileSpecApplyConfiguration) WithPod(value *MemberPodApplyConfigurati
 // If called multiple times, the Idle field is set to the value of the last call.
 func (b *ProfileSpecApplyConfiguration) WithIdle(value *MemberIdleApplyConfiguration) *ProfileSpecApplyConfiguration {
 	b.Idle = value
+	return b
+}
+
+// WithWarmPool sets the WarmPool field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the WarmPool field is set to the value of the last call.
+func (b *ProfileSpecApplyConfiguration) WithWarmPool(value *WarmPoolApplyConfiguration) *ProfileSpecApplyConfiguration {
+	b.WarmPool = value
 	return b
 }
 

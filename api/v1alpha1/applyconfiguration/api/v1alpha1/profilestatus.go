@@ -29,6 +29,8 @@ import (
 type ProfileStatusApplyConfiguration struct {
 	// members counts the Members that run from this profile.
 	Members *int32 `json:"members,omitempty"`
+	// warmPool is what the profile's warm pool holds, when it has one.
+	WarmPool *WarmPoolStatusApplyConfiguration `json:"warmPool,omitempty"`
 	// conditions: Ready says whether members can be started from this
 	// profile: every Secret its env refers to exists.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
@@ -47,6 +49,14 @@ func ProfileStatus() *ProfileStatusApplyConfiguration {
 // If called multiple times, the Members field is set to the value of the last call.
 func (b *ProfileStatusApplyConfiguration) WithMembers(value int32) *ProfileStatusApplyConfiguration {
 	b.Members = &value
+	return b
+}
+
+// WithWarmPool sets the WarmPool field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the WarmPool field is set to the value of the last call.
+func (b *ProfileStatusApplyConfiguration) WithWarmPool(value *WarmPoolStatusApplyConfiguration) *ProfileStatusApplyConfiguration {
+	b.WarmPool = value
 	return b
 }
 
