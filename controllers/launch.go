@@ -54,6 +54,9 @@ type Worker struct {
 	// Idle says when the idle member is suspended (the Member's, else the
 	// Profile's), nil for never.
 	Idle *fleetv1alpha1.MemberIdle
+	// Pool is the Profile whose warm pool the member may claim its Pod
+	// from (profile_pool.go); empty for none.
+	Pool string
 }
 
 // resolveWorker merges a Member's spec with its Profile (nil for an inline
@@ -87,6 +90,9 @@ func resolveWorker(m *fleetv1alpha1.Member, p *fleetv1alpha1.Profile) Worker {
 		Pod:            mergePod(p.Spec.Pod, m.Spec.Pod),
 		Pricing:        p.Spec.Pricing,
 		Idle:           cmp.Or(m.Spec.Idle, p.Spec.Idle),
+	}
+	if p.Spec.WarmPool != nil && p.Spec.WarmPool.Size > 0 {
+		w.Pool = p.Name
 	}
 	return w
 }

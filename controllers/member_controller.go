@@ -123,7 +123,7 @@ type MemberReconciler struct {
 // +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=members/finalizers,verbs=update
 // +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=profiles,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;delete
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;create;update
@@ -404,7 +404,8 @@ func (r *MemberReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Secret{}).
 		Owns(&corev1.Pod{}).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.membersOnNode), builder.WithPredicates(nodeReadinessChanged)).
-		Watches(&fleetv1alpha1.Profile{}, handler.EnqueueRequestsFromMapFunc(r.membersOfProfile)).
+		// A Profile's spec, not its status (its counts and its pool's).
+		Watches(&fleetv1alpha1.Profile{}, handler.EnqueueRequestsFromMapFunc(r.membersOfProfile), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// A message to a suspended member resumes it.
 		Watches(&fleetv1alpha1.Delegation{}, handler.EnqueueRequestsFromMapFunc(r.suspendedReceiver), builder.WithPredicates(delegationArrivedOrSettled)).
 		WatchesRawSource(r.PaneWatch.Source())

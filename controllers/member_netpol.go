@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -132,29 +133,37 @@ var memberPodLabels = map[string]string{"app.kubernetes.io/name": "fleetd-member
 // controller: it is looked at again after a restart, or when it is deleted
 // (it is not watched; a pass after a restart puts it back).
 func (r *MemberReconciler) ensureNetworkPolicy(ctx context.Context, namespace string) error {
-	if r.Pods.FleetdNamespace == "" {
+	return ensureNetworkPolicy(ctx, r.Client, r.Reader, r.Pods, &r.policies, namespace)
+}
+
+// ensureNetworkPolicy keeps the policy in namespace with c, reading it
+// with reader, unless done (the namespaces this run has seen to) holds
+// namespace. Both the Member reconciler and the Profile reconciler, which
+// starts warm Pods, see to it.
+func ensureNetworkPolicy(ctx context.Context, c client.Client, reader client.Reader, set PodSettings, done *sync.Map, namespace string) error {
+	if set.FleetdNamespace == "" {
 		return nil
 	}
-	if _, done := r.policies.Load(namespace); done {
+	if _, ok := done.Load(namespace); ok {
 		return nil
 	}
-	want := MemberNetworkPolicy(namespace, r.Pods)
+	want := MemberNetworkPolicy(namespace, set)
 	var have networkingv1.NetworkPolicy
-	err := r.Reader.Get(ctx, client.ObjectKeyFromObject(want), &have)
+	err := reader.Get(ctx, client.ObjectKeyFromObject(want), &have)
 	switch {
 	case apierrors.IsNotFound(err):
-		if err := r.Client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := c.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating network policy %s/%s: %w", namespace, want.Name, err)
 		}
 	case err != nil:
 		return fmt.Errorf("getting network policy %s/%s: %w", namespace, want.Name, err)
 	case !equality.Semantic.DeepEqual(have.Spec, want.Spec):
 		have.Spec = want.Spec
-		if err := r.Client.Update(ctx, &have); err != nil {
+		if err := c.Update(ctx, &have); err != nil {
 			return fmt.Errorf("updating network policy %s/%s: %w", namespace, want.Name, err)
 		}
 	}
-	r.policies.Store(namespace, true)
+	done.Store(namespace, true)
 	return nil
 }
 

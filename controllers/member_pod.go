@@ -150,8 +150,20 @@ type podStart struct {
 // host answers; until it does, the pane's lifecycle waits.
 func (r *MemberReconciler) reconcilePod(ctx context.Context, s *memberScope, w Worker) (bool, ctrl.Result, error) {
 	m := s.member
-	if err := r.ensurePaneHostSecret(ctx, m, s.now.Time); err != nil {
-		return false, ctrl.Result{}, err
+	if r.CA == nil {
+		return false, ctrl.Result{}, fmt.Errorf("member %s runs in a pod, and this fleetd has no pane host CA (--pane-host-ca)", m.Name)
+	}
+	// A Pod started for the member has its credentials minted for it (just
+	// before the Pod is made); a claimed warm Pod has its own.
+	switch {
+	case m.Status.PodPool != "":
+		if err := r.ensureClaimedPodSecret(ctx, m); err != nil {
+			return false, ctrl.Result{}, err
+		}
+	case m.Status.PodName != "":
+		if err := r.ensurePaneHostSecret(ctx, m, s.now.Time); err != nil {
+			return false, ctrl.Result{}, err
+		}
 	}
 	claim, err := r.ensureWorkspaceClaim(ctx, m, w.Pod)
 	var taken *errClaimTaken
@@ -231,6 +243,22 @@ func (r *MemberReconciler) reconcilePod(ctx context.Context, s *memberScope, w W
 		if !fresh {
 			return false, ctrl.Result{RequeueAfter: staleRetry}, nil
 		}
+		warm, err := r.claimWarmPod(ctx, m, w)
+		if err != nil {
+			return false, ctrl.Result{}, err
+		}
+		if warm != nil {
+			// Its pane host is up: the next pass, once this one's status
+			// names the Pod (and with it binds the Pod's token to the
+			// member), starts the agent in it.
+			recordPod(m, warm)
+			s.event(corev1.EventTypeNormal, fleetv1alpha1.ReasonPodClaimed, "Claimed warm pod %s from profile %s's pool", warm.Name, w.Pool)
+			s.facts.pod = &podStart{waiting: "claimed warm pod " + warm.Name}
+			return false, ctrl.Result{RequeueAfter: claimedRecheck}, nil
+		}
+		if err := r.ensurePaneHostSecret(ctx, m, s.now.Time); err != nil {
+			return false, ctrl.Result{}, err
+		}
 		created, err := r.createPod(ctx, m, w, claim)
 		if err != nil {
 			return false, ctrl.Result{}, err
@@ -271,15 +299,18 @@ func (r *MemberReconciler) refusePod(ctx context.Context, s *memberScope, why er
 	return ctrl.Result{}, reconcile.TerminalError(why)
 }
 
-// recordPod makes pod the Member's.
+// recordPod makes pod the Member's, and says whether it was a warm Pod of
+// a pool.
 func recordPod(m *fleetv1alpha1.Member, pod *corev1.Pod) {
 	m.Status.PodName, m.Status.PodUID = pod.Name, string(pod.UID)
 	m.Status.PodIP, m.Status.NodeName = pod.Status.PodIP, pod.Spec.NodeName
+	m.Status.PodPool = pod.Labels[fleetv1alpha1.LabelPool]
 }
 
 // clearPod forgets the Member's Pod.
 func clearPod(m *fleetv1alpha1.Member) {
 	m.Status.PodName, m.Status.PodUID, m.Status.PodIP, m.Status.NodeName = "", "", "", ""
+	m.Status.PodPool = ""
 }
 
 // currentPod is the Member's Pod: the one its status names, else (a pass
@@ -359,9 +390,6 @@ func (r *MemberReconciler) createPod(ctx context.Context, m *fleetv1alpha1.Membe
 // fleetd's controllers. It is minted again before it expires; the pane host
 // reloads it from its volume.
 func (r *MemberReconciler) ensurePaneHostSecret(ctx context.Context, m *fleetv1alpha1.Member, now time.Time) error {
-	if r.CA == nil {
-		return fmt.Errorf("member %s runs in a pod, and this fleetd has no pane host CA (--pane-host-ca)", m.Name)
-	}
 	key := types.NamespacedName{Namespace: m.Namespace, Name: PaneHostSecretName(m.Name)}
 	secret := &corev1.Secret{}
 	err := r.Client.Get(ctx, key, secret)

@@ -3,6 +3,7 @@ package controllers
 import (
 	"cmp"
 	"fmt"
+	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -85,6 +86,32 @@ var podHookCommand = []string{podToolsDir + "/fleetd", "hook"}
 // agent is known to the gateway, through the pane host's forwarder, and
 // only the pane host's container mounts it.
 func desiredPod(m *fleetv1alpha1.Member, spec *fleetv1alpha1.MemberPod, set PodSettings, claim string) *corev1.Pod {
+	return podFrom(memberPodIdentity(m), m.Namespace, spec, set, claim)
+}
+
+// podIdentity is what makes a Pod one Member's, or a warm Pod of a pool:
+// everything else about it comes from its pod spec and fleetd's settings.
+type podIdentity struct {
+	name, generateName string
+	labels             map[string]string
+	// tlsSecret holds its pane host's credentials.
+	tlsSecret string
+}
+
+// memberPodIdentity is a Pod started for m.
+func memberPodIdentity(m *fleetv1alpha1.Member) podIdentity {
+	return podIdentity{
+		generateName: m.Name + "-",
+		labels: map[string]string{
+			fleetv1alpha1.LabelMember:    m.Name,
+			fleetv1alpha1.LabelMemberUID: string(m.UID),
+		},
+		tlsSecret: PaneHostSecretName(m.Name),
+	}
+}
+
+// podFrom is the Pod id names, in namespace, of spec.
+func podFrom(id podIdentity, namespace string, spec *fleetv1alpha1.MemberPod, set PodSettings, claim string) *corev1.Pod {
 	if spec == nil {
 		spec = &fleetv1alpha1.MemberPod{}
 	}
@@ -118,16 +145,16 @@ func desiredPod(m *fleetv1alpha1.Member, spec *fleetv1alpha1.MemberPod, set PodS
 	paneHostSecurity.RunAsUser = ptr.To[int64](paneHostUser)
 	paneHostSecurity.RunAsNonRoot = ptr.To(true)
 	tools := corev1.VolumeMount{Name: "fleetd-tools", MountPath: podToolsDir}
+	labels := map[string]string{}
+	maps.Copy(labels, id.labels)
+	maps.Copy(labels, memberPodLabels)
+	labels["app.kubernetes.io/managed-by"] = "fleetd"
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: m.Name + "-",
-			Namespace:    m.Namespace,
-			Labels: map[string]string{
-				fleetv1alpha1.LabelMember:      m.Name,
-				fleetv1alpha1.LabelMemberUID:   string(m.UID),
-				"app.kubernetes.io/name":       "fleetd-member",
-				"app.kubernetes.io/managed-by": "fleetd",
-			},
+			Name:         id.name,
+			GenerateName: id.generateName,
+			Namespace:    namespace,
+			Labels:       labels,
 		},
 		Spec: corev1.PodSpec{
 			// fleetd replaces a lost Pod itself, with backoff and a count
@@ -217,7 +244,7 @@ func desiredPod(m *fleetv1alpha1.Member, spec *fleetv1alpha1.MemberPod, set PodS
 				{Name: "fleetd-tools", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(toolsVolumeSize.DeepCopy())}}},
 				{Name: "run", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(runVolumeSize.DeepCopy())}}},
 				{Name: "pane-host-tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-					SecretName: PaneHostSecretName(m.Name), DefaultMode: ptr.To[int32](0o400),
+					SecretName: id.tlsSecret, DefaultMode: ptr.To[int32](0o400),
 				}}},
 				{Name: "fleetd-token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 					DefaultMode: ptr.To[int32](0o400),

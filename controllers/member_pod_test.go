@@ -403,7 +403,13 @@ func (h *podHost) run(ctx context.Context, pod *corev1.Pod, node string) {
 		h.srv = nil
 	}
 	var secret corev1.Secret
-	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: PaneHostSecretName(pod.Labels[fleetv1alpha1.LabelMember])}, &secret); err != nil {
+	var secretName string
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == "pane-host-tls" && v.Secret != nil {
+			secretName = v.Secret.SecretName
+		}
+	}
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: secretName}, &secret); err != nil {
 		t.Fatalf("the pod's pane host credentials: %v", err)
 	}
 	dir := t.TempDir()

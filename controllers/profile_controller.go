@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/panehost"
 )
 
 // secretRecheck is how often a Profile whose Secrets are missing is looked
@@ -28,9 +31,19 @@ type ProfileReconciler struct {
 	Client client.Client
 	// Reader reads Secrets uncached.
 	Reader client.Reader
+	// Pods and CA are how member Pods are made, and their pane hosts'
+	// credentials minted: a Profile's warm Pods are member Pods. With no
+	// CA, no warm Pod is started.
+	Pods PodSettings
+	CA   *panehost.CA
+
+	// policies are the namespaces whose member NetworkPolicy this run
+	// has seen to.
+	policies sync.Map
 }
 
 // +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=profiles/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=fleet.fleetd.dev,resources=profiles/finalizers,verbs=update
 
 // Reconcile computes one Profile's status.
 func (r *ProfileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -44,11 +57,21 @@ func (r *ProfileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	original := p.DeepCopy()
 	p.Status.Members = 0
+	var claimed int32
 	for _, m := range members.Items {
 		if m.Spec.Profile == p.Name {
 			p.Status.Members++
 		}
+		if m.Status.PodPool == p.Name && m.Status.PodName != "" {
+			claimed++
+		}
 	}
+	pool, poolProblem, err := r.reconcilePool(ctx, p, claimed)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	p.Status.WarmPool = pool
+	setWarmPoolCondition(p, poolProblem)
 	missing, err := r.missingSecret(ctx, p)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -83,11 +106,36 @@ func (r *ProfileReconciler) missingSecret(ctx context.Context, p *fleetv1alpha1.
 	return nil, err
 }
 
+// setWarmPoolCondition says how p's warm pool stands, from its status
+// and problem, why it cannot be kept ("" when it can); a Profile with no
+// pool has no such condition.
+func setWarmPoolCondition(p *fleetv1alpha1.Profile, problem string) {
+	if p.Spec.WarmPool == nil || p.Spec.WarmPool.Size == 0 {
+		meta.RemoveStatusCondition(&p.Status.Conditions, fleetv1alpha1.ConditionWarmPool)
+		return
+	}
+	c := metav1.Condition{Type: fleetv1alpha1.ConditionWarmPool, ObservedGeneration: p.Generation}
+	free, size := int32(0), p.Spec.WarmPool.Size
+	if p.Status.WarmPool != nil {
+		free = p.Status.WarmPool.Free
+	}
+	switch {
+	case problem != "":
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonPoolUnavailable, "no warm pod can be started: "+problem
+	case free >= size:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, fleetv1alpha1.ReasonPoolFull, fmt.Sprintf("%d warm pods are free", free)
+	default:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonPoolFilling, fmt.Sprintf("%d of %d warm pods are free; the rest are starting", free, size)
+	}
+	meta.SetStatusCondition(&p.Status.Conditions, c)
+}
+
 // SetupWithManager registers the reconciler; a Member coming or going
-// updates its Profile's count.
+// updates its Profile's count, and a warm Pod's changes its pool.
 func (r *ProfileReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&fleetv1alpha1.Profile{}).
+		Owns(&corev1.Pod{}).
 		Watches(&fleetv1alpha1.Member{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			m, ok := o.(*fleetv1alpha1.Member)
 			if !ok || m.Spec.Profile == "" {

@@ -71,7 +71,7 @@ func (h *Hosts) For(m *fleetv1alpha1.Member) (*herdr.Client, error) {
 		port = DefaultPort
 	}
 	addr := net.JoinHostPort(m.Status.PodIP, strconv.Itoa(port))
-	key := string(m.UID) + "@" + addr
+	key := string(m.UID) + "@" + addr + "/" + HostID(m)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if c, ok := h.clients[key]; ok {
@@ -79,11 +79,26 @@ func (h *Hosts) For(m *fleetv1alpha1.Member) (*herdr.Client, error) {
 	}
 	// A member's earlier pods are gone: their clients go too.
 	h.forgetLocked(m.UID)
-	c := herdr.NewTLSClient(addr, ClientConfig(h.pool, h.clientCert, string(m.UID)))
+	c := herdr.NewTLSClient(addr, ClientConfig(h.pool, h.clientCert, HostID(m)))
 	c.OnError = h.OnError
 	h.clients[key] = c
 	return c, nil
 }
+
+// HostID is what m's pane host's certificate is minted for: the Member's
+// UID for a Pod started for it, and the Pod's own name for a warm Pod it
+// claimed (WarmHostID), minted before any Member had it.
+func HostID(m *fleetv1alpha1.Member) string {
+	if m.Status.PodPool != "" {
+		return WarmHostID(m.Namespace, m.Status.PodName)
+	}
+	return string(m.UID)
+}
+
+// WarmHostID is the host ID of the warm Pod pod in namespace. Pod names
+// are unique among a namespace's live Pods, and a warm Pod's credentials
+// go with it.
+func WarmHostID(namespace, pod string) string { return pod + "." + namespace + ".warm" }
 
 // Forget drops the clients of a Member that is gone.
 func (h *Hosts) Forget(uid types.UID) {

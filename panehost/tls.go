@@ -39,11 +39,11 @@ const (
 	CAKey   = "ca.crt"
 )
 
-// ServerName is the name in a member's serving certificate, and what the
-// controllers check it against: the Member's UID, so a pod that holds
-// another member's address (an IP reused after a restart) is never taken
-// for this one.
-func ServerName(memberUID string) string { return memberUID + ".member.fleetd" }
+// ServerName is the name in a pane host's serving certificate, and what
+// the controllers check it against: its host ID (HostID), so a pod that
+// holds another member's address (an IP reused after a restart) is never
+// taken for this one.
+func ServerName(hostID string) string { return hostID + ".member.fleetd" }
 
 // CA is the authority that mints pane host credentials.
 type CA struct {
@@ -107,11 +107,12 @@ func (ca *CA) Pool() *x509.CertPool {
 	return p
 }
 
-// IssueServer mints the serving certificate of one member's pane host.
-func (ca *CA) IssueServer(memberUID string, now time.Time) (certPEM, keyPEM []byte, err error) {
+// IssueServer mints the serving certificate of one pane host, by its host
+// ID (HostID).
+func (ca *CA) IssueServer(hostID string, now time.Time) (certPEM, keyPEM []byte, err error) {
 	return ca.issue(&x509.Certificate{
-		Subject:     pkix.Name{CommonName: ServerName(memberUID)},
-		DNSNames:    []string{ServerName(memberUID)},
+		Subject:     pkix.Name{CommonName: ServerName(hostID)},
+		DNSNames:    []string{ServerName(hostID)},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}, now)
 }
@@ -165,13 +166,13 @@ func (ca *CA) NeedsRenewal(certPEM []byte, now time.Time) bool {
 	return now.Add(RenewBefore).After(cert.NotAfter)
 }
 
-// ClientConfig is the controllers' TLS configuration for one member's pane
-// host: trust only the CA, expect that member's name, present cert.
-func ClientConfig(pool *x509.CertPool, cert func() (*tls.Certificate, error), memberUID string) *tls.Config {
+// ClientConfig is the controllers' TLS configuration for one pane host:
+// trust only the CA, expect that host's name, present cert.
+func ClientConfig(pool *x509.CertPool, cert func() (*tls.Certificate, error), hostID string) *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS13,
 		RootCAs:    pool,
-		ServerName: ServerName(memberUID),
+		ServerName: ServerName(hostID),
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			return cert()
 		},

@@ -30,6 +30,10 @@ const (
 	// runs, Resuming, Resumed or SessionNotResumed after a resume, and
 	// CannotSuspend when it may not be.
 	ConditionSuspended = "Suspended"
+	// ConditionWarmPool says whether a Profile's warm pool is full: True
+	// with reason PoolFull when warmPool.size Pods are free, False with
+	// PoolFilling while some start, and PoolUnavailable when none can be.
+	ConditionWarmPool = "WarmPool"
 	// ConditionDelivered says whether a Delegation was typed into its pane.
 	ConditionDelivered = "Delivered"
 	// ConditionSettled says a Delegation reached a terminal phase.
@@ -52,6 +56,11 @@ const (
 	ReasonUnschedulable = "Unschedulable"
 	// ReasonPodScheduled: the Member's Pod has a node.
 	ReasonPodScheduled = "PodScheduled"
+	// ReasonPoolFull, ReasonPoolFilling and ReasonPoolUnavailable say how
+	// a Profile's warm pool stands (ConditionWarmPool).
+	ReasonPoolFull        = "PoolFull"
+	ReasonPoolFilling     = "PoolFilling"
+	ReasonPoolUnavailable = "PoolUnavailable"
 	// ReasonPodClaimed: the Member took a warm Pod from its Profile's pool.
 	ReasonPodClaimed = "PodClaimed"
 	// ReasonPodStarting: the Member's Pod has not started its pane host yet.

@@ -47,8 +47,9 @@ func (a *Authenticator) podMember(ctx context.Context, p *Principal) (*Principal
 	}
 	m, f := podTokenVerdict(name, uid, nil, pod)
 	if m == nil && f == nil {
-		// A Pod's UID is never reused and a Pod that is no member's never
-		// becomes one: the answer holds as long as a TokenReview's.
+		// A Pod's UID is never reused and a Pod that is no member's (nor a
+		// warm Pod, which is refused) never becomes one: the answer holds
+		// as long as a TokenReview's.
 		a.pods.put(uid, true, reviewTTL)
 	}
 	return m, f
@@ -98,6 +99,9 @@ func podTokenVerdict(podName, podUID string, members []fleetv1alpha1.Member, pod
 	}
 	if pod == nil || string(pod.UID) != podUID {
 		return nil, unauthorized("pod_gone", "pod %s is gone: a token bound to a pod works only while the pod exists", podName)
+	}
+	if pool := pod.Labels[fleetv1alpha1.LabelPool]; pool != "" && pod.Labels[fleetv1alpha1.LabelMember] == "" {
+		return nil, unauthorized("unclaimed_pod", "pod %s is a warm pod of profile %s that no member has claimed: its token opens nothing until one does", podName, pool)
 	}
 	if member, ok := memberOfPod(pod); ok {
 		return nil, unauthorized("replaced_pod", "pod %s no longer runs member %s: the member runs in another pod now, or none", podName, member)

@@ -3,6 +3,7 @@ package identity
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	authnv1 "k8s.io/api/authentication/v1"
@@ -35,21 +36,10 @@ func TestDeletedMemberPodTokenIsNoServiceAccount(t *testing.T) {
 	ctx := context.Background()
 	c := env.Client
 
-	// A service account RBAC lets act as a primary through the gateway.
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "runner", Namespace: ns}}
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "delegator", Namespace: ns}, Rules: []rbacv1.PolicyRule{{
-		APIGroups: []string{fleetv1alpha1.GroupVersion.Group}, Resources: []string{"delegations"}, Verbs: []string{"create"},
-	}}}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "delegator", Namespace: ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: ns}},
-	}
+	sa := primaryAccount(t, ns)
 	member := testutil.MakeMember("w1", ns).Command("sh").Obj()
-	for _, o := range []client.Object{sa, role, binding, member} {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
+	if err := c.Create(ctx, member); err != nil {
+		t.Fatal(err)
 	}
 	memberPod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "w1-abcde", Namespace: ns, Labels: map[string]string{
@@ -72,22 +62,7 @@ func TestDeletedMemberPodTokenIsNoServiceAccount(t *testing.T) {
 	}
 	memberToken, primaryToken := podToken(t, sa, memberPod), podToken(t, sa, primaryPod)
 
-	// The gateway's own cache: Members with their indexes, members' Pods.
-	opts := fleetcache.Options()
-	opts.Scheme, opts.DefaultNamespaces = env.Scheme, map[string]cache.Config{ns: {}}
-	informers, err := cache.New(env.Config, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := informers.IndexField(ctx, &fleetv1alpha1.Member{}, IndexMemberPodUID, IndexMemberPod); err != nil {
-		t.Fatal(err)
-	}
-	if err := informers.IndexField(ctx, &fleetv1alpha1.Member{}, IndexMemberTokenHash, IndexMemberToken); err != nil {
-		t.Fatal(err)
-	}
-	cacheCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	go func() { _ = informers.Start(cacheCtx) }()
+	informers := gatewayCache(t, ns)
 	a := NewAuthenticator(Config{Cache: informers, Live: c, Reviews: c})
 
 	testutil.Eventually(t, "the member pod's token to be the member's", func() error {
@@ -131,6 +106,108 @@ func TestDeletedMemberPodTokenIsNoServiceAccount(t *testing.T) {
 	if f.Code != toolerr.Unauthorized {
 		t.Errorf("refused with %+v, want unauthorized", f)
 	}
+}
+
+// TestWarmPodTokenIsBoundAtClaim: a warm Pod's token opens nothing while
+// no Member has claimed the Pod, though its service account may act as a
+// primary; from the claim (the Pod labelled the Member's, and the
+// Member's status naming it) it is that Member's.
+func TestWarmPodTokenIsBoundAtClaim(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	c := env.Client
+	sa := primaryAccount(t, ns)
+	warm := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "coders-warm-abcde", Namespace: ns, Labels: map[string]string{
+			fleetv1alpha1.LabelMember: "", fleetv1alpha1.LabelPool: "coders",
+		}},
+		Spec: corev1.PodSpec{ServiceAccountName: sa.Name, Containers: []corev1.Container{{Name: "agent", Image: "worker"}}},
+	}
+	member := testutil.MakeMember("w1", ns).Profile("coders").Obj()
+	for _, o := range []client.Object{warm, member} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	token := podToken(t, sa, warm)
+	informers := gatewayCache(t, ns)
+	a := NewAuthenticator(Config{Cache: informers, Live: c, Reviews: c})
+
+	testutil.Eventually(t, "the unclaimed warm pod's token to be refused", func() error {
+		p, f := a.Authenticate(ctx, token)
+		if f == nil {
+			return fmt.Errorf("accepted as %s %s", p.Kind, p.Name)
+		}
+		if f.Code != toolerr.Unauthorized || f.Reason != "unclaimed_pod" || !strings.Contains(f.Message, "no member has claimed") {
+			return fmt.Errorf("refused with %+v, want unauthorized, unclaimed_pod", f)
+		}
+		return nil
+	})
+	// Asked again, still nothing: the refusal is not remembered as "no
+	// member's", which would make it the account's.
+	if p, f := a.Authenticate(ctx, token); f == nil {
+		t.Fatalf("asked again, the unclaimed warm pod's token was accepted as %s %s", p.Kind, p.Name)
+	}
+
+	// The claim, as the Member reconciler makes it.
+	warm.Labels[fleetv1alpha1.LabelMember], warm.Labels[fleetv1alpha1.LabelMemberUID] = member.Name, string(member.UID)
+	if err := c.Update(ctx, warm); err != nil {
+		t.Fatal(err)
+	}
+	member.Status.PodName, member.Status.PodUID, member.Status.PodPool = warm.Name, string(warm.UID), "coders"
+	if err := c.Status().Update(ctx, member); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "the claimed pod's token to be the member's", func() error {
+		p, f := a.Authenticate(ctx, token)
+		if f != nil || p.Kind != fleetv1alpha1.PrincipalMember || p.Name != member.Name {
+			return fmt.Errorf("%+v, %+v", p, f)
+		}
+		return nil
+	})
+}
+
+// primaryAccount is a service account in ns that RBAC lets act as a
+// primary through the gateway.
+func primaryAccount(t *testing.T, ns string) *corev1.ServiceAccount {
+	t.Helper()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "runner", Namespace: ns}}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "delegator", Namespace: ns}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{fleetv1alpha1.GroupVersion.Group}, Resources: []string{"delegations"}, Verbs: []string{"create"},
+	}}}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "delegator", Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: ns}},
+	}
+	for _, o := range []client.Object{sa, role, binding} {
+		if err := env.Client.Create(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return sa
+}
+
+// gatewayCache is the gateway's own cache of ns: Members with their
+// indexes, members' Pods. It stops with the test.
+func gatewayCache(t *testing.T, ns string) cache.Cache {
+	t.Helper()
+	opts := fleetcache.Options()
+	opts.Scheme, opts.DefaultNamespaces = env.Scheme, map[string]cache.Config{ns: {}}
+	informers, err := cache.New(env.Config, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	if err := informers.IndexField(ctx, &fleetv1alpha1.Member{}, IndexMemberPodUID, IndexMemberPod); err != nil {
+		t.Fatal(err)
+	}
+	if err := informers.IndexField(ctx, &fleetv1alpha1.Member{}, IndexMemberTokenHash, IndexMemberToken); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = informers.Start(ctx) }()
+	return informers
 }
 
 // podToken is a token of service account sa for the gateway, bound to pod.

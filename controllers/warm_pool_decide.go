@@ -1,0 +1,142 @@
+package controllers
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"hash/fnv"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+)
+
+// A Profile's warm pool, decided: which warm Pods to keep, start and drop
+// (the Profile reconciler, profile_pool.go), and which ones a new Member
+// may claim (the Member reconciler, member_warm.go). No I/O here.
+
+// labelPoolTemplate is the hash of the pod spec a warm Pod was made from
+// (warmTemplate): a Member claims only a Pod exactly like the one it would
+// start, and a Profile whose pod changes replaces its free warm Pods.
+const labelPoolTemplate = "fleet.fleetd.dev/pool-template"
+
+// warmPodMaxAge is how long a free warm Pod is kept before it is
+// replaced: well before its pane host's certificate needs renewing, so a
+// free one never does.
+const warmPodMaxAge = 30 * 24 * time.Hour
+
+// warmTemplate is the hash of the Pod a member of pod spec spec runs in,
+// apart from what makes it one member's (podIdentity).
+func warmTemplate(spec *fleetv1alpha1.MemberPod, set PodSettings) string {
+	pod := podFrom(podIdentity{}, "", spec, set, "")
+	b, err := json.Marshal(pod.Spec)
+	if err != nil {
+		// A PodSpec always encodes.
+		panic(err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])[:16]
+}
+
+// isFreeWarmPod says whether pod is a warm Pod no Member has claimed.
+func isFreeWarmPod(pod *corev1.Pod) bool {
+	member, labelled := pod.Labels[fleetv1alpha1.LabelMember]
+	return labelled && member == "" && pod.Labels[fleetv1alpha1.LabelPool] != ""
+}
+
+// poolPlan is what to do about a Profile's warm pool.
+type poolPlan struct {
+	// start is how many warm Pods to start.
+	start int
+	// drop are free warm Pods to delete, each with why.
+	drop []droppedWarmPod
+	// free are ready to be claimed; starting are not ready yet.
+	free, starting int32
+}
+
+// droppedWarmPod is a warm Pod to delete, and why.
+type droppedWarmPod struct {
+	pod *corev1.Pod
+	why string
+}
+
+// planPool decides about the free warm Pods of a pool of size whose
+// members' Pods are made from template: those of another template, ended
+// or older than warmPodMaxAge go; the ready ones are kept first, the
+// oldest first, up to size; and as many start as are missing.
+func planPool(size int32, template string, pods []corev1.Pod, now time.Time) poolPlan {
+	var plan poolPlan
+	type kept struct {
+		pod   *corev1.Pod
+		ready bool
+	}
+	var keep []kept
+	for i := range pods {
+		pod := &pods[i]
+		if !isFreeWarmPod(pod) || pod.DeletionTimestamp != nil {
+			continue
+		}
+		verdict, why := judgePod(pod, nil)
+		switch {
+		case pod.Labels[labelPoolTemplate] != template:
+			plan.drop = append(plan.drop, droppedWarmPod{pod, "its profile's pod changed"})
+		case verdict == podLost:
+			plan.drop = append(plan.drop, droppedWarmPod{pod, why})
+		case now.Sub(pod.CreationTimestamp.Time) > warmPodMaxAge:
+			plan.drop = append(plan.drop, droppedWarmPod{pod, "it is older than " + warmPodMaxAge.String()})
+		default:
+			keep = append(keep, kept{pod, verdict == podRunning})
+		}
+	}
+	slices.SortStableFunc(keep, func(a, b kept) int {
+		if a.ready != b.ready {
+			if a.ready {
+				return -1
+			}
+			return 1
+		}
+		return a.pod.CreationTimestamp.Compare(b.pod.CreationTimestamp.Time)
+	})
+	for i, k := range keep {
+		switch {
+		case i >= int(size):
+			plan.drop = append(plan.drop, droppedWarmPod{k.pod, "the pool holds more than its size"})
+		case k.ready:
+			plan.free++
+		default:
+			plan.starting++
+		}
+	}
+	plan.start = max(int(size)-len(keep), 0)
+	return plan
+}
+
+// claimCandidates are the warm Pods among pods a member with uid may
+// claim, in the order to try them: free, ready, of template and not too
+// old. Each member starts at a place of its own in the list, so that
+// members claiming at once rarely reach for the same Pod.
+func claimCandidates(pods []corev1.Pod, template string, uid types.UID, now time.Time) []*corev1.Pod {
+	var out []*corev1.Pod
+	for i := range pods {
+		pod := &pods[i]
+		if !isFreeWarmPod(pod) || pod.DeletionTimestamp != nil || pod.Labels[labelPoolTemplate] != template ||
+			now.Sub(pod.CreationTimestamp.Time) > warmPodMaxAge {
+			continue
+		}
+		if verdict, _ := judgePod(pod, nil); verdict == podRunning {
+			out = append(out, pod)
+		}
+	}
+	if len(out) < 2 {
+		return out
+	}
+	slices.SortFunc(out, func(a, b *corev1.Pod) int { return cmp.Compare(a.Name, b.Name) })
+	h := fnv.New32a()
+	h.Write([]byte(uid))
+	at := int(h.Sum32() % uint32(len(out)))
+	return append(out[at:], out[:at]...)
+}
