@@ -54,6 +54,32 @@ type DashboardMembers struct {
 	Removed []string          `json:"removed,omitempty"`
 }
 
+// DashboardPool is one Profile's warm pool: how many Pods it keeps started
+// for its members to claim, and what the pool holds as its controller last
+// counted.
+type DashboardPool struct {
+	// Name is the Profile's.
+	Name string `json:"name"`
+	// Size is the Pods the pool keeps unclaimed (spec.warmPool.size).
+	Size     int32 `json:"size"`
+	Free     int32 `json:"free"`
+	Starting int32 `json:"starting"`
+	Claimed  int32 `json:"claimed"`
+}
+
+// DashboardPools is a batch of changes to the fleet view's warm pools, as
+// DashboardMembers is to its members, by Profile name. It is an event of
+// its own ("pools") rather than a field of DashboardMembers: pools change
+// with Profiles, not Members, and a pool's status is rewritten as often as
+// a Pod is claimed or started, which would otherwise send a members batch
+// with no member in it; and a member viewer's team scopes its members but
+// not the namespace's Profiles, which any viewer may list (bridge_profiles).
+type DashboardPools struct {
+	Reset   bool            `json:"reset,omitempty"`
+	Pools   []DashboardPool `json:"pools"`
+	Removed []string        `json:"removed,omitempty"`
+}
+
 // DashboardMemberPage is the member a member page shows; Member is nil once
 // it is gone.
 type DashboardMemberPage struct {

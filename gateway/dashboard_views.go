@@ -103,6 +103,23 @@ func dashboardMember(m *fleetv1alpha1.Member, s *dashboardScope, q queue, inFlig
 	return v
 }
 
+// dashboardPool shows p's warm pool; false when p has none. A pool is
+// shown while its spec or its status says it has one: a pool taken out
+// of the spec still counts the members running in Pods claimed from it.
+func dashboardPool(p *fleetv1alpha1.Profile) (DashboardPool, bool) {
+	if p.Spec.WarmPool == nil && p.Status.WarmPool == nil {
+		return DashboardPool{}, false
+	}
+	v := DashboardPool{Name: p.Name}
+	if p.Spec.WarmPool != nil {
+		v.Size = p.Spec.WarmPool.Size
+	}
+	if st := p.Status.WarmPool; st != nil {
+		v.Free, v.Starting, v.Claimed = st.Free, st.Starting, st.Claimed
+	}
+	return v, true
+}
+
 // usageLine says what a member's or a message's usage counts and costs,
 // as the dashboard shows them; both empty before any call.
 func usageLine(u fleetv1alpha1.TokenUsage, cost, currency string) (usage, priced string) {
