@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	testclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -267,4 +269,77 @@ func TestDashboardFleetShowsWarmPools(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitShown(t, events, &shown, "the deleted profile's pool gone", wantPools(DashboardPool{Name: "second", Size: 1}))
+}
+
+// TestDashboardShowsSuspendedAndPooledMembers: a suspended member reads as
+// suspended, with when and why, on the fleet view and on its page; a
+// member in a Pod claimed from a warm pool says which pool.
+func TestDashboardShowsSuspendedAndPooledMembers(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startGateway(t, ns, Options{Clock: testclock.NewFakeClock(time.Now())})
+	create(t, testutil.MakeProfile("pooled", ns).Command("true").WarmPool(2).Obj())
+	claimed := testutil.MakeMember("claimed", ns).Profile("pooled").Obj()
+	asleep := member("asleep", ns).Obj()
+	create(t, claimed, asleep)
+
+	events := openDashboardEvents(t, h.url+"/ui/api/fleet", staticToken)
+	var shown fleetShown
+	waitShown(t, events, &shown, "both members", func(f *fleetShown) error {
+		return errIf(len(f.members) != 2, "%d members", len(f.members))
+	})
+
+	suspendedAt := metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))
+	env.SetMemberStatus(t, asleep, func(st *fleetv1alpha1.MemberStatus) {
+		st.Phase, st.SuspendedAt, st.AgentSessionID = fleetv1alpha1.MemberSuspended, &suspendedAt, "s-1"
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: fleetv1alpha1.ConditionSuspended, Status: metav1.ConditionTrue,
+			Reason: fleetv1alpha1.ReasonIdle, Message: "idle for 30m", LastTransitionTime: suspendedAt,
+		})
+	})
+	env.SetMemberStatus(t, claimed, func(st *fleetv1alpha1.MemberStatus) {
+		st.Phase, st.AgentStatus = fleetv1alpha1.MemberReady, fleetv1alpha1.AgentIdle
+		st.Runtime, st.PodName, st.PodPool, st.NodeName = fleetv1alpha1.RuntimePod, "pooled-warm-x7k2q", "pooled", "node-a"
+	})
+	wantAt := suspendedAt.UTC().Format(time.RFC3339)
+	isSuspended := func(m DashboardMember) error {
+		if m.Status != "suspended" || m.SuspendedAt != wantAt || m.SuspendedReason != fleetv1alpha1.ReasonIdle {
+			return fmt.Errorf("status %q, suspended at %q for %q; want suspended at %s for Idle", m.Status, m.SuspendedAt, m.SuspendedReason, wantAt)
+		}
+		return nil
+	}
+	waitShown(t, events, &shown, "the suspended and the pooled member", func(f *fleetShown) error {
+		if err := isSuspended(f.members["asleep"]); err != nil {
+			return fmt.Errorf("asleep: %w", err)
+		}
+		c := f.members["claimed"]
+		return errIf(c.Status != "idle" || c.PodPool != "pooled" || c.PodName != "pooled-warm-x7k2q", "claimed: status %q, pod %q from pool %q", c.Status, c.PodName, c.PodPool)
+	})
+	if got := shown.members["claimed"].SuspendedAt; got != "" {
+		t.Errorf("a running member shows suspended at %q", got)
+	}
+
+	page := openDashboardEvents(t, h.url+"/ui/api/members/asleep", staticToken)
+	for {
+		ev, ok := nextEvent(t, page, "hello", "messages", "screen")
+		if !ok {
+			t.Fatal("the member page's stream ended")
+		}
+		var p DashboardMemberPage
+		if err := json.Unmarshal(ev.data, &p); err != nil || ev.name != "member" || p.Member == nil {
+			t.Fatalf("member page: %s %s, want the member", ev.name, ev.data)
+		}
+		if isSuspended(*p.Member) == nil {
+			break
+		}
+	}
+
+	// Resumed: the suspension is no longer shown.
+	env.SetMemberStatus(t, asleep, func(st *fleetv1alpha1.MemberStatus) {
+		st.Phase, st.SuspendedAt = fleetv1alpha1.MemberStarting, nil
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: fleetv1alpha1.ConditionSuspended, Status: metav1.ConditionFalse, Reason: fleetv1alpha1.ReasonResuming, Message: "resuming"})
+	})
+	waitShown(t, events, &shown, "the resumed member", func(f *fleetShown) error {
+		m := f.members["asleep"]
+		return errIf(m.Status != "starting" || m.SuspendedAt != "" || m.SuspendedReason != "", "status %q, suspended at %q for %q", m.Status, m.SuspendedAt, m.SuspendedReason)
+	})
 }

@@ -194,6 +194,36 @@ func TestDashboardMember(t *testing.T) {
 				v.ContextRemainingPercent, v.InFlight, v.InFlightContent = ptr.To[int32](7), "w1-x", "fix it"
 			},
 		},
+		"suspended for being idle": {
+			member: member("w1", "ns").Obj(),
+			status: func(st *fleetv1alpha1.MemberStatus) {
+				st.Phase, st.SuspendedAt, st.AgentSessionID = fleetv1alpha1.MemberSuspended, mtime(0), "s-1"
+				st.Conditions = []metav1.Condition{{Type: fleetv1alpha1.ConditionSuspended, Status: metav1.ConditionTrue, Reason: fleetv1alpha1.ReasonIdle}}
+			},
+			want: func(v *DashboardMember) {
+				v.Status, v.Agent, v.Phase, v.SessionID = "suspended", "true", "Suspended", "s-1"
+				v.SuspendedAt, v.SuspendedReason = "2026-01-02T03:04:05Z", fleetv1alpha1.ReasonIdle
+			},
+		},
+		"resuming: no longer suspended": {
+			member: member("w1", "ns").Obj(),
+			status: func(st *fleetv1alpha1.MemberStatus) {
+				st.Phase = fleetv1alpha1.MemberStarting
+				st.Conditions = []metav1.Condition{{Type: fleetv1alpha1.ConditionSuspended, Status: metav1.ConditionFalse, Reason: fleetv1alpha1.ReasonResuming}}
+			},
+			want: func(v *DashboardMember) { v.Status, v.Agent, v.Phase = "starting", "true", "Starting" },
+		},
+		"in a pod claimed from a warm pool": {
+			member: testutil.MakeMember("w1", "ns").Profile("claude").Obj(),
+			status: func(st *fleetv1alpha1.MemberStatus) {
+				st.Phase, st.AgentStatus = fleetv1alpha1.MemberReady, fleetv1alpha1.AgentIdle
+				st.PodName, st.PodPool = "claude-warm-x7k2q", "claude"
+			},
+			want: func(v *DashboardMember) {
+				v.Status, v.Agent, v.Profile, v.Phase, v.AgentStatus = "idle", "claude", "claude", "Ready", "idle"
+				v.PodName, v.PodPool = "claude-warm-x7k2q", "claude"
+			},
+		},
 		"with tokens used and priced": {
 			member: member("w1", "ns").Obj(),
 			status: func(st *fleetv1alpha1.MemberStatus) {

@@ -38,6 +38,14 @@ type DashboardMember struct {
 	// empty for a member on the shared pane server.
 	NodeName string `json:"nodeName,omitempty"`
 	PodName  string `json:"podName,omitempty"`
+	// PodPool names the Profile whose warm pool the member's Pod was
+	// claimed from; empty for a Pod started for the member.
+	PodPool string `json:"podPool,omitempty"`
+	// SuspendedAt is when the member was suspended (RFC 3339), while it
+	// is; SuspendedReason is why, as its Suspended condition says: Idle (a
+	// message resumes it) or SuspendRequested (spec.suspend: messages wait).
+	SuspendedAt     string `json:"suspendedAt,omitempty"`
+	SuspendedReason string `json:"suspendedReason,omitempty"`
 	// Usage is what its agent's model calls used, as a person reads it;
 	// Cost is what that cost at its Profile's pricing ("0.0123 USD"). Both
 	// are empty before the agent's first call, Cost without pricing.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
@@ -90,6 +91,13 @@ func dashboardMember(m *fleetv1alpha1.Member, s *dashboardScope, q queue, inFlig
 		LastRestartReason: m.Status.LastRestartReason,
 		NodeName:          m.Status.NodeName,
 		PodName:           m.Status.PodName,
+		PodPool:           m.Status.PodPool,
+		SuspendedAt:       timeString(m.Status.SuspendedAt),
+	}
+	if m.Status.SuspendedAt != nil {
+		if c := meta.FindStatusCondition(m.Status.Conditions, fleetv1alpha1.ConditionSuspended); c != nil && c.Status == metav1.ConditionTrue {
+			v.SuspendedReason = c.Reason
+		}
 	}
 	if u := m.Status.Usage; u != nil {
 		v.Usage, v.Cost = usageLine(u.TokenUsage, u.Cost, u.Currency)
