@@ -291,7 +291,7 @@ func TestRevokedMemberTokenStopsAtOnce(t *testing.T) {
 		t.Fatal("the token of a deleted Secret still connects")
 	}
 	clk.Step(5 * time.Second)
-	ev, _ := nextEvent(t, events, "members", "messages")
+	ev, _ := nextEvent(t, events, "members", "messages", "pools")
 	var refused errorBody
 	if err := json.Unmarshal(ev.data, &refused); err != nil || ev.name != "error" || refused.Error == nil || refused.Error.Code != toolerr.Unauthorized {
 		t.Fatalf("after the revocation: %s %s, want an unauthorized error", ev.name, ev.data)

@@ -12,12 +12,12 @@ import (
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 )
 
-// viewers fans Member and Delegation events out to the open dashboard
-// streams, as the rendezvous does for held calls: the shared informers'
-// handlers mark what changed on every viewer that shows it and wake it,
-// never blocking; the viewer's own request goroutine then reads the
-// changed objects from the cache the informer updated before calling the
-// handler. A viewer is only an entry here while its request runs, so a
+// viewers fans Member, Delegation and Profile events out to the open
+// dashboard streams, as the rendezvous does for held calls: the shared
+// informers' handlers mark what changed on every viewer that shows it and
+// wake it, never blocking; the viewer's own request goroutine then reads
+// the changed objects from the cache the informer updated before calling
+// the handler. A viewer is only an entry here while its request runs, so a
 // closed tab leaves nothing behind: no goroutine, no watch.
 type viewers struct {
 	mu   sync.Mutex
@@ -35,9 +35,19 @@ type viewer struct {
 	wake chan struct{}
 
 	mu sync.Mutex
-	// members and messages are the names of the Members and Delegations
-	// changed since the viewer last looked.
-	members, messages sets.Set[string]
+	// marked is what changed since the viewer last looked.
+	marked viewerChanges
+}
+
+// viewerChanges are the names of the Members, Delegations and Profiles
+// (pools) changed since a viewer last looked.
+type viewerChanges struct {
+	members, messages, pools sets.Set[string]
+}
+
+// newViewerChanges is nothing changed.
+func newViewerChanges() viewerChanges {
+	return viewerChanges{members: sets.New[string](), messages: sets.New[string](), pools: sets.New[string]()}
 }
 
 func newViewers() *viewers { return &viewers{open: map[*viewer]struct{}{}} }
@@ -46,7 +56,7 @@ func newViewers() *viewers { return &viewers{open: map[*viewer]struct{}{}} }
 // change between the read and the wait is lost, and unsubscribe when the
 // stream ends.
 func (vs *viewers) subscribe(namespace, member string) *viewer {
-	v := &viewer{namespace: namespace, member: member, wake: make(chan struct{}, 1), members: sets.New[string](), messages: sets.New[string]()}
+	v := &viewer{namespace: namespace, member: member, wake: make(chan struct{}, 1), marked: newViewerChanges()}
 	vs.mu.Lock()
 	defer vs.mu.Unlock()
 	vs.open[v] = struct{}{}
@@ -80,6 +90,22 @@ func (vs *viewers) messageChanged(d *fleetv1alpha1.Delegation) {
 	vs.mark(d.Namespace, d.Spec.To, d.Name)
 }
 
+// poolChanged marks a Profile on every fleet view of its namespace: the
+// fleet view shows the namespace's warm pools, a member page none.
+func (vs *viewers) poolChanged(p *fleetv1alpha1.Profile) {
+	vs.mu.Lock()
+	defer vs.mu.Unlock()
+	for v := range vs.open {
+		if v.namespace != p.Namespace || v.member != "" {
+			continue
+		}
+		v.mu.Lock()
+		v.marked.pools.Insert(p.Name)
+		v.mu.Unlock()
+		v.wakeUp()
+	}
+}
+
 func (vs *viewers) mark(namespace, member, message string) {
 	vs.mu.Lock()
 	defer vs.mu.Unlock()
@@ -88,30 +114,36 @@ func (vs *viewers) mark(namespace, member, message string) {
 			continue
 		}
 		v.mu.Lock()
-		v.members.Insert(member)
+		v.marked.members.Insert(member)
 		if message != "" && v.member != "" {
-			v.messages.Insert(message)
+			v.marked.messages.Insert(message)
 		}
 		v.mu.Unlock()
-		select {
-		case v.wake <- struct{}{}:
-		default:
-		}
+		v.wakeUp()
+	}
+}
+
+// wakeUp signals the viewer without blocking: a signal already waiting
+// covers this change too.
+func (v *viewer) wakeUp() {
+	select {
+	case v.wake <- struct{}{}:
+	default:
 	}
 }
 
 // take returns and clears what changed since the viewer last looked.
-func (v *viewer) take() (members, messages sets.Set[string]) {
+func (v *viewer) take() viewerChanges {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	members, messages = v.members, v.messages
-	v.members, v.messages = sets.New[string](), sets.New[string]()
-	return members, messages
+	marked := v.marked
+	v.marked = newViewerChanges()
+	return marked
 }
 
-// watch adds the viewers' handlers to the shared Member and Delegation
-// informers.
-func (vs *viewers) watch(members, delegations cache.Informer) error {
+// watch adds the viewers' handlers to the shared Member, Delegation and
+// Profile informers.
+func (vs *viewers) watch(members, delegations, profiles cache.Informer) error {
 	if _, err := members.AddEventHandler(objectHandler(func(o client.Object) {
 		if m, ok := o.(*fleetv1alpha1.Member); ok {
 			vs.memberChanged(m)
@@ -125,6 +157,13 @@ func (vs *viewers) watch(members, delegations cache.Informer) error {
 		}
 	})); err != nil {
 		return fmt.Errorf("watching delegations for the dashboard: %w", err)
+	}
+	if _, err := profiles.AddEventHandler(objectHandler(func(o client.Object) {
+		if p, ok := o.(*fleetv1alpha1.Profile); ok {
+			vs.poolChanged(p)
+		}
+	})); err != nil {
+		return fmt.Errorf("watching profiles for the dashboard: %w", err)
 	}
 	return nil
 }

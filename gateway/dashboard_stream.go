@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -182,7 +183,7 @@ func (d *dashboard) memberPage(w http.ResponseWriter, r *http.Request) {
 // run sends the snapshot, then what changes, until the client leaves, the
 // gateway stops, or the viewer may no longer see the page. Everything runs
 // on the request's goroutine: when the request ends, nothing is left.
-func (s *dashboardStream) run(ctx context.Context, snapshot func(context.Context) error, changes func(context.Context, sets.Set[string], sets.Set[string]) error, screen *screenWatch) {
+func (s *dashboardStream) run(ctx context.Context, snapshot func(context.Context) error, changes func(context.Context, viewerChanges) error, screen *screenWatch) {
 	clk := s.d.svc.opts.Clock
 	if err := snapshot(ctx); err != nil {
 		s.fail(err)
@@ -204,8 +205,7 @@ func (s *dashboardStream) run(ctx context.Context, snapshot func(context.Context
 		case <-s.d.svc.stopping:
 			return
 		case <-s.v.wake:
-			members, messages := s.v.take()
-			err = changes(ctx, members, messages)
+			err = changes(ctx, s.v.take())
 		case <-screens:
 			err = s.sendScreen(screen.screen())
 		case <-keepalive.C():
@@ -281,7 +281,8 @@ func (s *dashboardStream) changedSince(key string, v any) bool {
 	return true
 }
 
-// profilesByName is the namespace's Profiles, for the agent they run.
+// profilesByName is the namespace's Profiles, for the agent they run and
+// their warm pools.
 func (s *dashboardStream) profilesByName(ctx context.Context) (map[string]*fleetv1alpha1.Profile, error) {
 	ps, err := s.d.svc.profiles(ctx, s.v.namespace)
 	if err != nil {
@@ -321,11 +322,13 @@ func (s *dashboardStream) queues(ctx context.Context) (map[string]memberQueue, e
 	return queuesOf(list.Items), nil
 }
 
-// memberKey and messageKey name what was sent.
+// memberKey, messageKey and poolKey name what was sent.
 func memberKey(name string) string  { return "m/" + name }
 func messageKey(name string) string { return "d/" + name }
+func poolKey(name string) string    { return "p/" + name }
 
-// fleetSnapshot sends every member the viewer sees.
+// fleetSnapshot sends every member the viewer sees, then the namespace's
+// warm pools.
 func (s *dashboardStream) fleetSnapshot(ctx context.Context) error {
 	members, err := s.d.svc.members(ctx, s.v.namespace)
 	if err != nil {
@@ -352,11 +355,37 @@ func (s *dashboardStream) fleetSnapshot(ctx context.Context) error {
 		s.changedSince(memberKey(m.Name), row)
 		out.Members = append(out.Members, row)
 	}
-	return s.send("members", out)
+	if err := s.send("members", out); err != nil {
+		return err
+	}
+	// Sent even when there is none: the reset clears the pools a client
+	// showed before it reconnected.
+	pools := DashboardPools{Reset: true, Pools: []DashboardPool{}}
+	for _, name := range slices.Sorted(maps.Keys(profiles)) {
+		if pool, ok := dashboardPool(profiles[name]); ok {
+			s.changedSince(poolKey(name), pool)
+			pools.Pools = append(pools.Pools, pool)
+		}
+	}
+	return s.send("pools", pools)
 }
 
-// fleetChanges sends the rows of the members that changed.
-func (s *dashboardStream) fleetChanges(ctx context.Context, names, _ sets.Set[string]) error {
+// fleetChanges sends the rows of the members that changed, then the pools
+// that changed.
+func (s *dashboardStream) fleetChanges(ctx context.Context, changed viewerChanges) error {
+	if changed.members.Len() > 0 {
+		if err := s.memberRowChanges(ctx, changed.members); err != nil {
+			return err
+		}
+	}
+	if changed.pools.Len() > 0 {
+		return s.poolChanges(ctx, changed.pools)
+	}
+	return nil
+}
+
+// memberRowChanges sends the rows of the named members that changed.
+func (s *dashboardStream) memberRowChanges(ctx context.Context, names sets.Set[string]) error {
 	profiles, err := s.profilesByName(ctx)
 	if err != nil {
 		return err
@@ -382,6 +411,37 @@ func (s *dashboardStream) fleetChanges(ctx context.Context, names, _ sets.Set[st
 		return nil
 	}
 	return s.send("members", out)
+}
+
+// poolChanges sends the named Profiles' pools that changed, and says which
+// are gone: a Profile deleted, or its pool taken out.
+func (s *dashboardStream) poolChanges(ctx context.Context, names sets.Set[string]) error {
+	out := DashboardPools{Pools: []DashboardPool{}}
+	for _, name := range sets.List(names) {
+		key := poolKey(name)
+		var p fleetv1alpha1.Profile
+		err := s.d.svc.cache.Get(ctx, types.NamespacedName{Namespace: s.v.namespace, Name: name}, &p)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("reading profile %s: %w", name, err)
+		}
+		pool, shown := DashboardPool{}, false
+		if err == nil {
+			pool, shown = dashboardPool(&p)
+		}
+		switch {
+		case !shown:
+			if _, ok := s.sent[key]; ok {
+				delete(s.sent, key)
+				out.Removed = append(out.Removed, name)
+			}
+		case s.changedSince(key, pool):
+			out.Pools = append(out.Pools, pool)
+		}
+	}
+	if len(out.Pools) == 0 && len(out.Removed) == 0 {
+		return nil
+	}
+	return s.send("pools", out)
 }
 
 // memberRow reads one member from the cache; shown is false when it is gone
@@ -453,14 +513,14 @@ func (s *dashboardStream) sendMember(ctx context.Context) error {
 }
 
 // memberChanges sends the member and the messages that changed.
-func (s *dashboardStream) memberChanges(ctx context.Context, members, messages sets.Set[string]) error {
-	if members.Has(s.v.member) {
+func (s *dashboardStream) memberChanges(ctx context.Context, changed viewerChanges) error {
+	if changed.members.Has(s.v.member) {
 		if err := s.sendMember(ctx); err != nil {
 			return err
 		}
 	}
 	out := DashboardMessages{Messages: []DashboardMessage{}}
-	for _, name := range sets.List(messages) {
+	for _, name := range sets.List(changed.messages) {
 		key := messageKey(name)
 		var d fleetv1alpha1.Delegation
 		err := s.d.svc.cache.Get(ctx, types.NamespacedName{Namespace: s.v.namespace, Name: name}, &d)

@@ -194,6 +194,36 @@ func TestDashboardMember(t *testing.T) {
 				v.ContextRemainingPercent, v.InFlight, v.InFlightContent = ptr.To[int32](7), "w1-x", "fix it"
 			},
 		},
+		"suspended for being idle": {
+			member: member("w1", "ns").Obj(),
+			status: func(st *fleetv1alpha1.MemberStatus) {
+				st.Phase, st.SuspendedAt, st.AgentSessionID = fleetv1alpha1.MemberSuspended, mtime(0), "s-1"
+				st.Conditions = []metav1.Condition{{Type: fleetv1alpha1.ConditionSuspended, Status: metav1.ConditionTrue, Reason: fleetv1alpha1.ReasonIdle}}
+			},
+			want: func(v *DashboardMember) {
+				v.Status, v.Agent, v.Phase, v.SessionID = "suspended", "true", "Suspended", "s-1"
+				v.SuspendedAt, v.SuspendedReason = "2026-01-02T03:04:05Z", fleetv1alpha1.ReasonIdle
+			},
+		},
+		"resuming: no longer suspended": {
+			member: member("w1", "ns").Obj(),
+			status: func(st *fleetv1alpha1.MemberStatus) {
+				st.Phase = fleetv1alpha1.MemberStarting
+				st.Conditions = []metav1.Condition{{Type: fleetv1alpha1.ConditionSuspended, Status: metav1.ConditionFalse, Reason: fleetv1alpha1.ReasonResuming}}
+			},
+			want: func(v *DashboardMember) { v.Status, v.Agent, v.Phase = "starting", "true", "Starting" },
+		},
+		"in a pod claimed from a warm pool": {
+			member: testutil.MakeMember("w1", "ns").Profile("claude").Obj(),
+			status: func(st *fleetv1alpha1.MemberStatus) {
+				st.Phase, st.AgentStatus = fleetv1alpha1.MemberReady, fleetv1alpha1.AgentIdle
+				st.PodName, st.PodPool = "claude-warm-x7k2q", "claude"
+			},
+			want: func(v *DashboardMember) {
+				v.Status, v.Agent, v.Profile, v.Phase, v.AgentStatus = "idle", "claude", "claude", "Ready", "idle"
+				v.PodName, v.PodPool = "claude-warm-x7k2q", "claude"
+			},
+		},
 		"with tokens used and priced": {
 			member: member("w1", "ns").Obj(),
 			status: func(st *fleetv1alpha1.MemberStatus) {
@@ -236,20 +266,68 @@ func TestDashboardMember(t *testing.T) {
 	}
 }
 
+// TestDashboardPool: a Profile's pool is shown while its spec or its
+// status has one, with the spec's size and the status's figures.
+func TestDashboardPool(t *testing.T) {
+	figures := &fleetv1alpha1.WarmPoolStatus{Free: 1, Starting: 2, Claimed: 3}
+	cases := map[string]struct {
+		profile *fleetv1alpha1.Profile
+		want    *DashboardPool
+	}{
+		"no pool":                {profile: testutil.MakeProfile("p", "ns").Obj()},
+		"a pool not counted yet": {profile: testutil.MakeProfile("p", "ns").WarmPool(4).Obj(), want: &DashboardPool{Name: "p", Size: 4}},
+		"a pool counted": {
+			profile: func() *fleetv1alpha1.Profile {
+				p := testutil.MakeProfile("p", "ns").WarmPool(4).Obj()
+				p.Status.WarmPool = figures
+				return p
+			}(),
+			want: &DashboardPool{Name: "p", Size: 4, Free: 1, Starting: 2, Claimed: 3},
+		},
+		"a pool taken out of the spec, its claims still counted": {
+			profile: func() *fleetv1alpha1.Profile {
+				p := testutil.MakeProfile("p", "ns").Obj()
+				p.Status.WarmPool = figures
+				return p
+			}(),
+			want: &DashboardPool{Name: "p", Free: 1, Starting: 2, Claimed: 3},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, shown := dashboardPool(tc.profile)
+			if shown != (tc.want != nil) {
+				t.Fatalf("shown = %v, want %v", shown, tc.want != nil)
+			}
+			if tc.want != nil {
+				if diff := cmp.Diff(*tc.want, got); diff != "" {
+					t.Errorf("(-want +got):\n%s", diff)
+				}
+			}
+		})
+	}
+}
+
+// TestViewersWakeWhatTheyShow: a change marks and wakes the viewers that
+// show it: a member's on the fleet view and on its page, a message's on
+// its member's page, a Profile's (its warm pool) on the fleet view only.
 func TestViewersWakeWhatTheyShow(t *testing.T) {
 	vs := newViewers()
 	fleet := vs.subscribe("ns", "")
 	page := vs.subscribe("ns", "w1")
+	otherPage := vs.subscribe("ns", "w3")
 	elsewhere := vs.subscribe("other", "")
 	vs.memberChanged(member("w2", "ns").Obj())
 	vs.messageChanged(testutil.MakeDelegation("d1", "ns", "w1", "x").Obj())
+	vs.poolChanged(testutil.MakeProfile("pooled", "ns").Obj())
 	for name, tc := range map[string]struct {
-		v                     *viewer
-		woken                 bool
-		wantMembers, wantMsgs []string
+		v                                *viewer
+		woken                            bool
+		wantMembers, wantMsgs, wantPools []string
 	}{
-		"the fleet view":      {v: fleet, woken: true, wantMembers: []string{"w1", "w2"}},
+		"the fleet view":      {v: fleet, woken: true, wantMembers: []string{"w1", "w2"}, wantPools: []string{"pooled"}},
 		"w1's page":           {v: page, woken: true, wantMembers: []string{"w1"}, wantMsgs: []string{"d1"}},
+		"w3's page":           {v: otherPage},
 		"another namespace's": {v: elsewhere},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -263,16 +341,19 @@ func TestViewersWakeWhatTheyShow(t *testing.T) {
 					t.Error("not woken")
 				}
 			}
-			members, msgs := tc.v.take()
-			if diff := cmp.Diff(sets.New(tc.wantMembers...), members); diff != "" {
+			got := tc.v.take()
+			if diff := cmp.Diff(sets.New(tc.wantMembers...), got.members); diff != "" {
 				t.Errorf("members (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(sets.New(tc.wantMsgs...), msgs); diff != "" {
+			if diff := cmp.Diff(sets.New(tc.wantMsgs...), got.messages); diff != "" {
 				t.Errorf("messages (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(sets.New(tc.wantPools...), got.pools); diff != "" {
+				t.Errorf("pools (-want +got):\n%s", diff)
 			}
 		})
 	}
-	for _, v := range []*viewer{fleet, page, elsewhere} {
+	for _, v := range []*viewer{fleet, page, otherPage, elsewhere} {
 		vs.unsubscribe(v)
 	}
 	if n := vs.count(); n != 0 {

@@ -38,6 +38,14 @@ type DashboardMember struct {
 	// empty for a member on the shared pane server.
 	NodeName string `json:"nodeName,omitempty"`
 	PodName  string `json:"podName,omitempty"`
+	// PodPool names the Profile whose warm pool the member's Pod was
+	// claimed from; empty for a Pod started for the member.
+	PodPool string `json:"podPool,omitempty"`
+	// SuspendedAt is when the member was suspended (RFC 3339), while it
+	// is; SuspendedReason is why, as its Suspended condition says: Idle (a
+	// message resumes it) or SuspendRequested (spec.suspend: messages wait).
+	SuspendedAt     string `json:"suspendedAt,omitempty"`
+	SuspendedReason string `json:"suspendedReason,omitempty"`
 	// Usage is what its agent's model calls used, as a person reads it;
 	// Cost is what that cost at its Profile's pricing ("0.0123 USD"). Both
 	// are empty before the agent's first call, Cost without pricing.
@@ -52,6 +60,32 @@ type DashboardMembers struct {
 	Reset   bool              `json:"reset,omitempty"`
 	Members []DashboardMember `json:"members"`
 	Removed []string          `json:"removed,omitempty"`
+}
+
+// DashboardPool is one Profile's warm pool: how many Pods it keeps started
+// for its members to claim, and what the pool holds as its controller last
+// counted.
+type DashboardPool struct {
+	// Name is the Profile's.
+	Name string `json:"name"`
+	// Size is the Pods the pool keeps unclaimed (spec.warmPool.size).
+	Size     int32 `json:"size"`
+	Free     int32 `json:"free"`
+	Starting int32 `json:"starting"`
+	Claimed  int32 `json:"claimed"`
+}
+
+// DashboardPools is a batch of changes to the fleet view's warm pools, as
+// DashboardMembers is to its members, by Profile name. It is an event of
+// its own ("pools") rather than a field of DashboardMembers: pools change
+// with Profiles, not Members, and a pool's status is rewritten as often as
+// a Pod is claimed or started, which would otherwise send a members batch
+// with no member in it; and a member viewer's team scopes its members but
+// not the namespace's Profiles, which any viewer may list (bridge_profiles).
+type DashboardPools struct {
+	Reset   bool            `json:"reset,omitempty"`
+	Pools   []DashboardPool `json:"pools"`
+	Removed []string        `json:"removed,omitempty"`
 }
 
 // DashboardMemberPage is the member a member page shows; Member is nil once

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
@@ -90,6 +91,13 @@ func dashboardMember(m *fleetv1alpha1.Member, s *dashboardScope, q queue, inFlig
 		LastRestartReason: m.Status.LastRestartReason,
 		NodeName:          m.Status.NodeName,
 		PodName:           m.Status.PodName,
+		PodPool:           m.Status.PodPool,
+		SuspendedAt:       timeString(m.Status.SuspendedAt),
+	}
+	if m.Status.SuspendedAt != nil {
+		if c := meta.FindStatusCondition(m.Status.Conditions, fleetv1alpha1.ConditionSuspended); c != nil && c.Status == metav1.ConditionTrue {
+			v.SuspendedReason = c.Reason
+		}
 	}
 	if u := m.Status.Usage; u != nil {
 		v.Usage, v.Cost = usageLine(u.TokenUsage, u.Cost, u.Currency)
@@ -101,6 +109,23 @@ func dashboardMember(m *fleetv1alpha1.Member, s *dashboardScope, q queue, inFlig
 		v.InFlightContent = excerpt(firstLine(inFlight.Spec.Content), inFlightExcerpt)
 	}
 	return v
+}
+
+// dashboardPool shows p's warm pool; false when p has none. A pool is
+// shown while its spec or its status says it has one: a pool taken out
+// of the spec still counts the members running in Pods claimed from it.
+func dashboardPool(p *fleetv1alpha1.Profile) (DashboardPool, bool) {
+	if p.Spec.WarmPool == nil && p.Status.WarmPool == nil {
+		return DashboardPool{}, false
+	}
+	v := DashboardPool{Name: p.Name}
+	if p.Spec.WarmPool != nil {
+		v.Size = p.Spec.WarmPool.Size
+	}
+	if st := p.Status.WarmPool; st != nil {
+		v.Free, v.Starting, v.Claimed = st.Free, st.Starting, st.Claimed
+	}
+	return v, true
 }
 
 // usageLine says what a member's or a message's usage counts and costs,

@@ -100,7 +100,7 @@ func New(mgr ctrl.Manager, opts Options) (*Gateway, error) {
 	}
 
 	var informers []cache.Informer
-	var delegations, members cache.Informer
+	var delegations, members, profiles cache.Informer
 	// Member token Secrets are watched so that a deleted or rotated one
 	// stops its token at once.
 	for _, obj := range []client.Object{&fleetv1alpha1.Delegation{}, &fleetv1alpha1.Member{}, &fleetv1alpha1.Profile{}, &corev1.Secret{}} {
@@ -113,6 +113,8 @@ func New(mgr ctrl.Manager, opts Options) (*Gateway, error) {
 			delegations = inf
 		case *fleetv1alpha1.Member:
 			members = inf
+		case *fleetv1alpha1.Profile:
+			profiles = inf
 		}
 		informers = append(informers, inf)
 	}
@@ -159,7 +161,7 @@ func New(mgr ctrl.Manager, opts Options) (*Gateway, error) {
 	if _, err := delegations.AddEventHandler(g.svc.rv.handler()); err != nil {
 		return nil, fmt.Errorf("watching delegations: %w", err)
 	}
-	if err := g.dashboard.viewers.watch(members, delegations); err != nil {
+	if err := g.dashboard.viewers.watch(members, delegations, profiles); err != nil {
 		return nil, err
 	}
 	if err := mgr.Add(g); err != nil {

@@ -125,6 +125,19 @@ func (e *Env) SetMemberStatus(t testing.TB, m *fleetv1alpha1.Member, mutate func
 	})
 }
 
+// SetProfileStatus writes a Profile's status as its controller would.
+func (e *Env) SetProfileStatus(t testing.TB, p *fleetv1alpha1.Profile, mutate func(*fleetv1alpha1.ProfileStatus)) {
+	t.Helper()
+	testutil.Eventually(t, "", func() error {
+		var cur fleetv1alpha1.Profile
+		if err := e.Client.Get(context.Background(), client.ObjectKeyFromObject(p), &cur); err != nil {
+			return err
+		}
+		mutate(&cur.Status)
+		return e.Client.Status().Update(context.Background(), &cur)
+	})
+}
+
 // FreeAddr finds a free loopback port.
 func FreeAddr(t testing.TB) string {
 	t.Helper()

@@ -76,6 +76,14 @@ func (w *ProfileWrapper) Env(name, value string) *ProfileWrapper {
 // Default marks the Profile as the one bridge_send auto-spawns from.
 func (w *ProfileWrapper) Default() *ProfileWrapper { w.Spec.Default = true; return w }
 
+// WarmPool keeps size Pods started for members to claim; a pool's Pods
+// are members' Pods, so its members run in Pods too.
+func (w *ProfileWrapper) WarmPool(size int32) *ProfileWrapper {
+	w.Spec.Runtime = fleetv1alpha1.RuntimePod
+	w.Spec.WarmPool = &fleetv1alpha1.WarmPool{Size: size}
+	return w
+}
+
 // Obj returns the Profile.
 func (w *ProfileWrapper) Obj() *fleetv1alpha1.Profile { return &w.Profile }
 

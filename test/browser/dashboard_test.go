@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -117,6 +118,48 @@ func TestDashboardShowsTheFleetLive(t *testing.T) {
 	if got := d.VisibleRows(); !slices.Equal(got, []string{"w1"}) {
 		t.Errorf("after deleting w2 the page shows %v", got)
 	}
+}
+
+// TestDashboardShowsWarmPoolsAndSuspendedMembers: the fleet view's warm
+// pools follow their Profiles' status; a suspended member reads as
+// suspended, and since when, in its row and on its page; a member in a Pod
+// claimed from a pool says which.
+func TestDashboardShowsWarmPoolsAndSuspendedMembers(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startGateway(t, ns, gateway.Options{})
+	pooled := testutil.MakeProfile("pooled", ns).Command("true").WarmPool(3).Obj()
+	env.Create(t, caches, pooled)
+	env.SetProfileStatus(t, pooled, func(st *fleetv1alpha1.ProfileStatus) {
+		st.WarmPool = &fleetv1alpha1.WarmPoolStatus{Free: 1, Starting: 2}
+	})
+	claimed := testutil.MakeMember("claimed", ns).Profile("pooled").Obj()
+	asleep := member("asleep", ns).Obj()
+	env.Create(t, caches, claimed, asleep)
+	env.SetMemberStatus(t, claimed, ready(fleetv1alpha1.AgentIdle, func(st *fleetv1alpha1.MemberStatus) {
+		st.PodName, st.PodPool = "pooled-warm-x7k2q", "pooled"
+	}))
+	suspendedAt := metav1.NewTime(time.Now().Add(-2 * time.Hour))
+	env.SetMemberStatus(t, asleep, func(st *fleetv1alpha1.MemberStatus) {
+		st.Phase, st.SuspendedAt = fleetv1alpha1.MemberSuspended, &suspendedAt
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: fleetv1alpha1.ConditionSuspended, Status: metav1.ConditionTrue, Reason: fleetv1alpha1.ReasonIdle, Message: "idle for 30m"})
+	})
+
+	d := browsertest.Start(t).OpenDashboard(t, h.url, staticToken)
+	d.WaitLive()
+	d.WaitPool("pooled", "1 / 3", "2", "0")
+	env.SetProfileStatus(t, pooled, func(st *fleetv1alpha1.ProfileStatus) {
+		st.WarmPool = &fleetv1alpha1.WarmPoolStatus{Free: 2, Starting: 1, Claimed: 1}
+	})
+	d.WaitPool("pooled", "2 / 3", "1", "1")
+	d.WaitRow("asleep", "suspended")
+	d.WaitRowText("asleep", "2h")
+	d.WaitRowText("claimed", "from pool pooled")
+	d.Screenshot("warm pools")
+
+	d.OpenMember("asleep")
+	d.WaitFor("since when it is suspended", `document.querySelector(".member-head .since")?.textContent.startsWith("since ")`)
+	d.WaitFor("why it is suspended", `document.querySelector('[data-fact="suspended"]')?.textContent.endsWith("(2h ago), idle: a message resumes it")`)
+	d.Screenshot("suspended member")
 }
 
 // TestDashboardFleetTableReadsWell: from a 1024 px window up, the fleet

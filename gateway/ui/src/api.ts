@@ -31,6 +31,9 @@ export interface Member {
   lastRestartReason?: string;
   nodeName?: string;
   podName?: string;
+  podPool?: string;
+  suspendedAt?: string;
+  suspendedReason?: string;
   usage?: string;
   cost?: string;
 }
@@ -38,6 +41,20 @@ export interface Member {
 export interface Members {
   reset?: boolean;
   members: Member[];
+  removed?: string[];
+}
+
+export interface Pool {
+  name: string;
+  size: number;
+  free: number;
+  starting: number;
+  claimed: number;
+}
+
+export interface Pools {
+  reset?: boolean;
+  pools: Pool[];
   removed?: string[];
 }
 

@@ -56,6 +56,19 @@ export function ago(iso: string | undefined, now = Date.now()): string {
   return `${Math.floor(s / 86400)}d`;
 }
 
+// What each reason of a member's suspension means for a message to it.
+const suspensions: Record<string, string> = {
+  Idle: "idle: a message resumes it",
+  SuspendRequested: "spec.suspend: messages wait until it is resumed",
+};
+
+/** suspension says since when and why a member is suspended; "" for a member that is not. */
+export function suspension(at: string | undefined, reason: string | undefined, now = Date.now()): string {
+  if (!at) return "";
+  const why = reason ? suspensions[reason] ?? reason : "";
+  return `${clock(at)} (${ago(at, now)} ago)${why ? `, ${why}` : ""}`;
+}
+
 /** randomKey is an idempotency key: a retried send is sent once. */
 export function randomKey(): string {
   const b = new Uint8Array(16);

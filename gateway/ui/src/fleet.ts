@@ -1,8 +1,8 @@
 // The fleet view: one row per member, kept by name and updated in place,
 // so that a change to one member touches one row however many there are.
 
-import { Member, Members } from "./api";
-import { afterPaint, ago, clock, h, setAttr, setText } from "./dom";
+import { Member, Members, Pool, Pools } from "./api";
+import { afterPaint, ago, clock, h, setAttr, setText, suspension } from "./dom";
 
 interface Row {
   tr: HTMLElement;
@@ -19,6 +19,7 @@ interface Row {
   contextBar: HTMLElement;
   restarts: HTMLElement;
   where: HTMLElement;
+  pool: HTMLElement;
   team: HTMLElement;
   role: HTMLElement;
   profile: HTMLElement;
@@ -58,13 +59,54 @@ function rowTemplate(): HTMLElement {
       cell("c-inflight", h("code"), h("div", { class: "excerpt" })),
       cell("c-context", h("span", { class: "meter" }, h("span", { class: "fill" })), h("span")),
       cell("c-restarts num"),
-      cell("c-where"),
+      cell("c-where", h("span"), h("div", { class: "pool-note" })),
       cell("c-team"),
       cell("c-role"),
       cell("c-profile"),
     );
   }
   return template;
+}
+
+// sinceOf is when a member's status began: its suspension, or its agent's
+// latest status.
+function sinceOf(m: Member): string | undefined {
+  return m.suspendedAt ?? m.agentStatusSince;
+}
+
+/** PoolPanel shows the namespace's warm pools, by profile; hidden while there are none. */
+class PoolPanel {
+  readonly el: HTMLElement;
+  private readonly body: HTMLElement;
+  private readonly pools = new Map<string, Pool>();
+
+  constructor() {
+    const head = h("tr", {}, ...["profile", "free / size", "starting", "claimed"].map((title, i) => h("th", { scope: "col", class: i ? "num" : undefined }, title)));
+    this.body = h("tbody", {});
+    this.el = h("section", { class: "pools", "aria-label": "warm pools", hidden: true }, h("h2", {}, "Warm pools"), h("table", {}, h("thead", {}, head), this.body));
+  }
+
+  /** apply shows one batch from the stream. */
+  apply(batch: Pools): void {
+    if (batch.reset) this.pools.clear();
+    for (const name of batch.removed ?? []) this.pools.delete(name);
+    for (const p of batch.pools) this.pools.set(p.name, p);
+    // A namespace has a few pools at most: they are drawn afresh.
+    const rows = [...this.pools.values()]
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+      .map((p) =>
+        h(
+          "tr",
+          { "data-pool": p.name },
+          h("td", {}, p.name),
+          h("td", { class: "num" }, `${p.free} / ${p.size}`),
+          h("td", { class: "num" }, String(p.starting)),
+          h("td", { class: "num" }, String(p.claimed)),
+        ),
+      );
+    this.body.replaceChildren(...rows);
+    this.el.hidden = rows.length === 0;
+  }
 }
 
 /** FleetView renders batches of member changes into a table. */
@@ -79,6 +121,7 @@ export class FleetView {
   private readonly summary: HTMLElement;
   private readonly empty: HTMLElement;
   private readonly ticker: number;
+  private readonly poolPanel = new PoolPanel();
   private rendered = false;
 
   constructor(query: URLSearchParams) {
@@ -105,7 +148,7 @@ export class FleetView {
     const head = h("div", { class: "row head", role: "row" }, ...columns.map(([cls, title]) => h("div", { role: "columnheader", class: cls }, title)));
     this.body = h("div", { class: "rows", role: "rowgroup" });
     this.empty = h("p", { class: "empty", hidden: true }, "No members to show.");
-    this.el = h("section", { class: "fleet" }, bar, h("div", { class: "members", role: "table", "aria-label": "members" }, head, this.body), this.empty);
+    this.el = h("section", { class: "fleet" }, this.poolPanel.el, bar, h("div", { class: "members", role: "table", "aria-label": "members" }, head, this.body), this.empty);
     this.ticker = window.setInterval(() => this.tick(), 5000);
   }
 
@@ -143,6 +186,11 @@ export class FleetView {
     }
   }
 
+  /** pools shows one batch of warm-pool changes from the stream. */
+  pools(batch: Pools): void {
+    this.poolPanel.apply(batch);
+  }
+
   private upsert(m: Member): void {
     const row = this.rows.get(m.name);
     if (row) {
@@ -175,7 +223,7 @@ export class FleetView {
   private makeRow(m: Member): Row {
     // Cloning one row is much cheaper than building each from scratch.
     const tr = rowTemplate().cloneNode(true) as HTMLElement;
-    const [nameCell, statusCell, agent, queue, inFlightCell, contextCell, restarts, where, team, role, profile] = Array.from(tr.children) as HTMLElement[];
+    const [nameCell, statusCell, agent, queue, inFlightCell, contextCell, restarts, whereCell, team, role, profile] = Array.from(tr.children) as HTMLElement[];
     const row: Row = {
       tr,
       name: nameCell.children[0] as HTMLAnchorElement,
@@ -190,7 +238,8 @@ export class FleetView {
       contextBar: contextCell.children[0].children[0] as HTMLElement,
       context: contextCell.children[1] as HTMLElement,
       restarts,
-      where,
+      where: whereCell.children[0] as HTMLElement,
+      pool: whereCell.children[1] as HTMLElement,
       team,
       role,
       profile,
@@ -215,8 +264,12 @@ export class FleetView {
       row.status.className = `badge s-${m.status}`;
       setText(row.status, m.status);
     }
-    setText(row.since, ago(m.agentStatusSince));
-    if (fresh || old.agentStatusSince !== m.agentStatusSince) setAttr(row.since, "title", m.agentStatusSince ? `${m.status} since ${clock(m.agentStatusSince)}` : undefined);
+    // A suspended member counts from its suspension.
+    const since = sinceOf(m);
+    setText(row.since, ago(since));
+    if (fresh || old.agentStatusSince !== m.agentStatusSince || old.suspendedAt !== m.suspendedAt || old.suspendedReason !== m.suspendedReason) {
+      setAttr(row.since, "title", m.suspendedAt ? `suspended since ${suspension(m.suspendedAt, m.suspendedReason)}` : since ? `${m.status} since ${clock(since)}` : undefined);
+    }
     setText(row.waiting, m.status === "blocked" ? m.waiting ?? "" : "");
     setText(row.agent, m.agent ?? "");
     setAttr(row.agent, "title", m.agent);
@@ -234,6 +287,7 @@ export class FleetView {
     setText(row.restarts, m.restarts ? String(m.restarts) : "0");
     setAttr(row.restarts, "title", m.lastRestartReason);
     setText(row.where, [m.nodeName, m.podName].filter(Boolean).join(" · "));
+    setText(row.pool, m.podPool ? `from pool ${m.podPool}` : "");
     setText(row.team, m.team ?? "");
     setText(row.role, m.role ?? "");
     setText(row.profile, m.profile ?? "");
@@ -241,7 +295,7 @@ export class FleetView {
 
   private tick(): void {
     const now = Date.now();
-    for (const row of this.rows.values()) if (!row.tr.hidden) setText(row.since, ago(row.m.agentStatusSince, now));
+    for (const row of this.rows.values()) if (!row.tr.hidden) setText(row.since, ago(sinceOf(row.m), now));
   }
 
   // optionsChanged keeps each filter's choices to the values present.
@@ -295,7 +349,7 @@ export class FleetView {
     }
     const parts = [`${this.rows.size} members`];
     if (shown !== this.rows.size) parts.push(`${shown} shown`);
-    for (const s of ["working", "blocked", "idle"]) if (counts.get(s)) parts.push(`${counts.get(s)} ${s}`);
+    for (const s of ["working", "blocked", "idle", "suspended"]) if (counts.get(s)) parts.push(`${counts.get(s)} ${s}`);
     // What the members have cost, shown or not, per currency, to four decimals.
     for (const [currency, total] of costs) parts.push(`${Number(total.toFixed(4))} ${currency} spent`);
     setText(this.summary, parts.join(" · "));

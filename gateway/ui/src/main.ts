@@ -4,7 +4,7 @@
 // The token stays in this tab (sessionStorage) and goes to the gateway in
 // the Authorization header only: never in a URL, never in a cookie.
 
-import { Hello, MemberPage, Members, Messages, Refused, Screen } from "./api";
+import { Hello, MemberPage, Members, Messages, Pools, Refused, Screen } from "./api";
 import { FleetView } from "./fleet";
 import { h, setText } from "./dom";
 import { MemberView } from "./member";
@@ -100,6 +100,7 @@ function route(): void {
     event(name, data) {
       if (name === "hello") showHello(data as Hello);
       else if (name === "members") fleet.apply(data as Members);
+      else if (name === "pools") fleet.pools(data as Pools);
     },
     state: showState,
     refused,

@@ -4,7 +4,7 @@
 
 import { Terminal } from "@xterm/xterm";
 import { Hello, MemberPage, Message, Messages, Refused, Screen, Step, post } from "./api";
-import { ago, clock, h, randomKey, setText } from "./dom";
+import { ago, clock, h, randomKey, setText, suspension } from "./dom";
 
 // What a step is called on screen.
 const stepNames: Record<string, string> = {
@@ -31,6 +31,7 @@ export class MemberView {
   private readonly facts: HTMLElement;
   private readonly title: HTMLElement;
   private readonly status: HTMLElement;
+  private readonly since: HTMLElement;
   private readonly waiting: HTMLElement;
   private readonly termBox: HTMLElement;
   private readonly termNote: HTMLElement;
@@ -47,6 +48,7 @@ export class MemberView {
   ) {
     this.title = h("h1", {}, name);
     this.status = h("span", { class: "badge" });
+    this.since = h("span", { class: "since" });
     this.waiting = h("div", { class: "waiting" });
     this.facts = h("dl", { class: "facts" });
     this.termBox = h("div", { class: "terminal", "aria-label": "terminal (read-only)" });
@@ -79,7 +81,7 @@ export class MemberView {
       "section",
       { class: "member" },
       h("p", { class: "crumbs" }, h("a", { href: "#/" }, "← fleet")),
-      h("header", { class: "member-head" }, this.title, this.status, this.waiting),
+      h("header", { class: "member-head" }, this.title, this.status, this.since, this.waiting),
       this.facts,
       h(
         "div",
@@ -107,6 +109,7 @@ export class MemberView {
     if (!m) {
       this.status.className = "badge s-gone";
       setText(this.status, "gone");
+      setText(this.since, "");
       setText(this.waiting, "");
       this.facts.replaceChildren(h("dt", {}, "member"), h("dd", {}, "deleted, or not visible to you"));
       return;
@@ -114,11 +117,13 @@ export class MemberView {
     this.status.className = `badge s-${m.status}`;
     this.el.dataset.status = m.status;
     setText(this.status, m.status);
+    setText(this.since, m.suspendedAt ? `since ${clock(m.suspendedAt)}` : "");
     setText(this.waiting, m.status === "blocked" ? m.waiting ?? "" : "");
     const facts: [string, string][] = [
       ["agent", m.agent ?? ""],
       ["phase", m.phase ?? ""],
       ["since", m.agentStatusSince ? `${clock(m.agentStatusSince)} (${ago(m.agentStatusSince)} ago)` : ""],
+      ["suspended", suspension(m.suspendedAt, m.suspendedReason)],
       ["queue", String(m.queueDepth ?? 0)],
       ["in flight", [m.inFlight, m.inFlightContent].filter(Boolean).join(": ")],
       ["context left", m.contextRemainingPercent === null || m.contextRemainingPercent === undefined ? "—" : `${m.contextRemainingPercent}%`],
@@ -127,6 +132,7 @@ export class MemberView {
       ["cost", m.cost ?? ""],
       ["node", m.nodeName ?? ""],
       ["pod", m.podName ?? ""],
+      ["warm pool", m.podPool ?? ""],
       ["team", m.team ?? ""],
       ["role", m.role ?? ""],
       ["profile", m.profile ?? ""],

@@ -75,6 +75,16 @@ func (d *Dashboard) WaitNoRow(name string) {
 	d.WaitFor("no row for "+name, fmt.Sprintf(`%s === null`, Row(name)))
 }
 
+// WaitPool waits until the fleet view's warm pools show the profile's
+// pool with figures as they read: free of size, starting, claimed ("1 / 3",
+// "2", "0").
+func (d *Dashboard) WaitPool(profile string, figures ...string) {
+	d.t.Helper()
+	want := strings.Join(append([]string{profile}, figures...), "|")
+	row := fmt.Sprintf(`document.querySelector('.pools tr[data-pool=' + JSON.stringify(%s) + ']')`, Quote(profile))
+	d.WaitFor(fmt.Sprintf("pool %s showing %v", profile, figures), fmt.Sprintf(`Array.from(%s?.cells ?? [], (c) => c.textContent).join("|") === %s`, row, Quote(want)))
+}
+
 // RowsExpr is the script expression of the element holding the fleet
 // view's rows.
 const RowsExpr = `document.querySelector(".members .rows")`
