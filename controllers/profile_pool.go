@@ -62,13 +62,10 @@ func (r *ProfileReconciler) reconcilePool(ctx context.Context, p *fleetv1alpha1.
 		// Nothing to start warm Pods with: say so, and keep none.
 		problem, size = "this fleetd runs no pod members (it has no pane host CA, --pane-host-ca)", 0
 	}
-	// What a Member of p with no pod of its own runs in.
+	// What a Member of p with no pod of its own runs in: the Profile's
+	// pod, which the API server's admission bounds (a Member's own is
+	// bounded by fleetd too, in prepare).
 	w := resolveWorker(&fleetv1alpha1.Member{Spec: fleetv1alpha1.MemberSpec{Profile: p.Name}}, p)
-	if size > 0 {
-		if errs := memberPodOutOfBounds(w.Pod); len(errs) > 0 {
-			problem, size = fmt.Sprintf("its pod asks for more than a member Pod may: %v", errs.ToAggregate()), 0
-		}
-	}
 	template := warmTemplate(w.Pod, r.Pods)
 	plan := planPool(size, template, pods.Items, time.Now())
 	for _, d := range plan.drop {

@@ -221,7 +221,8 @@ func TestWarmPool(t *testing.T) {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), &got); err != nil {
 			return err
 		}
-		got.Spec.Pod = &fleetv1alpha1.MemberPod{Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}}
+		// An image of its own: a Profile's to name, not a Member's.
+		got.Spec.Pod = &fleetv1alpha1.MemberPod{Image: "agents:v2", Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}}
 		return env.Client.Update(ctx, &got)
 	})
 	testutil.Eventually(t, "the warm pods of the old pod to be replaced", func() (bool, string) {

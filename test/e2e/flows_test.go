@@ -98,6 +98,13 @@ func secretToken(name string) (string, error) {
 func received(t *testing.T, log string) []string {
 	t.Helper()
 	b, err := w.readPaneFile(log)
+	return parseReceived(t, b, err)
+}
+
+// parseReceived is the prompts in b, a received log as read (err its
+// read's error).
+func parseReceived(t *testing.T, b []byte, err error) []string {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}

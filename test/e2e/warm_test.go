@@ -90,14 +90,7 @@ func warmMember(t *testing.T, name, profile string) {
 func warmReceivedBy(t *testing.T, c *cluster, member string) []string {
 	t.Helper()
 	b, err := c.memberExec(member, `cat "$1"`, warmReceived)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := testutil.ParseReceived(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return parseReceived(t, b, err)
 }
 
 // TestWarmPoolClaim: a new member of a Profile with a warm pool takes one
