@@ -118,6 +118,16 @@ func (c *Client) WorkspaceClose(ctx context.Context, workspaceID string) error {
 	return c.call(ctx, MethodWorkspaceClose, WorkspaceTarget{WorkspaceID: workspaceID}, ResultOK, nil)
 }
 
+// WorkspaceRename sets a workspace's label.
+func (c *Client) WorkspaceRename(ctx context.Context, workspaceID, label string) error {
+	return c.call(ctx, MethodWorkspaceRename, WorkspaceRenameParams{WorkspaceID: workspaceID, Label: label}, ResultWorkspaceInfo, nil)
+}
+
+// AgentRename gives the agent target (a name or pane id) the name name.
+func (c *Client) AgentRename(ctx context.Context, target, name string) error {
+	return c.call(ctx, MethodAgentRename, AgentRenameParams{Target: target, Name: &name}, ResultAgentInfo, nil)
+}
+
 // TabCreate adds a tab running a fresh shell to a workspace.
 func (c *Client) TabCreate(ctx context.Context, p TabCreateParams) (*TabCreated, error) {
 	var created TabCreated

@@ -8,6 +8,10 @@ const (
 	MethodWorkspaceCreate = "workspace.create"
 	// MethodWorkspaceClose closes a workspace and its panes.
 	MethodWorkspaceClose = "workspace.close"
+	// MethodWorkspaceRename sets a workspace's label.
+	MethodWorkspaceRename = "workspace.rename"
+	// MethodAgentRename sets (or, with no name, drops) an agent's name.
+	MethodAgentRename = "agent.rename"
 	// MethodTabCreate adds a tab with a fresh shell to a workspace.
 	MethodTabCreate = "tab.create"
 	// MethodAgentStart types an agent's command into an idle shell.
@@ -48,6 +52,8 @@ const (
 	ResultPong = "pong"
 	// ResultWorkspaceCreated answers workspace.create.
 	ResultWorkspaceCreated = "workspace_created"
+	// ResultWorkspaceInfo answers workspace.rename.
+	ResultWorkspaceInfo = "workspace_info"
 	// ResultTabCreated answers tab.create.
 	ResultTabCreated = "tab_created"
 	// ResultAgentStarted answers agent.start.
@@ -88,6 +94,19 @@ type WorkspaceCreateParams struct {
 type WorkspaceTarget struct {
 	// WorkspaceID is the workspace's id.
 	WorkspaceID string `json:"workspace_id"`
+}
+
+// WorkspaceRenameParams are the params of workspace.rename.
+type WorkspaceRenameParams struct {
+	WorkspaceID string `json:"workspace_id"`
+	Label       string `json:"label"`
+}
+
+// AgentRenameParams are the params of agent.rename: Target is the agent's
+// name or pane id, and a nil Name drops its name.
+type AgentRenameParams struct {
+	Target string  `json:"target"`
+	Name   *string `json:"name"`
 }
 
 // TabCreateParams are the params of tab.create.

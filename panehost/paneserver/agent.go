@@ -645,3 +645,31 @@ func (s *session) waitAgent(ctx context.Context, w agentWait, timeout <-chan tim
 		}
 	}
 }
+
+// renameAgent gives the agent target names a new name, unique among the
+// session's agents, or drops its name (name nil).
+func (s *session) renameAgent(target string, name *string) (*herdr.AgentInfo, *herdr.Error) {
+	if name != nil && !agentNamePattern.MatchString(*name) {
+		return nil, errorf(herdr.CodeInvalidAgentName, invalidAgentNameReason)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, err := s.resolveAgentLocked(target)
+	if err != nil {
+		return nil, err
+	}
+	if name == nil {
+		p.agent.name = ""
+	} else {
+		for _, other := range s.panes {
+			if other != p && other.agent.name == *name {
+				return nil, errorf(herdr.CodeAgentNameTaken, "agent name %s is already used; candidates: terminal_id=%s pane_id=%s workspace_id=%s",
+					*name, other.terminalID, other.id, other.ws.id)
+			}
+		}
+		p.agent.name = *name
+	}
+	s.refreshLocked(p, time.Now())
+	info := s.agentInfoLocked(p)
+	return &info, nil
+}

@@ -81,6 +81,27 @@ func (s *Server) workspaceClose(_ context.Context, p herdr.WorkspaceTarget) (any
 	return okResult, nil
 }
 
+type workspaceInfoResult struct {
+	Type      string              `json:"type"`
+	Workspace herdr.WorkspaceInfo `json:"workspace"`
+}
+
+func (s *Server) workspaceRename(_ context.Context, p herdr.WorkspaceRenameParams) (any, *herdr.Error) {
+	info, err := s.sess.renameWorkspace(p.WorkspaceID, p.Label)
+	if err != nil {
+		return nil, err
+	}
+	return workspaceInfoResult{Type: herdr.ResultWorkspaceInfo, Workspace: info}, nil
+}
+
+func (s *Server) agentRename(_ context.Context, p herdr.AgentRenameParams) (any, *herdr.Error) {
+	agent, err := s.sess.renameAgent(p.Target, p.Name)
+	if err != nil {
+		return nil, err
+	}
+	return agentResult{Type: herdr.ResultAgentInfo, Agent: agent}, nil
+}
+
 func (s *Server) tabCreate(_ context.Context, p herdr.TabCreateParams) (any, *herdr.Error) {
 	created, err := s.sess.createTab(p)
 	if err != nil {

@@ -50,6 +50,8 @@ var methods = map[string]method{
 	herdr.MethodSessionSnapshot:         newMethod(nil, nil, (*Server).sessionSnapshot),
 	herdr.MethodWorkspaceCreate:         newMethod(nil, nil, (*Server).workspaceCreate),
 	herdr.MethodWorkspaceClose:          newMethod([]string{"workspace_id"}, nil, (*Server).workspaceClose),
+	herdr.MethodWorkspaceRename:         newMethod([]string{"workspace_id", "label"}, nil, (*Server).workspaceRename),
+	herdr.MethodAgentRename:             newMethod([]string{"target"}, nil, (*Server).agentRename),
 	herdr.MethodTabCreate:               newMethod(nil, nil, (*Server).tabCreate),
 	herdr.MethodAgentStart:              newMethod([]string{"name", "kind", "pane_id"}, nil, (*Server).agentStart),
 	herdr.MethodAgentGet:                newMethod([]string{"target"}, nil, (*Server).agentGet),

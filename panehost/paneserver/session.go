@@ -791,3 +791,20 @@ func optional(s string) *string {
 func errorf(code, format string, args ...any) *herdr.Error {
 	return &herdr.Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
+
+// renameWorkspace sets workspace id's label. Where labels pick the Unix
+// user a workspace runs as, a label is the workspace's for good: renaming
+// would give one user's processes another's label.
+func (s *session) renameWorkspace(id, label string) (herdr.WorkspaceInfo, *herdr.Error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ws := s.workspaceLocked(id)
+	if ws == nil {
+		return herdr.WorkspaceInfo{}, errorf(herdr.CodeWorkspaceNotFound, "workspace %s not found", id)
+	}
+	if s.users != nil && label != ws.label {
+		return herdr.WorkspaceInfo{}, errorf(herdr.CodeInvalidParams, "workspace labels choose the Unix user here; workspace %s keeps its label", id)
+	}
+	ws.label = label
+	return s.workspaceInfoLocked(ws), nil
+}
