@@ -55,6 +55,10 @@ func (g *Gateway) mcpHandler() http.Handler {
 	return auth.RequireBearerToken(func(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
 		p, ok := r.Context().Value(principalContextKey{}).(*identity.Principal)
 		if !ok {
+			if unclaimed, _ := r.Context().Value(unclaimedContextKey{}).(bool); unclaimed {
+				// Discovery only (onlyDiscovery): no principal, no tool.
+				return &auth.TokenInfo{UserID: "unclaimed-warm-pod"}, nil
+			}
 			return nil, auth.ErrInvalidToken
 		}
 		return &auth.TokenInfo{UserID: p.Namespace + "/" + p.Key(), Extra: map[string]any{tokenInfoPrincipal: p}}, nil
@@ -414,6 +418,11 @@ func (g *Gateway) toolMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		ctr, ok := req.(*mcp.CallToolRequest)
 		if !ok || method != "tools/call" || ctr.Params == nil {
 			return next(ctx, method, req)
+		}
+		if principalOf(ctr) == nil {
+			// Only an unclaimed warm Pod's token gets here with none, and
+			// onlyDiscovery lets no tool call of it through.
+			return errorResult(toolerr.New(toolerr.Unauthorized, "no member has claimed this pod yet: its token calls no tool")), nil
 		}
 		name := ctr.Params.Name
 		ns, known := g.toolNamespaces[name]

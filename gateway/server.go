@@ -1,12 +1,15 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -290,7 +293,7 @@ func (g *Gateway) routes() http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g.svc.metrics.registry, promhttp.HandlerOpts{}))
-	mux.Handle("/mcp", g.authenticate(g.mcpHandler()))
+	mux.Handle("/mcp", g.authenticateWith(g.mcpHandler(), onlyDiscovery))
 	g.rest.routes(mux, g.authenticate)
 	g.dashboard.routes(mux, g.authenticate)
 	return readBodyWithin(g.svc.opts.BodyReadTimeout, refuseOtherSites(mux))
@@ -340,6 +343,13 @@ func (g *Gateway) ready() bool { return g.synced == nil || g.synced() }
 // refuses the request with 401 or 403 when it cannot. Nothing else about
 // the request (headers, arguments) is trusted for identity.
 func (g *Gateway) authenticate(next http.Handler) http.Handler {
+	return g.authenticateWith(next, nil)
+}
+
+// authenticateWith is authenticate, where the token of a warm Pod no
+// Member has claimed is let through to next, with no principal, for the
+// requests unclaimed admits (nil admits none).
+func (g *Gateway) authenticateWith(next http.Handler, unclaimed func(*http.Request) bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !g.ready() {
 			w.Header().Set("Retry-After", "1")
@@ -353,6 +363,10 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 			f = &identity.Failure{Code: toolerr.Unauthorized, Reason: "missing_token", Message: "send a bearer token: Authorization: Bearer <token>"}
 		} else {
 			p, f = g.auth.AuthenticateFrom(r.Context(), token, clientAddress(r))
+		}
+		if f != nil && f.Reason == identity.ReasonUnclaimedPod && unclaimed != nil && unclaimed(r) {
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), unclaimedContextKey{}, true)))
+			return
 		}
 		if f != nil {
 			g.svc.metrics.authFailures.WithLabelValues(f.Reason).Inc()
@@ -373,6 +387,58 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 		ctx = context.WithValue(ctx, requestContextKey{}, r.Context())
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// unclaimedContextKey marks a request let through with the token of a
+// warm Pod no Member has claimed.
+type unclaimedContextKey struct{}
+
+// discoveryMethods are the MCP messages a warm Pod's agent may send
+// before its Pod is claimed: it opens a session and lists the tools, as
+// Claude Code and Codex do at their start, and calls none. Notifications
+// (notifications/...) are let through too.
+var discoveryMethods = map[string]bool{"initialize": true, "ping": true, "tools/list": true}
+
+// maxDiscoveryBody bounds what is read of a request to tell whether it is
+// discovery only; discovery is small.
+const maxDiscoveryBody = 64 << 10
+
+// onlyDiscovery says whether r is an MCP POST whose every message is one
+// of discoveryMethods or a notification. An agent started in a warm Pod
+// ahead of its claim (controllers/profile_pool.go) connects at its start,
+// and neither CLI connects again to a server that refused it; its first
+// tool call comes after the claim, when the same token is its Member's.
+// The body is read, and put back for the handler.
+func onlyDiscovery(r *http.Request) bool {
+	if r.Method != http.MethodPost || r.Body == nil {
+		return false
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxDiscoveryBody+1))
+	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(b), r.Body))
+	if err != nil || len(b) > maxDiscoveryBody {
+		return false
+	}
+	type message struct {
+		Method string `json:"method"`
+	}
+	var msgs []message
+	if trimmed := bytes.TrimSpace(b); len(trimmed) > 0 && trimmed[0] == '[' {
+		if json.Unmarshal(trimmed, &msgs) != nil {
+			return false
+		}
+	} else {
+		var one message
+		if json.Unmarshal(trimmed, &one) != nil {
+			return false
+		}
+		msgs = []message{one}
+	}
+	for _, m := range msgs {
+		if !discoveryMethods[m.Method] && !strings.HasPrefix(m.Method, "notifications/") {
+			return false
+		}
+	}
+	return len(msgs) > 0
 }
 
 // clientAddress is the address a request came from, which failed

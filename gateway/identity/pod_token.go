@@ -15,6 +15,10 @@ import (
 
 // A member Pod's projected token, and the Member it stands for.
 
+// ReasonUnclaimedPod is the Failure reason of a token of a warm Pod no
+// Member has claimed.
+const ReasonUnclaimedPod = "unclaimed_pod"
+
 // podMember resolves a service-account token bound to a Member's Pod to
 // that Member: a pod member has no token of its own, its Pod's projected
 // token is its identity. A token of a member Pod that is no longer its
@@ -101,7 +105,7 @@ func podTokenVerdict(podName, podUID string, members []fleetv1alpha1.Member, pod
 		return nil, unauthorized("pod_gone", "pod %s is gone: a token bound to a pod works only while the pod exists", podName)
 	}
 	if pool := pod.Labels[fleetv1alpha1.LabelPool]; pool != "" && pod.Labels[fleetv1alpha1.LabelMember] == "" {
-		return nil, unauthorized("unclaimed_pod", "pod %s is a warm pod of profile %s that no member has claimed: its token opens nothing until one does", podName, pool)
+		return nil, unauthorized(ReasonUnclaimedPod, "pod %s is a warm pod of profile %s that no member has claimed: its token opens nothing until one does", podName, pool)
 	}
 	if member, ok := memberOfPod(pod); ok {
 		return nil, unauthorized("replaced_pod", "pod %s no longer runs member %s: the member runs in another pod now, or none", podName, member)

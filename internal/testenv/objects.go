@@ -38,6 +38,29 @@ func (e *Env) ServiceAccountToken(t testing.TB, ns, name string, audiences ...st
 	return tr.Status.Token
 }
 
+// PodToken is a token of pod's service account for the gateway, bound to
+// pod, as the kubelet projects it into a member Pod.
+func (e *Env) PodToken(t testing.TB, pod *corev1.Pod) string {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(e.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa := pod.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(context.Background(), sa, &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{
+		Audiences:         []string{fleetv1alpha1.GatewayAudience},
+		ExpirationSeconds: ptr.To[int64](3600),
+		BoundObjectRef:    &authnv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("minting a token for pod %s: %v", pod.Name, err)
+	}
+	return tr.Status.Token
+}
+
 // AllowDelegations binds the service account sa to a Role that may create
 // Delegations in ns.
 func (e *Env) AllowDelegations(t testing.TB, ns, sa string) {
