@@ -42,6 +42,13 @@ func (r *MemberReconciler) reconcilePane(ctx, hctx context.Context, s *memberSco
 		if !fresh {
 			return ctrl.Result{RequeueAfter: staleRetry}, nil
 		}
+		if m.Status.PodPool != "" {
+			// A claimed warm Pod may run an agent started for the member
+			// ahead; adopt records it.
+			if _, err := r.takeWarmAgent(hctx, s, launch); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
 		adopted, err := adopt(hctx, s)
 		if err != nil {
 			return ctrl.Result{}, err

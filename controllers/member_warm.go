@@ -2,7 +2,9 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/herdr"
 	"github.com/fleetd/fleetd/panehost"
 )
 
@@ -84,4 +87,54 @@ func (r *MemberReconciler) ensureClaimedPodSecret(ctx context.Context, m *fleetv
 		return fmt.Errorf("renewing pane host secret %s: %w", key.Name, err)
 	}
 	return nil
+}
+
+// paneRenamer is a pane host that renames workspaces and agents, as
+// herdr's own and fleetd's pane hosts do.
+type paneRenamer interface {
+	WorkspaceRename(ctx context.Context, workspaceID, label string) error
+	AgentRename(ctx context.Context, target, name string) error
+}
+
+// takeWarmAgent takes over the agent the pool started in the warm Pod m
+// claimed (profile_pool.go), when it was started from m's own launch l:
+// its workspace and its agent are given m's label and name, and adopt
+// then records it as m's pane. A warm agent of another launch (m has args
+// of its own, or the Profile changed since) is closed, and m's own starts
+// as in a Pod started for it. It reports whether it took one over.
+func (r *MemberReconciler) takeWarmAgent(ctx context.Context, s *memberScope, l Launch) (bool, error) {
+	renamer, ok := s.panes.(paneRenamer)
+	if !ok {
+		return false, nil
+	}
+	snap, err := s.panes.SessionSnapshot(ctx)
+	if err != nil {
+		return false, fmt.Errorf("taking a herdr snapshot: %w", err)
+	}
+	m, want := s.member, warmPaneLabelPrefix+warmLaunchKey(l)
+	took := false
+	for _, ws := range snap.Workspaces {
+		if !strings.HasPrefix(ws.Label, warmPaneLabelPrefix) {
+			continue
+		}
+		if ws.Label != want || took {
+			if err := s.panes.WorkspaceClose(ctx, ws.WorkspaceID); err != nil && !errors.Is(err, herdr.ErrNotFound) {
+				return false, fmt.Errorf("closing the warm pod's agent: %w", err)
+			}
+			continue
+		}
+		for _, a := range snap.Agents {
+			if a.WorkspaceID == ws.WorkspaceID && a.Name != nil {
+				if err := renamer.AgentRename(ctx, *a.Name, agentName(m.Namespace, m.Name)); err != nil {
+					return false, fmt.Errorf("naming the warm pod's agent: %w", err)
+				}
+			}
+		}
+		if err := renamer.WorkspaceRename(ctx, ws.WorkspaceID, workspaceLabel(m)); err != nil {
+			return false, fmt.Errorf("labelling the warm pod's workspace: %w", err)
+		}
+		s.event(corev1.EventTypeNormal, fleetv1alpha1.ReasonPodClaimed, "Took over the agent started ahead in warm pod %s", m.Status.PodName)
+		took = true
+	}
+	return took, nil
 }

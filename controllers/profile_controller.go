@@ -36,6 +36,9 @@ type ProfileReconciler struct {
 	// CA, no warm Pod is started.
 	Pods PodSettings
 	CA   *panehost.CA
+	// Hosts reaches warm Pods' pane hosts, to start their agents ahead of
+	// a claim; nil starts none.
+	Hosts *panehost.Hosts
 
 	// policies are the namespaces whose member NetworkPolicy this run
 	// has seen to.
@@ -66,12 +69,12 @@ func (r *ProfileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			claimed++
 		}
 	}
-	pool, poolProblem, err := r.reconcilePool(ctx, p, claimed)
+	pool, err := r.reconcilePool(ctx, p, claimed)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	p.Status.WarmPool = pool
-	setWarmPoolCondition(p, poolProblem)
+	p.Status.WarmPool = pool.status
+	setWarmPoolCondition(p, pool.problem)
 	missing, err := r.missingSecret(ctx, p)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -90,6 +93,9 @@ func (r *ProfileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	if missing != nil {
 		return ctrl.Result{RequeueAfter: secretRecheck}, nil
+	}
+	if pool.again {
+		return ctrl.Result{RequeueAfter: warmAgentRetry}, nil
 	}
 	return ctrl.Result{}, nil
 }

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/herdr"
 	"github.com/fleetd/fleetd/panehost"
 )
 
@@ -38,10 +39,24 @@ func warmPodName(profile string) string {
 	return profile + "-warm-" + utilrand.String(5)
 }
 
-// reconcilePool keeps p's warm pool, and returns its status (nil when p
-// has no pool and no warm Pod is left) and, when the pool cannot be kept,
-// why.
-func (r *ProfileReconciler) reconcilePool(ctx context.Context, p *fleetv1alpha1.Profile, claimed int32) (*fleetv1alpha1.WarmPoolStatus, string, error) {
+// warmAgentRetry is how soon a pool whose warm Pods' agents are starting
+// (or could not be started) looks again.
+const warmAgentRetry = 500 * time.Millisecond
+
+// poolPass is what a pass over a warm pool found.
+type poolPass struct {
+	// status is the pool's status; nil when the Profile has no pool and
+	// no warm Pod is left.
+	status *fleetv1alpha1.WarmPoolStatus
+	// problem says why the pool cannot be kept, "" when it can.
+	problem string
+	// again says to look again soon: an agent did not start.
+	again bool
+}
+
+// reconcilePool keeps p's warm pool, of which claimed Members run in Pods
+// they claimed.
+func (r *ProfileReconciler) reconcilePool(ctx context.Context, p *fleetv1alpha1.Profile, claimed int32) (poolPass, error) {
 	var size int32
 	if p.Spec.WarmPool != nil && p.DeletionTimestamp == nil {
 		size = p.Spec.WarmPool.Size
@@ -49,13 +64,13 @@ func (r *ProfileReconciler) reconcilePool(ctx context.Context, p *fleetv1alpha1.
 	var pods corev1.PodList
 	if err := r.Client.List(ctx, &pods, client.InNamespace(p.Namespace),
 		client.MatchingLabels{fleetv1alpha1.LabelPool: p.Name, fleetv1alpha1.LabelMember: ""}); err != nil {
-		return nil, "", fmt.Errorf("listing the warm pods: %w", err)
+		return poolPass{}, fmt.Errorf("listing the warm pods: %w", err)
 	}
 	if size == 0 && len(pods.Items) == 0 {
 		if claimed == 0 {
-			return nil, "", nil
+			return poolPass{}, nil
 		}
-		return &fleetv1alpha1.WarmPoolStatus{Claimed: claimed}, "", nil
+		return poolPass{status: &fleetv1alpha1.WarmPoolStatus{Claimed: claimed}}, nil
 	}
 	var problem string
 	if size > 0 && r.CA == nil {
@@ -67,26 +82,192 @@ func (r *ProfileReconciler) reconcilePool(ctx context.Context, p *fleetv1alpha1.
 	// bounded by fleetd too, in prepare).
 	w := resolveWorker(&fleetv1alpha1.Member{Spec: fleetv1alpha1.MemberSpec{Profile: p.Name}}, p)
 	template := warmTemplate(w.Pod, r.Pods)
-	plan := planPool(size, template, pods.Items, time.Now())
+	plan := planPool(size, template, pods.Items, r.Hosts != nil, time.Now())
 	for _, d := range plan.drop {
 		log.FromContext(ctx).V(1).Info("Dropping a warm pod", "pod", d.pod.Name, "why", d.why)
 		opts := []client.DeleteOption{client.Preconditions{UID: &d.pod.UID}}
 		if err := r.Client.Delete(ctx, d.pod, opts...); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
-			return nil, "", fmt.Errorf("deleting warm pod %s: %w", d.pod.Name, err)
+			return poolPass{}, fmt.Errorf("deleting warm pod %s: %w", d.pod.Name, err)
 		}
 	}
 	if plan.start > 0 {
 		if err := ensureNetworkPolicy(ctx, r.Client, r.Reader, r.Pods, &r.policies, p.Namespace); err != nil {
-			return nil, "", err
+			return poolPass{}, err
 		}
 	}
 	for range plan.start {
 		if err := r.startWarmPod(ctx, p, w.Pod, template); err != nil {
-			return nil, "", err
+			return poolPass{}, err
 		}
 		plan.starting++
 	}
-	return &fleetv1alpha1.WarmPoolStatus{Free: plan.free, Starting: plan.starting, Claimed: claimed}, problem, nil
+	pass := poolPass{status: &fleetv1alpha1.WarmPoolStatus{Free: plan.free, Starting: plan.starting, Claimed: claimed}, problem: problem}
+	if size > 0 && r.Hosts != nil {
+		pass.again = !r.startWarmAgents(ctx, p, w, plan.keep)
+	}
+	return pass, nil
+}
+
+// startWarmAgents starts, in each ready warm Pod of pods with none yet,
+// the agent a Member of p with no args and no pod of its own runs (w): in
+// a workspace labelled with its launch's key (warmLaunchKey), with the
+// Profile's env and files, and under a name of the Pod's. A Member whose
+// own launch has that key takes it over at its claim (member_warm.go);
+// any other closes it. A failure is logged, ok is false, and it is tried
+// again on the next pass: the Pod still serves a claim, with the agent
+// started then.
+func (r *ProfileReconciler) startWarmAgents(ctx context.Context, p *fleetv1alpha1.Profile, w Worker, pods []*corev1.Pod) (ok bool) {
+	ok = true
+	var l *Launch
+	for _, pod := range pods {
+		if verdict, _ := judgePod(pod, nil); verdict != podRunning {
+			continue
+		}
+		if _, ready := pod.Annotations[annotationWarmReady]; ready {
+			continue
+		}
+		if key, started := pod.Annotations[annotationWarmLaunch]; started {
+			if ready, err := r.warmAgentReady(ctx, pod, key); err != nil || !ready {
+				ok = false
+			}
+			continue
+		}
+		if l == nil {
+			env, err := resolveEnv(ctx, r.Reader, p.Namespace, w.Env)
+			if err != nil {
+				// The Profile's Ready condition says what is missing.
+				return ok
+			}
+			launch, err := planLaunch(w, env, podMCPURL, "", "", agentHome{Dir: podAgentDir, HookCommand: podHookCommand})
+			if err != nil {
+				return ok
+			}
+			l = &launch
+		}
+		if err := r.startWarmAgent(ctx, pod, *l); err != nil {
+			log.FromContext(ctx).Info("Starting the agent of a warm pod", "pod", pod.Name, "error", err.Error())
+			ok = false
+		}
+	}
+	return ok
+}
+
+// startWarmAgent starts l in the warm Pod pod, and records its key on the
+// Pod. The record is written first, conditional on the Pod's
+// resourceVersion: a Member that claimed the Pod meanwhile wins, and
+// nothing is started for it.
+func (r *ProfileReconciler) startWarmAgent(ctx context.Context, pod *corev1.Pod, l Launch) error {
+	key := warmLaunchKey(l)
+	marked := pod.DeepCopy()
+	if marked.Annotations == nil {
+		marked.Annotations = map[string]string{}
+	}
+	marked.Annotations[annotationWarmLaunch] = key
+	if err := r.Client.Patch(ctx, marked, client.MergeFromWithOptions(pod, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("marking warm pod %s: %w", pod.Name, err)
+	}
+	c, err := r.Hosts.ForWarmPod(pod.Namespace, pod.Name, pod.Status.PodIP)
+	if err != nil {
+		return err
+	}
+	defer c.CloseIdleConnections()
+	hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
+	defer cancel()
+	ws, err := startLaunch(hctx, c, l, key, warmAgentName(pod.Name))
+	if err != nil {
+		// Unmarked, the next pass tries again.
+		unmarked := marked.DeepCopy()
+		delete(unmarked.Annotations, annotationWarmLaunch)
+		_ = r.Client.Patch(ctx, unmarked, client.MergeFrom(marked))
+		return err
+	}
+	// A Member that claimed the Pod while the agent started may have
+	// started its own: then this one is no one's.
+	var now corev1.Pod
+	if err := r.Reader.Get(ctx, client.ObjectKeyFromObject(pod), &now); err == nil && now.Labels[fleetv1alpha1.LabelMember] != "" {
+		snap, err := c.SessionSnapshot(hctx)
+		if err != nil {
+			return err
+		}
+		for _, w := range snap.Workspaces {
+			if w.WorkspaceID == ws && w.Label == warmPaneLabelPrefix+key {
+				return c.WorkspaceClose(hctx, ws)
+			}
+		}
+	}
+	return nil
+}
+
+// startLaunch starts l in a new workspace of c labelled with key, as the
+// agent name, and returns the workspace's id.
+func startLaunch(ctx context.Context, c *herdr.Client, l Launch, key, name string) (string, error) {
+	if l.AgentKind != "" {
+		if err := (panehost.Remote{Client: c}).Install(ctx, podAgentDir, l.WorkingDir, l.Files); err != nil {
+			return "", fmt.Errorf("writing the agent's configuration: %w", err)
+		}
+	}
+	ws, err := c.WorkspaceCreate(ctx, herdr.WorkspaceCreateParams{Cwd: l.WorkingDir, Env: l.Env, Label: warmPaneLabelPrefix + key})
+	if err != nil {
+		return "", fmt.Errorf("creating a workspace: %w", err)
+	}
+	if l.AgentKind != "" {
+		_, err = c.AgentStart(ctx, herdr.AgentStartParams{Name: name, Kind: l.AgentKind, PaneID: ws.RootPane.PaneID, Args: l.AgentArgs})
+	} else {
+		err = c.PaneSendInput(ctx, herdr.PaneSendInputParams{PaneID: ws.RootPane.PaneID, Text: l.CommandLine, Keys: []string{"enter"}})
+	}
+	if err != nil {
+		_ = c.WorkspaceClose(ctx, ws.Workspace.WorkspaceID)
+		return "", fmt.Errorf("starting the agent in pane %s: %w", ws.RootPane.PaneID, err)
+	}
+	return ws.Workspace.WorkspaceID, nil
+}
+
+// warmAgentReady looks at the agent started in warm Pod pod from the
+// launch of key, and once it is ready for work says so on the Pod.
+func (r *ProfileReconciler) warmAgentReady(ctx context.Context, pod *corev1.Pod, key string) (bool, error) {
+	c, err := r.Hosts.ForWarmPod(pod.Namespace, pod.Name, pod.Status.PodIP)
+	if err != nil {
+		return false, err
+	}
+	defer c.CloseIdleConnections()
+	hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
+	defer cancel()
+	snap, err := c.SessionSnapshot(hctx)
+	if err != nil {
+		return false, err
+	}
+	ready := false
+	for _, ws := range snap.Workspaces {
+		if ws.Label != warmPaneLabelPrefix+key {
+			continue
+		}
+		ready = true
+		// A plain command is ready once typed; a known agent once herdr
+		// says it can take work.
+		for _, a := range snap.Agents {
+			if a.WorkspaceID == ws.WorkspaceID {
+				ready = agentIsReady(&a)
+			}
+		}
+	}
+	if !ready {
+		return false, nil
+	}
+	marked := pod.DeepCopy()
+	marked.Annotations[annotationWarmReady] = "true"
+	if err := r.Client.Patch(ctx, marked, client.MergeFromWithOptions(pod, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+		return false, fmt.Errorf("marking warm pod %s ready: %w", pod.Name, err)
+	}
+	return true, nil
+}
+
+// warmAgentName is the herdr name of the agent started in warm Pod pod,
+// until a Member takes it over and names it its own.
+func warmAgentName(pod string) string {
+	return "warm-" + pod[max(len(pod)-5, 0):]
 }
 
 // startWarmPod starts one warm Pod of p, made from spec, and its pane

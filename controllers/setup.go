@@ -148,7 +148,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	if err := delegations.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the delegation controller: %w", err)
 	}
-	profiles := &ProfileReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Pods: cfg.Pods, CA: cfg.CA}
+	profiles := &ProfileReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Pods: cfg.Pods, CA: cfg.CA, Hosts: cfg.PaneHosts}
 	if err := profiles.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the profile controller: %w", err)
 	}

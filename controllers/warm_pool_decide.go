@@ -6,12 +6,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/fleetd/fleetd/agents"
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 )
 
@@ -24,10 +26,42 @@ import (
 // start, and a Profile whose pod changes replaces its free warm Pods.
 const labelPoolTemplate = "fleet.fleetd.dev/pool-template"
 
+// annotationWarmLaunch, on a warm Pod, is the warmLaunchKey of the agent
+// started in it ahead of the claim.
+const annotationWarmLaunch = "fleet.fleetd.dev/warm-launch"
+
+// annotationWarmReady, on a warm Pod, says the agent started in it ahead
+// of the claim is ready for work.
+const annotationWarmReady = "fleet.fleetd.dev/warm-ready"
+
+// warmPaneLabelPrefix starts the label of the workspace an agent is
+// started in ahead of any Member; the rest is its warmLaunchKey.
+const warmPaneLabelPrefix = "fleetd-warm:"
+
+// warmLaunchKey is what a pane started by l is, apart from the Member it
+// is for: the agent started in a warm Pod is a member's only when the
+// member's own launch has the same key.
+func warmLaunchKey(l Launch) string {
+	l.Env = maps.Clone(l.Env)
+	delete(l.Env, agents.EnvMember)
+	b, err := json.Marshal(l)
+	if err != nil {
+		panic(err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])[:16]
+}
+
 // warmPodMaxAge is how long a free warm Pod is kept before it is
 // replaced: well before its pane host's certificate needs renewing, so a
 // free one never does.
 const warmPodMaxAge = 30 * 24 * time.Hour
+
+// warmStartAtOnce is how many warm Pods of one pool start at once: a
+// pool refills in the background, and Pods starting by the dozen (each
+// scheduled, its tools copied in, its pane host started) would take the
+// nodes' CPU from the members claiming Pods meanwhile.
+const warmStartAtOnce = 2
 
 // warmTemplate is the hash of the Pod a member of pod spec spec runs in,
 // apart from what makes it one member's (podIdentity).
@@ -52,8 +86,10 @@ func isFreeWarmPod(pod *corev1.Pod) bool {
 type poolPlan struct {
 	// start is how many warm Pods to start.
 	start int
-	// drop are free warm Pods to delete, each with why.
+	// drop are free warm Pods to delete, each with why; keep are those
+	// kept.
 	drop []droppedWarmPod
+	keep []*corev1.Pod
 	// free are ready to be claimed; starting are not ready yet.
 	free, starting int32
 }
@@ -67,8 +103,11 @@ type droppedWarmPod struct {
 // planPool decides about the free warm Pods of a pool of size whose
 // members' Pods are made from template: those of another template, ended
 // or older than warmPodMaxAge go; the ready ones are kept first, the
-// oldest first, up to size; and as many start as are missing.
-func planPool(size int32, template string, pods []corev1.Pod, now time.Time) poolPlan {
+// oldest first, up to size; and as many start as are missing, with at
+// most warmStartAtOnce starting at a time. With agents (the pool starts
+// its members' agent in each Pod ahead), a Pod is ready once its agent
+// is (annotationWarmReady).
+func planPool(size int32, template string, pods []corev1.Pod, agents bool, now time.Time) poolPlan {
 	var plan poolPlan
 	type kept struct {
 		pod   *corev1.Pod
@@ -89,7 +128,8 @@ func planPool(size int32, template string, pods []corev1.Pod, now time.Time) poo
 		case now.Sub(pod.CreationTimestamp.Time) > warmPodMaxAge:
 			plan.drop = append(plan.drop, droppedWarmPod{pod, "it is older than " + warmPodMaxAge.String()})
 		default:
-			keep = append(keep, kept{pod, verdict == podRunning})
+			_, agentReady := pod.Annotations[annotationWarmReady]
+			keep = append(keep, kept{pod, verdict == podRunning && (agentReady || !agents)})
 		}
 	}
 	slices.SortStableFunc(keep, func(a, b kept) int {
@@ -106,12 +146,14 @@ func planPool(size int32, template string, pods []corev1.Pod, now time.Time) poo
 		case i >= int(size):
 			plan.drop = append(plan.drop, droppedWarmPod{k.pod, "the pool holds more than its size"})
 		case k.ready:
+			plan.keep = append(plan.keep, k.pod)
 			plan.free++
 		default:
+			plan.keep = append(plan.keep, k.pod)
 			plan.starting++
 		}
 	}
-	plan.start = max(int(size)-len(keep), 0)
+	plan.start = max(min(int(size)-len(keep), warmStartAtOnce-int(plan.starting)), 0)
 	return plan
 }
 
@@ -138,5 +180,17 @@ func claimCandidates(pods []corev1.Pod, template string, uid types.UID, now time
 	h := fnv.New32a()
 	h.Write([]byte(uid))
 	at := int(h.Sum32() % uint32(len(out)))
-	return append(out[at:], out[:at]...)
+	out = append(out[at:], out[:at]...)
+	// Those whose agent is ready first, then those whose agent starts.
+	agentFirst := func(p *corev1.Pod) int {
+		if _, ok := p.Annotations[annotationWarmReady]; ok {
+			return 0
+		}
+		if _, ok := p.Annotations[annotationWarmLaunch]; ok {
+			return 1
+		}
+		return 2
+	}
+	slices.SortStableFunc(out, func(a, b *corev1.Pod) int { return cmp.Compare(agentFirst(a), agentFirst(b)) })
+	return out
 }

@@ -51,7 +51,8 @@ func TestPlanPool(t *testing.T) {
 		drop                 []string
 		wantFree, wantStarts int32
 	}{
-		"empty pool fills":                {size: 3, start: 3},
+		"empty pool fills, a few at once": {size: 3, start: warmStartAtOnce},
+		"no more start while enough do":   {size: 5, pods: []corev1.Pod{warmPodFixture("a", old, false), warmPodFixture("b", old, false)}, wantStarts: 2},
 		"full pool keeps":                 {size: 2, pods: []corev1.Pod{warmPodFixture("a", old, true), warmPodFixture("b", old, false)}, wantFree: 1, wantStarts: 1},
 		"claimed pods are not the pool's": {size: 2, pods: []corev1.Pod{warmPodFixture("a", old, true, claimed), warmPodFixture("b", old, true)}, start: 1, wantFree: 1},
 		"another template goes":           {size: 1, pods: []corev1.Pod{warmPodFixture("a", old, true, otherTemplate)}, start: 1, drop: []string{"a"}},
@@ -65,7 +66,7 @@ func TestPlanPool(t *testing.T) {
 		"size 0 empties": {size: 0, pods: []corev1.Pod{warmPodFixture("a", old, true)}, drop: []string{"a"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			plan := planPool(tc.size, "t", tc.pods, now)
+			plan := planPool(tc.size, "t", tc.pods, false, now)
 			var dropped []string
 			for _, d := range plan.drop {
 				if d.why == "" {
@@ -78,6 +79,27 @@ func TestPlanPool(t *testing.T) {
 					plan.start, dropped, plan.free, plan.starting, tc.start, tc.drop, tc.wantFree, tc.wantStarts)
 			}
 		})
+	}
+}
+
+// TestPlanPoolWithAgents: where the pool starts agents ahead, a running
+// warm Pod is free only once its agent is ready.
+func TestPlanPoolWithAgents(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	ready := func(p *corev1.Pod) {
+		p.Annotations = map[string]string{annotationWarmLaunch: "k", annotationWarmReady: "true"}
+	}
+	starting := func(p *corev1.Pod) { p.Annotations = map[string]string{annotationWarmLaunch: "k"} }
+	pods := []corev1.Pod{warmPodFixture("a", now, true, ready), warmPodFixture("b", now, true, starting), warmPodFixture("c", now, true)}
+	if plan := planPool(3, "t", pods, true, now); plan.free != 1 || plan.starting != 2 || plan.start != 0 {
+		t.Errorf("with agents: free %d, starting %d, start %d; want 1, 2, 0", plan.free, plan.starting, plan.start)
+	}
+	if plan := planPool(3, "t", pods, false, now); plan.free != 3 {
+		t.Errorf("without agents: free %d, want 3", plan.free)
+	}
+	got := claimCandidates(pods, "t", "m", now)
+	if len(got) != 3 || got[0].Name != "a" || got[1].Name != "b" {
+		t.Errorf("claim order %v; want the pod with a ready agent, then the one whose agent starts", []string{got[0].Name, got[1].Name, got[2].Name})
 	}
 }
 
@@ -174,10 +196,43 @@ func TestWarmPool(t *testing.T) {
 		return p.Status.WarmPool != nil && p.Status.WarmPool.Free == 1 && p.Status.WarmPool.Starting == 1
 	})
 
-	// A Member of the Profile claims the ready one and runs in it.
+	// The pool starts the member's agent in it ahead of any claim.
+	warmPane := ""
+	testutil.Eventually(t, "the warm pod's agent to be started", func() (bool, string) {
+		var pod corev1.Pod
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ready), &pod); err != nil {
+			return false, err.Error()
+		}
+		if pod.Annotations[annotationWarmLaunch] == "" {
+			return false, "no warm launch recorded"
+		}
+		c, err := hosts.ForWarmPod(ns, pod.Name, pod.Status.PodIP)
+		if err != nil {
+			return false, err.Error()
+		}
+		defer c.CloseIdleConnections()
+		snap, err := c.SessionSnapshot(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, ws := range snap.Workspaces {
+			for _, pane := range snap.Panes {
+				if pane.WorkspaceID == ws.WorkspaceID && ws.Label == warmPaneLabelPrefix+pod.Annotations[annotationWarmLaunch] {
+					warmPane = pane.PaneID
+				}
+			}
+		}
+		return warmPane != "", fmt.Sprintf("workspaces %+v", snap.Workspaces)
+	})
+
+	// A Member of the Profile claims the ready one, and takes over the
+	// agent started in it.
 	m := testutil.MakeMember("w1", ns).Profile(p.Name).Obj()
 	create(t, m)
 	m = waitReady(t, ns, m.Name)
+	if m.Status.PaneID != warmPane {
+		t.Errorf("the member runs in pane %s; want %s, where the warm pod's agent was started", m.Status.PaneID, warmPane)
+	}
 	if m.Status.PodName != ready.Name || m.Status.PodUID != string(ready.UID) || m.Status.PodPool != p.Name {
 		t.Fatalf("member runs in pod %s (%s) from pool %q; want warm pod %s from %s", m.Status.PodName, m.Status.PodUID, m.Status.PodPool, ready.Name, p.Name)
 	}

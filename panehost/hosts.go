@@ -85,6 +85,22 @@ func (h *Hosts) For(m *fleetv1alpha1.Member) (*herdr.Client, error) {
 	return c, nil
 }
 
+// ForWarmPod returns a client, not kept, of the pane host of the warm Pod
+// name in namespace at ip, which no Member has claimed; close its idle
+// connections when done with it.
+func (h *Hosts) ForWarmPod(namespace, name, ip string) (*herdr.Client, error) {
+	if h.ca == nil {
+		return nil, fmt.Errorf("%w: this fleetd has no pane host CA", ErrNoPaneHost)
+	}
+	port := h.Port
+	if port == 0 {
+		port = DefaultPort
+	}
+	c := herdr.NewTLSClient(net.JoinHostPort(ip, strconv.Itoa(port)), ClientConfig(h.pool, h.clientCert, WarmHostID(namespace, name)))
+	c.OnError = h.OnError
+	return c, nil
+}
+
 // HostID is what m's pane host's certificate is minted for: the Member's
 // UID for a Pod started for it, and the Pod's own name for a warm Pod it
 // claimed (WarmHostID), minted before any Member had it.

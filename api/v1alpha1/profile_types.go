@@ -137,10 +137,11 @@ type ProfileSpec struct {
 	Idle *MemberIdle `json:"idle,omitempty"`
 
 	// warmPool keeps Pods of this profile started ahead of any Member, so a
-	// new Member takes one instead of starting one: its pane host up and
-	// fleetd's tools in place. A Member claims a warm Pod when it runs
-	// from this profile with no pod of its own; with none free it starts
-	// its own, as without a pool.
+	// new Member takes one instead of starting one: its pane host up,
+	// fleetd's tools in place and the profile's agent started in it. A
+	// Member claims a warm Pod when it runs from this profile with no pod
+	// of its own, and takes over its agent when it has no args of its
+	// own; with none free it starts its own Pod, as without a pool.
 	// +optional
 	WarmPool *WarmPool `json:"warmPool,omitempty"`
 
@@ -163,11 +164,12 @@ type WarmPool struct {
 
 // WarmPoolStatus is what a Profile's warm pool holds.
 type WarmPoolStatus struct {
-	// free counts the warm Pods ready to be claimed.
+	// free counts the warm Pods ready to be claimed: the Pod ready, and the
+	// agent started in it ahead ready for work.
 	// +optional
 	Free int32 `json:"free,omitempty"`
 
-	// starting counts the warm Pods not ready yet.
+	// starting counts the warm Pods not ready yet, or whose agent is not.
 	// +optional
 	Starting int32 `json:"starting,omitempty"`
 

@@ -47,9 +47,10 @@ const (
 //   - 4 members of the real Claude Code each way, against the stand-in
 //     model, where the worker image's CLIs were installed (make agents).
 //
-// It fails if a member of the pool did not claim a warm Pod, or one
-// without a pool did. It takes about 5 minutes on a 2-core machine, 2
-// more to load the worker image.
+// The pool's agents are started before its members are created, and the
+// cold members start once the pool has refilled. It fails if a member of
+// the pool did not claim a warm Pod, or one without a pool did. It takes
+// about 5 minutes on a 2-core machine, 2 more to load the worker image.
 func BenchmarkWarmStart(b *testing.B) {
 	requireCluster(b)
 	cl := up(b)
@@ -108,6 +109,8 @@ func (r *scaleRun) warmRound(b *testing.B, n int, claude bool) {
 	r.createProfiles(b, scripted("scripted-warm", warmScripted), scripted("scripted-cold", 0))
 	r.waitPoolFree(b, ns, "scripted-warm", warmScripted)
 	warm := r.applyAtRate(b, ns, "scripted-warm", "sw", warmScripted, ready)
+	// The cold ones start with the pool full again, not beside its refill.
+	r.waitPoolFree(b, ns, "scripted-warm", warmScripted)
 	cold := r.applyAtRate(b, ns, "scripted-cold", "sc", warmScripted, ready)
 	compare("scripted", cold, warm)
 
@@ -133,6 +136,7 @@ func (r *scaleRun) warmRound(b *testing.B, n int, claude bool) {
 		r.createProfiles(b, claudeProfile(ns, "claude-warm", host, warmClaude), claudeProfile(ns, "claude-cold", host, 0))
 		r.waitPoolFree(b, ns, "claude-warm", warmClaude)
 		warm := r.applyAtRate(b, ns, "claude-warm", "cw", warmClaude, ready)
+		r.waitPoolFree(b, ns, "claude-warm", warmClaude)
 		cold := r.applyAtRate(b, ns, "claude-cold", "cc", warmClaude, ready)
 		compare("claude", cold, warm)
 	}
@@ -168,7 +172,8 @@ func (r *scaleRun) createProfiles(b *testing.B, profiles ...*fleetv1alpha1.Profi
 	}
 }
 
-// waitPoolFree waits until profile's warm pool has free Pods ready.
+// waitPoolFree waits until profile's warm pool has free Pods ready, each
+// with its agent started and ready (what free counts).
 func (r *scaleRun) waitPoolFree(b *testing.B, ns, profile string, free int32) {
 	b.Helper()
 	deadline := time.Now().Add(10 * time.Minute)

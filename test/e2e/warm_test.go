@@ -105,9 +105,15 @@ func TestWarmPoolClaim(t *testing.T) {
 	free := freeWarmPods(t, "e2e-warm")
 	tokens := map[string]string{}
 	for i := range free {
-		tokens[free[i].Name] = podToken(t, &free[i])
-		if got := initializeStatus(t, tokens[free[i].Name]); got != http.StatusUnauthorized {
-			t.Errorf("the token of unclaimed warm pod %s: HTTP %d, want %d", free[i].Name, got, http.StatusUnauthorized)
+		token := podToken(t, &free[i])
+		tokens[free[i].Name] = token
+		// It may open a session, as the agent started in the Pod does,
+		// and call no tool.
+		if got := initializeStatus(t, token); got != http.StatusOK {
+			t.Errorf("initialize with the token of unclaimed warm pod %s: HTTP %d, want %d", free[i].Name, got, http.StatusOK)
+		}
+		if err := whoami(context.Background(), w.gatewayURL, token); err == nil {
+			t.Errorf("the token of unclaimed warm pod %s called bridge_whoami", free[i].Name)
 		}
 	}
 
@@ -183,4 +189,42 @@ func TestWarmPoolEmpty(t *testing.T) {
 		t.Errorf("received %q", got)
 	}
 	waitPool(t, "e2e-warm-empty", func(s fleetv1alpha1.WarmPoolStatus) bool { return s.Free == 1 })
+}
+
+// TestWarmPoolRealAgents: a member of a Profile of the real Claude Code
+// (and of Codex) with a warm pool takes over the agent the pool started in
+// its Pod ahead of the claim, and answers with its tools: the agent
+// connected to the gateway with the Pod's token before any member had it,
+// and calls tools as the member after.
+func TestWarmPoolRealAgents(t *testing.T) {
+	clusterMode(t)
+	requireRealAgents(t)
+	dumpOnFailure(t)
+	_, url := startModel(t)
+	for _, a := range []realAgent{claudeCode, codexCLI} {
+		t.Run(string(a.kind), func(t *testing.T) {
+			profile, name := "warm-"+string(a.kind), "warm-"+string(a.kind)+"-1"
+			agentProfile(t, profile, a.kind, url, "")
+			if out, err := w.kubectl("patch", "profile", "-n", ns, profile, "--type=merge", "-p", `{"spec":{"runtime":"Pod","warmPool":{"size":1}}}`); err != nil {
+				t.Fatalf("kubectl patch: %v\n%s", err, out)
+			}
+			waitPool(t, profile, func(s fleetv1alpha1.WarmPoolStatus) bool { return s.Free == 1 })
+			testutil.Eventually(t, "the warm pod's agent to be ready", func() (bool, string) {
+				free := freeWarmPods(t, profile)
+				return len(free) == 1 && free[0].Annotations["fleet.fleetd.dev/warm-ready"] != "", fmt.Sprintf("%d free", len(free))
+			})
+			warm := freeWarmPods(t, profile)[0].Name
+			start := time.Now()
+			m := agentMember(t, name, profile)
+			t.Logf("apply to Ready with a warm %s: %s", a.kind, time.Since(start).Round(time.Millisecond))
+			if m.Status.PodName != warm {
+				t.Fatalf("the member runs in pod %s (pool %q); want warm pod %s", m.Status.PodName, m.Status.PodPool, warm)
+			}
+			r := call(t, session(t, w.token), "bridge_send", map[string]any{"sessionId": name, "content": "reply: warm " + string(a.kind)})
+			wantOutcome(t, r, "reply")
+			if r.Str("text") != "warm "+string(a.kind) {
+				t.Errorf("reply %q", r.Str("text"))
+			}
+		})
+	}
 }

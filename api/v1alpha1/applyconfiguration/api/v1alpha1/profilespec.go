@@ -75,10 +75,11 @@ type ProfileSpecApplyConfiguration struct {
 	// suspended.
 	Idle *MemberIdleApplyConfiguration `json:"idle,omitempty"`
 	// warmPool keeps Pods of this profile started ahead of any Member, so a
-	// new Member takes one instead of starting one: its pane host up and
-	// fleetd's tools in place. A Member claims a warm Pod when it runs
-	// from this profile with no pod of its own; with none free it starts
-	// its own, as without a pool.
+	// new Member takes one instead of starting one: its pane host up,
+	// fleetd's tools in place and the profile's agent started in it. A
+	// Member claims a warm Pod when it runs from this profile with no pod
+	// of its own, and takes over its agent when it has no args of its
+	// own; with none free it starts its own Pod, as without a pool.
 	WarmPool *WarmPoolApplyConfiguration `json:"warmPool,omitempty"`
 	// default marks the profile bridge_send auto-spawns from when no member is
 	// addressed and none exists. At most one profile per namespace should set it;

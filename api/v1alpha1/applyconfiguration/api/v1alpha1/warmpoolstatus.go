@@ -23,9 +23,10 @@ package v1alpha1
 //
 // WarmPoolStatus is what a Profile's warm pool holds.
 type WarmPoolStatusApplyConfiguration struct {
-	// free counts the warm Pods ready to be claimed.
+	// free counts the warm Pods ready to be claimed: the Pod ready, and the
+	// agent started in it ahead ready for work.
 	Free *int32 `json:"free,omitempty"`
-	// starting counts the warm Pods not ready yet.
+	// starting counts the warm Pods not ready yet, or whose agent is not.
 	Starting *int32 `json:"starting,omitempty"`
 	// claimed counts the Members running in a Pod they claimed from the
 	// pool.
