@@ -61,12 +61,21 @@ const suspendablePod = `{workspace: {volumeClaim: {size: 1Gi, storageClassName: 
 // claim, and waits until it is Ready. It returns the received log.
 func suspendableMember(t *testing.T, name, idle string) string {
 	t.Helper()
+	return suspendableTeamMember(t, name, idle, "")
+}
+
+// suspendableTeamMember is suspendableMember in team ("" for none).
+func suspendableTeamMember(t *testing.T, name, idle, team string) string {
+	t.Helper()
 	localCluster(t)
 	workspaceVolume(t, name)
 	log := w.receivedLog(name)
 	spec := fmt.Sprintf("  command: [scripted-agent, --received-log, %s]\n  pod: %s\n", log, suspendablePod)
 	if idle != "" {
 		spec += "  idle: " + idle + "\n"
+	}
+	if team != "" {
+		spec += "  team: " + team + "\n"
 	}
 	apply(t, fmt.Sprintf("apiVersion: fleet.fleetd.dev/v1alpha1\nkind: Member\nmetadata: {name: %s, namespace: %s}\nspec:\n%s", name, ns, spec))
 	t.Cleanup(func() { _, _ = w.kubectl("delete", "member", "-n", ns, name, "--wait=false") })
@@ -179,6 +188,28 @@ func TestSuspendResumedByDelegation(t *testing.T) {
 	waitDelegationPhase(t, "e2e-wake", fleetv1alpha1.DelegationReplied)
 	waitResumed(t, "e2e-idle-kc", fleetv1alpha1.ReasonResumed)
 	if got, want := received(t, log), []string{"reply: woken by kubectl"}; !slices.Equal(got, want) {
+		t.Errorf("received %q, want %q", got, want)
+	}
+}
+
+// TestSuspendResumedByTeamMessage: a team_message to a suspended member
+// resumes it, and is typed once.
+func TestSuspendResumedByTeamMessage(t *testing.T) {
+	dumpOnFailure(t)
+	log := suspendableTeamMember(t, "e2e-idle-team", "{suspendAfter: 2s}", "sleepers")
+	waitSuspended(t, "e2e-idle-team", fleetv1alpha1.ReasonIdle)
+	s := session(t, w.token)
+	r := call(t, s, "team_message", map[string]any{"team": "sleepers", "recipient": "e2e-idle-team", "content": "reply: woken by the team"})
+	if r.IsError {
+		t.Fatalf("team_message: %v %s", r.Fields, r.Text)
+	}
+	ids, _ := r.Fields["dispatchIds"].([]any)
+	testutil.Eventually(t, "the reply to the team message", func() (bool, string) {
+		p := call(t, s, "bridge_poll", nil)
+		return len(ids) == 1 && pollHas(p, fmt.Sprint(ids[0]), "reply", "woken by the team"), fmt.Sprint(p.Fields)
+	}, testutil.Within(3*time.Minute))
+	waitResumed(t, "e2e-idle-team", fleetv1alpha1.ReasonResumed)
+	if got, want := received(t, log), []string{"reply: woken by the team"}; !slices.Equal(got, want) {
 		t.Errorf("received %q, want %q", got, want)
 	}
 }
