@@ -13,8 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
@@ -136,6 +139,19 @@ func setWarmPoolCondition(p *fleetv1alpha1.Profile, problem string) {
 	meta.SetStatusCondition(&p.Status.Conditions, c)
 }
 
+// memberCountsChanged says whether a Member's update changes what its
+// Profile counts: which Profile it runs from, and the Pod it claimed. The
+// Member's other status writes, many a second in a busy fleet, do not.
+func memberCountsChanged(old, updated client.Object) bool {
+	o, ok1 := old.(*fleetv1alpha1.Member)
+	n, ok2 := updated.(*fleetv1alpha1.Member)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return o.Spec.Profile != n.Spec.Profile || o.Status.PodPool != n.Status.PodPool || o.Status.PodName != n.Status.PodName ||
+		(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
+}
+
 // SetupWithManager registers the reconciler; a Member coming or going
 // updates its Profile's count, and a warm Pod's changes its pool.
 func (r *ProfileReconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -148,7 +164,9 @@ func (r *ProfileReconciler) SetupWithManager(mgr ctrl.Manager) error {
 				return nil
 			}
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: m.Namespace, Name: m.Spec.Profile}}}
-		})).
+		}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			return memberCountsChanged(e.ObjectOld, e.ObjectNew)
+		}})).
 		Named("profile").
 		Complete(r)
 }

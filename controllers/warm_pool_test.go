@@ -307,3 +307,23 @@ func TestWarmPool(t *testing.T) {
 		t.Errorf("emptying the pool moved member w1 to pod %q", got.Status.PodName)
 	}
 }
+
+func TestMemberCountsChanged(t *testing.T) {
+	base := testutil.MakeMember("w1", "ns").Profile("p").Obj()
+	for name, tc := range map[string]struct {
+		mutate func(*fleetv1alpha1.Member)
+		want   bool
+	}{
+		"a status write of its agent":  {mutate: func(m *fleetv1alpha1.Member) { m.Status.AgentStatus = fleetv1alpha1.AgentWorking }},
+		"it claims a warm pod":         {mutate: func(m *fleetv1alpha1.Member) { m.Status.PodName, m.Status.PodPool = "p-warm-abcde", "p" }, want: true},
+		"its pod is replaced":          {mutate: func(m *fleetv1alpha1.Member) { m.Status.PodName = "w1-xyz" }, want: true},
+		"it runs from another profile": {mutate: func(m *fleetv1alpha1.Member) { m.Spec.Profile = "q" }, want: true},
+		"it is being deleted":          {mutate: func(m *fleetv1alpha1.Member) { m.DeletionTimestamp = &metav1.Time{Time: time.Now()} }, want: true},
+	} {
+		updated := base.DeepCopy()
+		tc.mutate(updated)
+		if got := memberCountsChanged(base, updated); got != tc.want {
+			t.Errorf("%s: memberCountsChanged = %v, want %v", name, got, tc.want)
+		}
+	}
+}
