@@ -150,6 +150,9 @@ type memberScope struct {
 	// tokenStale says the token Secret was written by someone else: the
 	// pass knows no token a new pane may start with (freshToken).
 	tokenStale bool
+	// claimedNow says this pass claimed a warm Pod: its status does not
+	// name the Pod yet, so the Pod's token is not the member's yet.
+	claimedNow bool
 	// suspendPolicy is what the pass knew about suspending a running
 	// member that may be suspended: suspendDue decides from it, on the
 	// status the pass writes, when to look again.

@@ -53,6 +53,11 @@ func (r *MemberReconciler) reconcilePane(ctx, hctx context.Context, s *memberSco
 		if err != nil {
 			return ctrl.Result{}, err
 		}
+		if !adopted && s.claimedNow {
+			// An agent started now would reach the gateway with the Pod's
+			// token before this pass's status binds it to the member.
+			return ctrl.Result{RequeueAfter: claimedRecheck}, nil
+		}
 		if !adopted {
 			return r.createPane(hctx, s, launch)
 		}

@@ -248,13 +248,12 @@ func (r *MemberReconciler) reconcilePod(ctx context.Context, s *memberScope, w W
 			return false, ctrl.Result{}, err
 		}
 		if warm != nil {
-			// Its pane host is up: the next pass, once this one's status
-			// names the Pod (and with it binds the Pod's token to the
-			// member), starts the agent in it.
+			// Its pane host is up, and the agent started in it ahead is
+			// taken over in this pass (reconcilePane).
 			recordPod(m, warm)
 			s.event(corev1.EventTypeNormal, fleetv1alpha1.ReasonPodClaimed, "Claimed warm pod %s from profile %s's pool", warm.Name, w.Pool)
-			s.facts.pod = &podStart{waiting: "claimed warm pod " + warm.Name}
-			return false, ctrl.Result{RequeueAfter: claimedRecheck}, nil
+			s.facts.podScheduled, s.claimedNow = true, true
+			return true, ctrl.Result{}, nil
 		}
 		if err := r.ensurePaneHostSecret(ctx, m, s.now.Time); err != nil {
 			return false, ctrl.Result{}, err

@@ -22,9 +22,10 @@ import (
 // instead of starting a Pod, a new member takes one whose pane host is up
 // and whose tools are in place, and starts its agent there at once.
 
-// claimedRecheck is when a member that claimed a warm Pod looks again, if
-// the Pod's own change has not brought it back sooner.
-const claimedRecheck = time.Second
+// claimedRecheck is when a member that claimed a warm Pod with no agent
+// to take over looks again, to start its own once its status names the
+// Pod, if the Pod's own change has not brought it back sooner.
+const claimedRecheck = 100 * time.Millisecond
 
 // claimWarmPod claims a free warm Pod of w's pool for m, and returns it;
 // nil when w has no pool or none of its Pods is free and exactly like the
