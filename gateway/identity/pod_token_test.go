@@ -6,11 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -60,7 +58,7 @@ func TestDeletedMemberPodTokenIsNoServiceAccount(t *testing.T) {
 	if err := c.Status().Update(ctx, member); err != nil {
 		t.Fatal(err)
 	}
-	memberToken, primaryToken := podToken(t, sa, memberPod), podToken(t, sa, primaryPod)
+	memberToken, primaryToken := env.PodToken(t, memberPod), env.PodToken(t, primaryPod)
 
 	informers := gatewayCache(t, ns)
 	a := NewAuthenticator(Config{Cache: informers, Live: c, Reviews: c})
@@ -129,7 +127,7 @@ func TestWarmPodTokenIsBoundAtClaim(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	token := podToken(t, sa, warm)
+	token := env.PodToken(t, warm)
 	informers := gatewayCache(t, ns)
 	a := NewAuthenticator(Config{Cache: informers, Live: c, Reviews: c})
 
@@ -208,18 +206,4 @@ func gatewayCache(t *testing.T, ns string) cache.Cache {
 	}
 	go func() { _ = informers.Start(ctx) }()
 	return informers
-}
-
-// podToken is a token of service account sa for the gateway, bound to pod.
-func podToken(t *testing.T, sa *corev1.ServiceAccount, pod *corev1.Pod) string {
-	t.Helper()
-	req := &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{
-		Audiences:         []string{fleetv1alpha1.GatewayAudience},
-		ExpirationSeconds: ptr.To[int64](600),
-		BoundObjectRef:    &authnv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
-	}}
-	if err := env.Client.SubResource("token").Create(context.Background(), sa, req); err != nil {
-		t.Fatalf("requesting a token bound to pod %s: %v", pod.Name, err)
-	}
-	return req.Status.Token
 }

@@ -272,13 +272,19 @@ func (c *cluster) memberToken(member string) (string, error) {
 	if err := c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &pod); err != nil {
 		return "", err
 	}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cmp.Or(pod.Spec.ServiceAccountName, "default")}}
+	return boundToken(ctx, c.client, &pod)
+}
+
+// boundToken is a token as the kubelet projects it into pod: for its
+// service account, audience fleetd, bound to the Pod.
+func boundToken(ctx context.Context, c client.Client, pod *corev1.Pod) (string, error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: cmp.Or(pod.Spec.ServiceAccountName, "default")}}
 	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
 		Audiences:         []string{fleetv1alpha1.GatewayAudience},
 		ExpirationSeconds: ptr.To[int64](3600),
 		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
 	}}
-	if err := c.client.SubResource("token").Create(ctx, sa, tr); err != nil {
+	if err := c.SubResource("token").Create(ctx, sa, tr); err != nil {
 		return "", fmt.Errorf("a token for pod %s: %w", pod.Name, err)
 	}
 	return tr.Status.Token, nil

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -9,10 +8,7 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
@@ -63,20 +59,14 @@ func freeWarmPods(t *testing.T, profile string) []corev1.Pod {
 	return slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil })
 }
 
-// podToken is a token as the kubelet projects it into pod: for its service
-// account, audience fleetd, bound to the Pod.
+// podToken is a token as the kubelet projects it into pod.
 func podToken(t *testing.T, pod *corev1.Pod) string {
 	t.Helper()
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: cmp.Or(pod.Spec.ServiceAccountName, "default")}}
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-		Audiences:         []string{fleetv1alpha1.GatewayAudience},
-		ExpirationSeconds: ptr.To[int64](3600),
-		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
-	}}
-	if err := w.client.SubResource("token").Create(context.Background(), sa, tr); err != nil {
-		t.Fatalf("a token for pod %s: %v", pod.Name, err)
+	token, err := boundToken(context.Background(), w.client, pod)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return tr.Status.Token
+	return token
 }
 
 // warmMember applies a Member of profile.
