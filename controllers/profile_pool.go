@@ -23,9 +23,10 @@ import (
 // to the pool's size and drops those planPool says go. A warm Pod is a
 // member Pod (desiredPod) of the Profile's pod, with no Member yet: its
 // pane host comes up with credentials of its own (WarmPodSecretName,
-// minted for panehost.WarmHostID), fleetd's tools are copied in, and no
-// agent runs. Its token opens nothing at the gateway until a Member claims
-// it (member_warm.go).
+// minted for panehost.WarmHostID), fleetd's tools are copied in, and once
+// it is ready the Profile's agent is started in it (startWarmAgents). Its
+// token lists the gateway's tools and calls none until a Member claims it
+// (member_warm.go).
 
 // WarmPodSecretName is the Secret with a warm Pod's pane host credentials.
 func WarmPodSecretName(pod string) string { return pod + "-fleetd-warm-tls" }
@@ -118,7 +119,39 @@ func (r *ProfileReconciler) reconcilePool(ctx context.Context, p *fleetv1alpha1.
 // started then.
 func (r *ProfileReconciler) startWarmAgents(ctx context.Context, p *fleetv1alpha1.Profile, w Worker, pods []*corev1.Pod) (ok bool) {
 	ok = true
+	// The launch is resolved once, when a Pod needs it: it reads the
+	// Profile's Secrets.
 	var l *Launch
+	var key string
+	launch := func() bool {
+		if l != nil {
+			return true
+		}
+		env, err := resolveEnv(ctx, r.Reader, p.Namespace, w.Env)
+		if err != nil {
+			// The Profile's Ready condition says what is missing.
+			return false
+		}
+		planned, err := planLaunch(w, env, podMCPURL, "", "", agentHome{Dir: podAgentDir, HookCommand: podHookCommand})
+		if err != nil {
+			return false
+		}
+		l, key = &planned, warmLaunchKey(planned)
+		return true
+	}
+	for _, pod := range pods {
+		if _, started := pod.Annotations[annotationWarmLaunch]; started && !launch() {
+			return ok
+		}
+	}
+	// An agent started from what the Profile said before (its env, args
+	// or agent settings changed since) is no member's: its Pod is replaced.
+	for _, pod := range staleWarmAgents(pods, key) {
+		log.FromContext(ctx).V(1).Info("Dropping a warm pod whose agent the profile no longer runs", "pod", pod.Name)
+		if err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+			ok = false
+		}
+	}
 	for _, pod := range pods {
 		if verdict, _ := judgePod(pod, nil); verdict != podRunning {
 			continue
@@ -126,23 +159,16 @@ func (r *ProfileReconciler) startWarmAgents(ctx context.Context, p *fleetv1alpha
 		if _, ready := pod.Annotations[annotationWarmReady]; ready {
 			continue
 		}
-		if key, started := pod.Annotations[annotationWarmLaunch]; started {
-			if ready, err := r.warmAgentReady(ctx, pod, key); err != nil || !ready {
-				ok = false
+		if started, isStarted := pod.Annotations[annotationWarmLaunch]; isStarted {
+			if started == key {
+				if ready, err := r.warmAgentReady(ctx, pod, key); err != nil || !ready {
+					ok = false
+				}
 			}
 			continue
 		}
-		if l == nil {
-			env, err := resolveEnv(ctx, r.Reader, p.Namespace, w.Env)
-			if err != nil {
-				// The Profile's Ready condition says what is missing.
-				return ok
-			}
-			launch, err := planLaunch(w, env, podMCPURL, "", "", agentHome{Dir: podAgentDir, HookCommand: podHookCommand})
-			if err != nil {
-				return ok
-			}
-			l = &launch
+		if !launch() {
+			return ok
 		}
 		if err := r.startWarmAgent(ctx, pod, *l); err != nil {
 			log.FromContext(ctx).Info("Starting the agent of a warm pod", "pod", pod.Name, "error", err.Error())

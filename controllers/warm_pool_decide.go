@@ -52,6 +52,19 @@ func warmLaunchKey(l Launch) string {
 	return hex.EncodeToString(sum[:])[:16]
 }
 
+// staleWarmAgents are the Pods of pods whose agent was started from a
+// launch other than key's: the Profile changed since. None when key is
+// unknown ("").
+func staleWarmAgents(pods []*corev1.Pod, key string) []*corev1.Pod {
+	var stale []*corev1.Pod
+	for _, pod := range pods {
+		if started, ok := pod.Annotations[annotationWarmLaunch]; ok && key != "" && started != key {
+			stale = append(stale, pod)
+		}
+	}
+	return stale
+}
+
 // warmPodMaxAge is how long a free warm Pod is kept before it is
 // replaced: well before its pane host's certificate needs renewing, so a
 // free one never does.

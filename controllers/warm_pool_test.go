@@ -327,3 +327,23 @@ func TestMemberCountsChanged(t *testing.T) {
 		}
 	}
 }
+
+func TestStaleWarmAgents(t *testing.T) {
+	now := time.Now()
+	mk := func(name string, annotations map[string]string) *corev1.Pod {
+		p := warmPodFixture(name, now, true, func(p *corev1.Pod) { p.Annotations = annotations })
+		return &p
+	}
+	pods := []*corev1.Pod{
+		mk("current", map[string]string{annotationWarmLaunch: "k2", annotationWarmReady: "true"}),
+		mk("before", map[string]string{annotationWarmLaunch: "k1", annotationWarmReady: "true"}),
+		mk("none-yet", nil),
+	}
+	got := staleWarmAgents(pods, "k2")
+	if len(got) != 1 || got[0].Name != "before" {
+		t.Errorf("stale: %v; want the pod whose agent was started from the launch before", got)
+	}
+	if got := staleWarmAgents(pods, ""); len(got) != 0 {
+		t.Errorf("with the launch unknown, stale: %v; want none", got)
+	}
+}
