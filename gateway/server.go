@@ -403,14 +403,24 @@ var discoveryMethods = map[string]bool{"initialize": true, "ping": true, "tools/
 // discovery only; discovery is small.
 const maxDiscoveryBody = 64 << 10
 
-// onlyDiscovery says whether r is an MCP POST whose every message is one
-// of discoveryMethods or a notification. An agent started in a warm Pod
+// onlyDiscovery says whether r is an MCP GET or DELETE, or a POST whose
+// every message is one of discoveryMethods or a notification. An agent started in a warm Pod
 // ahead of its claim (controllers/profile_pool.go) connects at its start,
 // and neither CLI connects again to a server that refused it; its first
 // tool call comes after the claim, when the same token is its Member's.
 // The body is read, and put back for the handler.
 func onlyDiscovery(r *http.Request) bool {
-	if r.Method != http.MethodPost || r.Body == nil {
+	switch r.Method {
+	case http.MethodGet, http.MethodDelete:
+		// The stream a client opens for the server's own messages, and
+		// the end of its session: no tool runs, and a refusal here would
+		// make a CLI take the server for one that needs a login.
+		return true
+	case http.MethodPost:
+	default:
+		return false
+	}
+	if r.Body == nil {
 		return false
 	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, maxDiscoveryBody+1))

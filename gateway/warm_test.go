@@ -45,6 +45,16 @@ func TestUnclaimedWarmPodDiscoversOnly(t *testing.T) {
 	if res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "bridge_whoami"}); err == nil && !res.IsError {
 		t.Fatalf("an unclaimed warm pod's token called bridge_whoami: %+v", res.StructuredContent)
 	}
+	// The stream a client opens for the server's messages is no login
+	// prompt: the stateless gateway has none to offer, and says so.
+	stream, _ := http.NewRequest(http.MethodGet, h.url+"/mcp", nil)
+	stream.Header.Set("Authorization", "Bearer "+token)
+	stream.Header.Set("Accept", "text/event-stream")
+	if resp, err := http.DefaultClient.Do(stream); err != nil || resp.StatusCode == http.StatusUnauthorized {
+		t.Errorf("GET /mcp with an unclaimed warm pod's token: %v, %v; want no 401", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	req, _ := http.NewRequest(http.MethodGet, h.url+"/agents", nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
