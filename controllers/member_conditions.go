@@ -169,6 +169,10 @@ func agentReadyCondition(st *fleetv1alpha1.MemberStatus, f memberFacts) conditio
 	case f.observed != nil:
 		switch judgeAgent(f.observed.Agent, st.AgentStatus) {
 		case agentReady:
+			if f.settling > 0 {
+				v = verdict(metav1.ConditionFalse, fleetv1alpha1.ReasonAgentStarting, "the agent is up, and connecting to its MCP servers")
+				break
+			}
 			v = verdict(metav1.ConditionTrue, fleetv1alpha1.ReasonReady, fmt.Sprintf("the agent is %s", st.AgentStatus))
 		case agentBlockedAtStart:
 			v = verdict(metav1.ConditionFalse, fleetv1alpha1.ReasonBlockedAtStart,

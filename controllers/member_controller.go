@@ -114,6 +114,9 @@ type MemberReconciler struct {
 	// turns is when each Member's agent was first seen working in its
 	// current turn (holdWorking).
 	turns sync.Map // types.NamespacedName -> turnStart
+	// started is when this process started each Member's hooked agent
+	// (createPane), until it has settled (agentSettle).
+	started sync.Map // types.NamespacedName -> time.Time
 	// own is what this controller wrote that its cache may not show yet.
 	own ownWrites
 }
@@ -189,6 +192,7 @@ func (r *MemberReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		if apierrors.IsNotFound(err) {
 			r.PaneWatch.Forget(req.NamespacedName)
 			r.turns.Delete(req.NamespacedName)
+			r.started.Delete(req.NamespacedName)
 			r.own.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -330,6 +334,7 @@ func (r *MemberReconciler) reconcileDelete(ctx context.Context, m *fleetv1alpha1
 	key := client.ObjectKeyFromObject(m)
 	r.PaneWatch.Forget(key)
 	r.Screens.Forget(key)
+	r.started.Delete(key)
 	original := m.DeepCopy()
 	s := r.newScope(m)
 	s.facts.deleting = true

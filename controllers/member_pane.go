@@ -29,6 +29,15 @@ import (
 // looks again, once the cache has caught up.
 const staleRetry = 100 * time.Millisecond
 
+// agentSettle is how long Claude Code or Codex, started in a pane, runs
+// before it takes work. Both show their prompt, which herdr reads as
+// ready, before they have connected to their MCP servers, which they do in
+// the background: a message typed at once was answered with no fleetd
+// tools (the model saw none offered). An agent taken over from a warm Pod
+// settled there (warmAgentSettle); one adopted after a restart of fleetd
+// has run for longer.
+const agentSettle = 5 * time.Second
+
 // reconcilePane creates, adopts, observes or replaces the Member's pane.
 func (r *MemberReconciler) reconcilePane(ctx, hctx context.Context, s *memberScope, launch Launch) (ctrl.Result, error) {
 	m := s.member
@@ -100,6 +109,14 @@ func (r *MemberReconciler) reconcilePane(ctx, hctx context.Context, s *memberSco
 		observeAgent(&m.Status, obs.Agent, s.sawWorking, s.now)
 	}
 	again := r.observeHooks(ctx, s)
+	if at, ok := r.started.Load(key); ok {
+		if left := agentSettle - s.now.Sub(at.(time.Time)); left > 0 {
+			s.facts.settling = left
+			again = sooner(again, left)
+		} else {
+			r.started.Delete(key)
+		}
+	}
 	switch judgeAgent(obs.Agent, m.Status.AgentStatus) {
 	case agentBlockedAtStart:
 		return ctrl.Result{RequeueAfter: launchPoll}, nil
@@ -280,6 +297,9 @@ func (r *MemberReconciler) createPane(ctx context.Context, s *memberScope, l Lau
 		return ctrl.Result{}, fmt.Errorf("starting the agent in pane %s: %w", ws.RootPane.PaneID, err)
 	}
 	s.facts.started = &startedPane{paneID: ws.RootPane.PaneID, workspaceID: ws.Workspace.WorkspaceID}
+	if agents.Hooked(fleetv1alpha1.AgentKind(l.AgentKind)) {
+		r.started.Store(client.ObjectKeyFromObject(m), s.now.Time)
+	}
 	observeAgent(&m.Status, nil, false, s.now)
 	s.event(corev1.EventTypeNormal, fleetv1alpha1.ReasonPaneCreated, "Started the agent in pane %s", ws.RootPane.PaneID)
 	r.PaneWatch.Track(client.ObjectKeyFromObject(m), ws.RootPane.PaneID, s.panes)

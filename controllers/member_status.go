@@ -192,6 +192,9 @@ func observeAgent(st *fleetv1alpha1.MemberStatus, a *herdr.AgentInfo, sawWorking
 // left zero is something the pass did not find out (it returned before,
 // or it was not so).
 type memberFacts struct {
+	// settling is how long a hooked agent this process just started has
+	// still to run before it takes work (agentSettle).
+	settling time.Duration
 	// unresolved is a Profile or Secret the spec needs that does not exist.
 	unresolved *missingError
 	// boundary is why starting the agent would cross the subscription

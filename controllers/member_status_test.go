@@ -593,6 +593,11 @@ func TestAgentReadyCondition(t *testing.T) {
 			facts:  memberFacts{started: &startedPane{"w1:p1", "w1"}, observed: &PaneObservation{Exists: true, Agent: idle}},
 			want:   verdict(metav1.ConditionTrue, fleetv1alpha1.ReasonReady, "the agent is idle"),
 		},
+		"an agent seen idle just after its start": {
+			status: fleetv1alpha1.MemberStatus{AgentStatus: fleetv1alpha1.AgentIdle},
+			facts:  memberFacts{observed: &PaneObservation{Exists: true, Agent: idle}, settling: time.Second},
+			want:   verdict(no, fleetv1alpha1.ReasonAgentStarting, "the agent is up, and connecting to its MCP servers"),
+		},
 		"a dialog before it was ever ready": {
 			status: fleetv1alpha1.MemberStatus{AgentStatus: fleetv1alpha1.AgentBlocked},
 			facts:  memberFacts{observed: &PaneObservation{Exists: true, Agent: launching}},
