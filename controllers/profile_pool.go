@@ -42,7 +42,7 @@ func warmPodName(profile string) string {
 
 // warmAgentRetry is how soon a pool whose warm Pods' agents are starting
 // (or could not be started) looks again.
-const warmAgentRetry = 500 * time.Millisecond
+const warmAgentRetry = time.Second
 
 // poolPass is what a pass over a warm pool found.
 type poolPass struct {
@@ -189,6 +189,7 @@ func (r *ProfileReconciler) startWarmAgent(ctx context.Context, pod *corev1.Pod,
 		marked.Annotations = map[string]string{}
 	}
 	marked.Annotations[annotationWarmLaunch] = key
+	marked.Annotations[annotationWarmStarted] = time.Now().UTC().Format(time.RFC3339)
 	if err := r.Client.Patch(ctx, marked, client.MergeFromWithOptions(pod, client.MergeFromWithOptimisticLock{})); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return nil
@@ -252,8 +253,12 @@ func startLaunch(ctx context.Context, c *herdr.Client, l Launch, key, name strin
 }
 
 // warmAgentReady looks at the agent started in warm Pod pod from the
-// launch of key, and once it is ready for work says so on the Pod.
+// launch of key, and once it is ready for work, and has run for
+// warmAgentSettle, says so on the Pod.
 func (r *ProfileReconciler) warmAgentReady(ctx context.Context, pod *corev1.Pod, key string) (bool, error) {
+	if !warmAgentSettled(pod, time.Now()) {
+		return false, nil
+	}
 	c, err := r.Hosts.ForWarmPod(pod.Namespace, pod.Name, pod.Status.PodIP)
 	if err != nil {
 		return false, err

@@ -30,6 +30,25 @@ const labelPoolTemplate = "fleet.fleetd.dev/pool-template"
 // started in it ahead of the claim.
 const annotationWarmLaunch = "fleet.fleetd.dev/warm-launch"
 
+// annotationWarmStarted, on a warm Pod, is when its agent was started
+// (RFC 3339).
+const annotationWarmStarted = "fleet.fleetd.dev/warm-started"
+
+// warmAgentSettle is how long an agent started in a warm Pod must have
+// run before the Pod counts as free. Claude Code and Codex show their
+// prompt, which is what herdr reads as ready, before they have connected
+// to their MCP servers, which they do in the background; a member that
+// took one over at once could get its first message before its tools. A
+// cold start waits as long for its Pod and more.
+const warmAgentSettle = 5 * time.Second
+
+// warmAgentSettled says whether the agent started in pod has run for
+// warmAgentSettle at now; an unreadable start time has not.
+func warmAgentSettled(pod *corev1.Pod, now time.Time) bool {
+	started, err := time.Parse(time.RFC3339, pod.Annotations[annotationWarmStarted])
+	return err == nil && now.Sub(started) >= warmAgentSettle
+}
+
 // annotationWarmReady, on a warm Pod, says the agent started in it ahead
 // of the claim is ready for work.
 const annotationWarmReady = "fleet.fleetd.dev/warm-ready"

@@ -328,6 +328,22 @@ func TestMemberCountsChanged(t *testing.T) {
 	}
 }
 
+func TestWarmAgentSettled(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{annotationWarmStarted: now.Add(-d).Format(time.RFC3339)}}}
+	}
+	if warmAgentSettled(at(time.Second), now) {
+		t.Error("an agent started a second ago counts as settled")
+	}
+	if !warmAgentSettled(at(warmAgentSettle), now) {
+		t.Error("an agent started warmAgentSettle ago does not count as settled")
+	}
+	if warmAgentSettled(&corev1.Pod{}, now) {
+		t.Error("an agent with no start time counts as settled")
+	}
+}
+
 func TestStaleWarmAgents(t *testing.T) {
 	now := time.Now()
 	mk := func(name string, annotations map[string]string) *corev1.Pod {
