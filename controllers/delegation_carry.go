@@ -26,7 +26,7 @@ import (
 // never gets typed (withdrawn, refused, pane lost) loses nothing.
 func (r *DelegationReconciler) acknowledgeOriginal(ctx context.Context, carrier *fleetv1alpha1.Delegation, now time.Time) error {
 	original := &fleetv1alpha1.Delegation{}
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: carrier.Namespace, Name: carrier.Spec.InReplyTo}, original)
+	err := r.fleet(r.Client).Get(ctx, types.NamespacedName{Namespace: carrier.Namespace, Name: carrier.Spec.InReplyTo}, original)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -78,7 +78,7 @@ func (r *DelegationReconciler) carry(ctx context.Context, d *fleetv1alpha1.Deleg
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      name,
 			Namespace: d.Namespace,
-			Labels:    map[string]string{fleetv1alpha1.LabelMember: d.Spec.From.Name},
+			Labels:    map[string]string{fleetv1alpha1.LabelMember: d.Spec.From.Name, fleetv1alpha1.LabelShard: r.shardOf(d.Namespace, d.Spec.From.Name)},
 			Annotations: map[string]string{
 				fleetv1alpha1.AnnotationSequence: r.Clock.Now().UTC().Format(time.RFC3339Nano),
 			},

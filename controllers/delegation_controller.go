@@ -40,6 +40,7 @@ const tailLines = 40
 // Delegations, lets delegation.Decide say what is due, and carries each
 // step out through the delegation package's transitions with one write.
 type DelegationReconciler struct {
+	Sharding
 	Client client.Client
 	// Reader reads from the API server: the Secrets a message's images
 	// come from, which the cache does not hold.
@@ -86,6 +87,10 @@ var errConflict = errors.New("delegation changed underneath; looking again")
 
 // Reconcile decides and carries out what is due for one member's queue.
 func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if !r.owns(req.Namespace, req.Name) {
+		// Another replica's queue: its Delegations are not in this cache.
+		return ctrl.Result{}, nil
+	}
 	member := &fleetv1alpha1.Member{}
 	view := delegation.Member{Gone: true}
 	command := false
@@ -192,7 +197,7 @@ func (r *DelegationReconciler) mootCarriers(ctx context.Context, ns string, ds [
 			continue
 		}
 		original := &fleetv1alpha1.Delegation{}
-		err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: d.Spec.InReplyTo}, original)
+		err := r.fleet(r.Client).Get(ctx, types.NamespacedName{Namespace: ns, Name: d.Spec.InReplyTo}, original)
 		switch {
 		case apierrors.IsNotFound(err):
 			// Whatever it carries, the carrier holds all of it.

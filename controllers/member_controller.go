@@ -70,6 +70,7 @@ const herdrTimeout = 10 * time.Second
 // and setConditions (member_conditions.go) turns them into the Member's
 // conditions, one function per condition.
 type MemberReconciler struct {
+	Sharding
 	Client client.Client
 	Reader client.Reader // uncached, for env Secrets the cache does not hold
 	// Panes is the shared pane server beside fleetd.
@@ -187,6 +188,9 @@ func (r *MemberReconciler) runtimes() *Runtimes {
 
 // Reconcile brings one Member's pane in line with its spec.
 func (r *MemberReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if !r.owns(req.Namespace, req.Name) {
+		return ctrl.Result{}, nil
+	}
 	m := &fleetv1alpha1.Member{}
 	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -375,6 +375,7 @@ func (r *MemberReconciler) dropPod(ctx context.Context, pod *corev1.Pod, force b
 // createPod starts the Member's Pod.
 func (r *MemberReconciler) createPod(ctx context.Context, m *fleetv1alpha1.Member, w Worker, claim string) (*corev1.Pod, error) {
 	pod := desiredPod(m, w.Pod, r.Pods, claim)
+	pod.Labels[fleetv1alpha1.LabelShard] = r.shardOf(m.Namespace, m.Name)
 	if err := controllerutil.SetControllerReference(m, pod, r.Client.Scheme()); err != nil {
 		return nil, err
 	}
@@ -414,7 +415,10 @@ func (r *MemberReconciler) ensurePaneHostSecret(ctx context.Context, m *fleetv1a
 	secret = &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: key.Name, Namespace: key.Namespace,
-			Labels: map[string]string{fleetv1alpha1.LabelMember: m.Name, fleetv1alpha1.LabelMemberUID: string(m.UID)},
+			Labels: map[string]string{
+				fleetv1alpha1.LabelMember: m.Name, fleetv1alpha1.LabelMemberUID: string(m.UID),
+				fleetv1alpha1.LabelShard: r.shardOf(m.Namespace, m.Name),
+			},
 		},
 		Type: corev1.SecretTypeOpaque,
 		Data: data,

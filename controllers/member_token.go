@@ -90,6 +90,7 @@ func (r *MemberReconciler) mintToken(ctx context.Context, m *fleetv1alpha1.Membe
 	secret.Labels = map[string]string{
 		fleetv1alpha1.LabelMember:    m.Name,
 		fleetv1alpha1.LabelMemberUID: string(m.UID),
+		fleetv1alpha1.LabelShard:     r.shardOf(m.Namespace, m.Name),
 	}
 	secret.Type = corev1.SecretTypeOpaque
 	secret.Data = map[string][]byte{fleetv1alpha1.TokenSecretKey: []byte(token)}

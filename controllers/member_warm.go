@@ -39,7 +39,8 @@ func (r *MemberReconciler) claimWarmPod(ctx context.Context, m *fleetv1alpha1.Me
 		return nil, nil
 	}
 	var pods corev1.PodList
-	if err := r.Client.List(ctx, &pods, client.InNamespace(m.Namespace),
+	// A pool's Pods are in its Profile's shard until claimed.
+	if err := r.fleet(r.Client).List(ctx, &pods, client.InNamespace(m.Namespace),
 		client.MatchingLabels{fleetv1alpha1.LabelPool: w.Pool, fleetv1alpha1.LabelMember: ""}); err != nil {
 		return nil, fmt.Errorf("listing warm pods: %w", err)
 	}
@@ -47,6 +48,7 @@ func (r *MemberReconciler) claimWarmPod(ctx context.Context, m *fleetv1alpha1.Me
 		claimed := pod.DeepCopy()
 		claimed.Labels[fleetv1alpha1.LabelMember] = m.Name
 		claimed.Labels[fleetv1alpha1.LabelMemberUID] = string(m.UID)
+		claimed.Labels[fleetv1alpha1.LabelShard] = r.shardOf(m.Namespace, m.Name)
 		claimed.OwnerReferences = nil
 		if err := controllerutil.SetControllerReference(m, claimed, r.Client.Scheme()); err != nil {
 			return nil, err
@@ -71,7 +73,8 @@ func (r *MemberReconciler) claimWarmPod(ctx context.Context, m *fleetv1alpha1.Me
 func (r *MemberReconciler) ensureClaimedPodSecret(ctx context.Context, m *fleetv1alpha1.Member) error {
 	secret := &corev1.Secret{}
 	key := types.NamespacedName{Namespace: m.Namespace, Name: WarmPodSecretName(m.Status.PodName)}
-	if err := r.Client.Get(ctx, key, secret); err != nil {
+	// It stays in the pool's shard: the Pod's claim does not move it.
+	if err := r.fleet(r.Client).Get(ctx, key, secret); err != nil {
 		// Gone with its Pod: the Pod's loss is judged elsewhere.
 		return client.IgnoreNotFound(err)
 	}

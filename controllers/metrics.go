@@ -24,6 +24,9 @@ import (
 type Metrics struct {
 	reg prometheus.Registerer
 
+	stateMu sync.Mutex
+	state   *stateCollector
+
 	phaseSeconds   *prometheus.HistogramVec
 	settleSeconds  *prometheus.HistogramVec
 	outcomes       *prometheus.CounterVec

@@ -3,6 +3,8 @@ package controllers
 import (
 	"cmp"
 	"context"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,11 +36,37 @@ var (
 // stateCollector reports the Members and Delegations that are, counted
 // from the informer cache at scrape time: nothing to keep in step, so
 // nothing drifts. It reports only once its manager is elected leader, so
-// that replicas on standby do not report the same fleet again.
+// that replicas on standby do not report the same fleet again, and only
+// the Members of its shards, so that sharded replicas report each Member
+// once.
+//
+// It is registered once, with the first controllers' manager, and reads
+// from the latest one's cache: a replica's controllers start again, with
+// a new cache, when the shards it owns change.
 type stateCollector struct {
+	mu      sync.Mutex
 	reader  client.Reader
 	clock   clock.PassiveClock
 	elected <-chan struct{}
+	owns    func(namespace, name string) bool
+}
+
+// useState makes the Member and Delegation gauges report from reader, the
+// cache of the controllers of owned shards.
+func (m *Metrics) useState(reader client.Reader, clk clock.PassiveClock, elected <-chan struct{}, owns func(namespace, name string) bool) error {
+	m.stateMu.Lock()
+	defer m.stateMu.Unlock()
+	if m.state == nil {
+		m.state = &stateCollector{}
+		if err := m.reg.Register(m.state); err != nil {
+			m.state = nil
+			return err
+		}
+	}
+	m.state.mu.Lock()
+	defer m.state.mu.Unlock()
+	m.state.reader, m.state.clock, m.state.elected, m.state.owns = reader, clk, elected, owns
+	return nil
 }
 
 var _ prometheus.Collector = (*stateCollector)(nil)
@@ -52,8 +80,11 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	reader, clk, elected, owns := c.reader, c.clock, c.elected, c.owns
+	c.mu.Unlock()
 	select {
-	case <-c.elected:
+	case <-elected:
 	default:
 		return
 	}
@@ -61,19 +92,22 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	// The scrape only reads: no copy of every object for it.
 	var members fleetv1alpha1.MemberList
-	if err := c.reader.List(ctx, &members, client.UnsafeDisableDeepCopy); err != nil {
+	if err := reader.List(ctx, &members, client.UnsafeDisableDeepCopy); err != nil {
 		ch <- prometheus.NewInvalidMetric(membersDesc, err)
 	} else {
+		if owns != nil {
+			members.Items = slices.DeleteFunc(members.Items, func(m fleetv1alpha1.Member) bool { return !owns(m.Namespace, m.Name) })
+		}
 		for k, n := range countMembers(members.Items) {
 			ch <- prometheus.MustNewConstMetric(membersDesc, prometheus.GaugeValue, float64(n), k.namespace, k.phase, k.agentStatus)
 		}
 	}
 	var delegations fleetv1alpha1.DelegationList
-	if err := c.reader.List(ctx, &delegations, client.UnsafeDisableDeepCopy); err != nil {
+	if err := reader.List(ctx, &delegations, client.UnsafeDisableDeepCopy); err != nil {
 		ch <- prometheus.NewInvalidMetric(delegationsDesc, err)
 		return
 	}
-	counts := countDelegations(delegations.Items, c.clock.Now())
+	counts := countDelegations(delegations.Items, clk.Now())
 	for k, n := range counts.byPhase {
 		ch <- prometheus.MustNewConstMetric(delegationsDesc, prometheus.GaugeValue, float64(n), k.namespace, k.phase)
 	}

@@ -31,6 +31,7 @@ const secretRecheck = time.Minute
 // ProfileReconciler reports whether Members can be started from a Profile
 // (every Secret its env refers to exists) and how many run from it.
 type ProfileReconciler struct {
+	Sharding
 	Client client.Client
 	// Reader reads Secrets uncached.
 	Reader client.Reader
@@ -53,6 +54,9 @@ type ProfileReconciler struct {
 
 // Reconcile computes one Profile's status.
 func (r *ProfileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if !r.owns(req.Namespace, req.Name) {
+		return ctrl.Result{}, nil
+	}
 	p := &fleetv1alpha1.Profile{}
 	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)

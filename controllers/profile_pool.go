@@ -312,6 +312,7 @@ func (r *ProfileReconciler) startWarmPod(ctx context.Context, p *fleetv1alpha1.P
 			// caches hold it.
 			fleetv1alpha1.LabelMember: "",
 			fleetv1alpha1.LabelPool:   p.Name,
+			fleetv1alpha1.LabelShard:  r.shardOf(p.Namespace, p.Name),
 			labelPoolTemplate:         template,
 		},
 		tlsSecret: WarmPodSecretName(name),
@@ -329,7 +330,7 @@ func (r *ProfileReconciler) startWarmPod(ctx context.Context, p *fleetv1alpha1.P
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: WarmPodSecretName(name), Namespace: p.Namespace,
-			Labels: map[string]string{fleetv1alpha1.LabelMember: "", fleetv1alpha1.LabelPool: p.Name},
+			Labels: map[string]string{fleetv1alpha1.LabelMember: "", fleetv1alpha1.LabelPool: p.Name, fleetv1alpha1.LabelShard: r.shardOf(p.Namespace, p.Name)},
 		},
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{panehost.CertKey: certPEM, panehost.KeyKey: keyPEM, panehost.CAKey: r.CA.CertPEM},

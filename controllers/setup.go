@@ -54,6 +54,9 @@ type Config struct {
 	// PaneCollectInterval is how often the shared pane server is swept for
 	// workspaces whose Member is gone (DefaultPaneCollectInterval if zero).
 	PaneCollectInterval time.Duration
+	// Sharding is which shards these controllers own; the zero value owns
+	// every one.
+	Sharding Sharding
 	// Metrics, when set, records Delegations' phases and outcomes and
 	// Members' restarts; the Member and Delegation gauges join them on its
 	// registry.
@@ -107,13 +110,13 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		}
 	}
 	if cfg.Metrics != nil {
-		state := &stateCollector{reader: mgr.GetCache(), clock: cfg.Clock, elected: mgr.Elected()}
-		if err := cfg.Metrics.reg.Register(state); err != nil {
+		if err := cfg.Metrics.useState(mgr.GetCache(), cfg.Clock, mgr.Elected(), cfg.Sharding.owns); err != nil {
 			return fmt.Errorf("registering the member and delegation gauges: %w", err)
 		}
 	}
 	runtimes := NewRuntimes(cfg.Panes, cfg.PaneHosts, agentDir, cfg.HookCommand)
 	members := &MemberReconciler{
+		Sharding:                cfg.Sharding,
 		Runtimes:                runtimes,
 		DefaultRuntime:          cfg.DefaultRuntime,
 		Pods:                    cfg.Pods,
@@ -135,6 +138,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		return fmt.Errorf("setting up the member controller: %w", err)
 	}
 	delegations := &DelegationReconciler{
+		Sharding:                cfg.Sharding,
 		Runtimes:                runtimes,
 		Client:                  mgr.GetClient(),
 		Reader:                  mgr.GetAPIReader(),
@@ -148,7 +152,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	if err := delegations.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the delegation controller: %w", err)
 	}
-	profiles := &ProfileReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Pods: cfg.Pods, CA: cfg.CA, Hosts: cfg.PaneHosts}
+	profiles := &ProfileReconciler{Sharding: cfg.Sharding, Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Pods: cfg.Pods, CA: cfg.CA, Hosts: cfg.PaneHosts}
 	if err := profiles.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the profile controller: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/fleetd/fleetd/delegation"
 	"github.com/fleetd/fleetd/herdr"
 	"github.com/fleetd/fleetd/herdr/detect"
+	"github.com/fleetd/fleetd/shard"
 )
 
 // Defaults of Options.
@@ -33,6 +34,10 @@ type Options struct {
 	// whose data keys are principal names and whose values are their tokens.
 	// Empty disables static tokens.
 	StaticTokens types.NamespacedName
+	// Shards is the shard count a Delegation is labelled by, with its
+	// receiver's shard (fleet.fleetd.dev/shard), so that only that shard's
+	// fleetd replica caches it. Default shard.DefaultCount.
+	Shards int
 	// MaxTimeout caps timeoutMs of held calls. Default one hour.
 	MaxTimeout time.Duration
 	// ProgressInterval is how often a held call sends a progress
@@ -136,6 +141,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Namespace == "" {
 		o.Namespace = DefaultNamespace
+	}
+	if o.Shards <= 0 {
+		o.Shards = shard.DefaultCount
 	}
 	if o.MaxTimeout <= 0 {
 		o.MaxTimeout = DefaultMaxTimeout

@@ -19,6 +19,7 @@ import (
 	"github.com/fleetd/fleetd/gateway/identity"
 	"github.com/fleetd/fleetd/gateway/toolerr"
 	"github.com/fleetd/fleetd/internal/tracing"
+	"github.com/fleetd/fleetd/shard"
 )
 
 // maxIdempotencyKey bounds an idempotency key, as the API does.
@@ -144,6 +145,7 @@ func (s *service) newDelegation(p *identity.Principal, member *fleetv1alpha1.Mem
 			Labels: map[string]string{
 				fleetv1alpha1.LabelMember: member.Name,
 				fleetv1alpha1.LabelSender: identity.SenderLabel(p.API()),
+				fleetv1alpha1.LabelShard:  shard.Value(shard.Of(p.Namespace, member.Name, s.opts.Shards)),
 			},
 			Annotations: map[string]string{
 				// Creation timestamps have whole seconds; the queue needs the

@@ -198,6 +198,16 @@ const (
 	// LabelSender names the sender of a Delegation (a member name or a
 	// principal hash), for bridge_poll.
 	LabelSender = "fleet.fleetd.dev/sender"
+	// LabelShard is the shard (a decimal number) of the Member an object
+	// belongs to or a Delegation is sent to: a hash of the Member's
+	// namespace and name, so it never changes while the shard count does
+	// not. A warm Pod carries its Profile's until a Member claims it. Each
+	// fleetd replica caches and writes only the shards it holds Leases for.
+	LabelShard = "fleet.fleetd.dev/shard"
+	// LabelLease marks fleetd's Leases: "shard" for a shard's (its holder
+	// is the replica that owns the shard), "replica" for a replica's own,
+	// which it renews while it lives.
+	LabelLease = "fleet.fleetd.dev/lease"
 	// LabelStaticToken marks a Secret whose keys are static gateway tokens.
 	LabelStaticToken = "fleet.fleetd.dev/static-token"
 	// AnnotationSequence orders Delegations created within the same second:

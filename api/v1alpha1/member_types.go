@@ -333,6 +333,7 @@ type MemberStatus struct {
 // +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restarts`,priority=1
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.nodeName`,priority=1
 // +kubebuilder:printcolumn:name="Pod",type=string,JSONPath=`.status.podName`,priority=1
+// +kubebuilder:printcolumn:name="Shard",type=string,JSONPath=`.metadata.labels['fleet\.fleetd\.dev/shard']`,priority=1
 // +kubebuilder:printcolumn:name="Pool",type=string,JSONPath=`.status.podPool`,priority=1
 // +kubebuilder:printcolumn:name="Profile",type=string,JSONPath=`.spec.profile`,priority=1
 // +kubebuilder:printcolumn:name="Input",type=integer,JSONPath=`.status.usage.inputTokens`,priority=1

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/shard"
 )
 
 // Options are fleetd's manager cache options: Secrets and Pods limited to
@@ -36,4 +37,21 @@ func Options() cache.Options {
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
 	}
+}
+
+// ShardOptions are the cache options of the controllers of the owned
+// shards: as Options, with Delegations, and members' Pods and Secrets,
+// limited to those labelled with an owned shard. Members and Profiles
+// stay whole: they are small, the controllers look up a message's sender
+// whatever its shard, and a warm pool's Profile counts every Member.
+func ShardOptions(owned []int) cache.Options {
+	o := Options()
+	sel := shard.Selector(owned)
+	for obj, by := range o.ByObject {
+		reqs, _ := sel.Requirements()
+		by.Label = by.Label.Add(reqs...)
+		o.ByObject[obj] = by
+	}
+	o.ByObject[&fleetv1alpha1.Delegation{}] = cache.ByObject{Label: sel}
+	return o
 }
