@@ -29,6 +29,7 @@ import (
 	"github.com/fleetd/fleetd/internal/fleetcache"
 	"github.com/fleetd/fleetd/internal/scheme"
 	"github.com/fleetd/fleetd/panehost"
+	"github.com/fleetd/fleetd/shard"
 )
 
 // options are fleetd's settings.
@@ -48,10 +49,18 @@ type options struct {
 	processTools     bool
 	teamTools        bool
 
-	metricsAddr        string
-	probeAddr          string
-	leaderElect        bool
-	leaderElectNS      string
+	metricsAddr   string
+	probeAddr     string
+	leaderElect   bool
+	leaderElectNS string
+
+	shards             int
+	shardLeaseNS       string
+	shardLeaseDuration time.Duration
+	shardRenewDeadline time.Duration
+	shardRenewPeriod   time.Duration
+	replicaID          string
+
 	maxHops            int
 	maxQueue           int
 	maxSpawns          int
@@ -104,6 +113,12 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", "", "Controller health probe address (empty disables).")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader among controller replicas.")
 	fs.StringVar(&o.leaderElectNS, "leader-election-namespace", "", "Namespace of the leader election lease.")
+	fs.IntVar(&o.shards, "shards", shard.DefaultCount, "Shards the fleet is split into: a Member's shard is a hash of its namespace and name, labelled fleet.fleetd.dev/shard on it, its Pod and Secrets and every Delegation to it. The same on every replica.")
+	fs.StringVar(&o.shardLeaseNS, "shard-lease-namespace", "", "Namespace of the shards' Leases. When set, replicas share the shards out: each runs the controllers of the shards it holds a Lease for, with caches of those shards only (instead of --leader-elect). Empty runs every shard here.")
+	fs.DurationVar(&o.shardLeaseDuration, "shard-lease-duration", shard.DefaultLeaseDuration, "How long a replica's Lease stays unrenewed before the others take its shards over.")
+	fs.DurationVar(&o.shardRenewDeadline, "shard-renew-deadline", shard.DefaultRenewDeadline, "How long a replica tries to renew its Lease before it stops its shards' controllers; shorter than --shard-lease-duration.")
+	fs.DurationVar(&o.shardRenewPeriod, "shard-renew-period", shard.DefaultRenewPeriod, "How often a replica renews its Lease and looks at the shards'.")
+	fs.StringVar(&o.replicaID, "replica-id", os.Getenv("POD_NAME"), "This replica's name among those sharing the shards, to which each process adds a suffix of its own (default: $POD_NAME, else the host name).")
 	fs.IntVar(&o.maxHops, "max-hops", int(delegation.DefaultPolicy.MaxHops), "Messages one chain may hold without a primary's message in between (1 to 1000): a member's message sent while it works on one, and a reply carried back to a member's pane, are each a hop further. The gateway refuses a longer chain with hop_limit; the controllers fail a carried reply past it.")
 	fs.IntVar(&o.maxQueue, "max-queue", gateway.DefaultMaxQueue, "Messages that may wait in one member's queue; one more is refused with queue_full (negative: no bound).")
 	fs.IntVar(&o.maxQueuePerSender, "max-queue-per-sender", gateway.DefaultMaxQueuePerSender, "Messages from one sender that may wait in one member's queue, so that one sender cannot keep a queue full for every other; one more is refused with queue_full (negative: no bound).")
@@ -227,6 +242,13 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 		return err
 	}
 	defer stopTracing()
+	if o.shards < 1 || o.shards > 1024 {
+		return fmt.Errorf("--shards=%d: must be between 1 and 1024", o.shards)
+	}
+	sharded := o.shardLeaseNS != "" && o.controllers
+	if sharded && o.leaderElect {
+		return fmt.Errorf("--leader-elect and --shard-lease-namespace: the shards' Leases elect an owner per shard; set one of them")
+	}
 	cacheOpts := fleetcache.Options()
 	if o.namespace != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{o.namespace: {}}
@@ -236,7 +258,7 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 		Cache:                   cacheOpts,
 		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:  o.probeAddr,
-		LeaderElection:          o.leaderElect && o.controllers,
+		LeaderElection:          o.leaderElect && o.controllers && !sharded,
 		LeaderElectionID:        "fleetd.fleet.fleetd.dev",
 		LeaderElectionNamespace: o.leaderElectNS,
 	})
@@ -298,7 +320,7 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 		policy.MaxHops = int32(o.maxHops)
 		policy.Retention = o.retention
 		policy.CancelledRetention = o.cancelledRetention
-		if err := controllers.SetupWithManager(ctx, mgr, controllers.Config{
+		ccfg := controllers.Config{
 			Panes:          shared,
 			PaneHosts:      hosts,
 			CA:             ca,
@@ -321,14 +343,47 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 			ScreenManifests:   o.screenManifests,
 			ScreenInterval:    o.screenInterval,
 			Metrics:           metrics,
-		}); err != nil {
+			Sharding:          controllers.Sharding{Count: o.shards},
+		}
+		if err := controllers.SetupShardLabels(mgr, o.shards); err != nil {
 			return err
+		}
+		if !sharded {
+			if err := controllers.SetupWithManager(ctx, mgr, ccfg); err != nil {
+				return err
+			}
+		} else {
+			// The controllers read across shards (a message another
+			// shard's member was sent, a pool's warm Pods) from the
+			// gateway's cache, which holds the whole fleet.
+			runner := newShardControllers(cfg, o.namespace, mgr.GetLogger().WithName("shards"), func(ctx context.Context, sub ctrl.Manager, s controllers.Sharding) error {
+				c := ccfg
+				c.Sharding = s
+				c.Sharding.Fleet = mgr.GetClient()
+				return controllers.SetupWithManager(ctx, sub, c)
+			})
+			shardMetrics, err := shard.NewMetrics(ctrlmetrics.Registry)
+			if err != nil {
+				return err
+			}
+			writer, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme()})
+			if err != nil {
+				return err
+			}
+			keeper, err := keeperWith(o, runner, writer, mgr.GetLogger().WithName("shard-leases"), shardMetrics)
+			if err != nil {
+				return err
+			}
+			if err := mgr.Add(keeper); err != nil {
+				return err
+			}
 		}
 	}
 	if o.gateway {
 		gopts := gateway.Options{
 			Addr:             o.gatewayBind,
 			Namespace:        o.staticNamespace,
+			Shards:           o.shards,
 			MaxTimeout:       o.maxTimeout,
 			ProgressInterval: o.progressInterval,
 			Features: map[gateway.ToolNamespace]bool{

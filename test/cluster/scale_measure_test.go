@@ -176,45 +176,57 @@ func readTCPOpens(pid string) tcpOpens {
 	return tcpOpens{}
 }
 
-// fleetd reads fleetd's container's figures: its processes are those of
-// its container's cgroup, found by the container's id.
+// fleetd reads fleetd's figures, summed over its replicas: each one's
+// processes are those of its fleetd container's cgroup, found by the
+// container's id.
 func (r *scaleRun) fleetd(b *testing.B) fleetdFigures {
 	b.Helper()
-	pids := r.fleetdPIDs(b)
-	var f fleetdFigures
-	for _, pid := range pids {
-		f.rss += vmRSS(pid)
+	f := fleetdFigures{conns: peerCounts{}}
+	for _, pids := range r.fleetdPIDs(b) {
+		for _, pid := range pids {
+			f.rss += vmRSS(pid)
+		}
+		for peer, n := range tcpPeers(pids) {
+			f.conns[peer] += n
+		}
+		// Counted per Pod: each replica's network namespace.
+		o := readTCPOpens(pids[0])
+		f.opens.active += o.active
+		f.opens.passive += o.passive
 	}
-	f.conns = tcpPeers(pids)
-	f.opens = readTCPOpens(pids[0])
 	return f
 }
 
-func (r *scaleRun) fleetdPIDs(b *testing.B) []string {
+// fleetdPIDs are the processes of each fleetd replica's fleetd container.
+func (r *scaleRun) fleetdPIDs(b *testing.B) [][]string {
 	b.Helper()
 	pods, err := r.kube.CoreV1().Pods("fleetd-system").List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=fleetd"})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if len(pods.Items) != 1 {
-		b.Fatalf("%d fleetd pods, want 1", len(pods.Items))
+	if len(pods.Items) == 0 {
+		b.Fatal("no fleetd pods")
 	}
-	pod := pods.Items[0]
-	var id string
-	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.Name == "fleetd" {
-			_, id, _ = strings.Cut(cs.ContainerID, "://")
+	cgroups := podCgroups(b)
+	var out [][]string
+	for _, pod := range pods.Items {
+		var id string
+		for _, cs := range pod.Status.ContainerStatuses {
+			if cs.Name == "fleetd" {
+				_, id, _ = strings.Cut(cs.ContainerID, "://")
+			}
 		}
+		dir, ok := cgroups[string(pod.UID)]
+		if !ok || id == "" {
+			b.Fatalf("fleetd's pod %s: container id %q, cgroup found %v", pod.Name, id, ok)
+		}
+		pids := cgroupPIDs(filepath.Join(dir, id))
+		if len(pids) == 0 {
+			b.Fatalf("no processes in fleetd's container cgroup %s", filepath.Join(dir, id))
+		}
+		out = append(out, pids)
 	}
-	dir, ok := podCgroups(b)[string(pod.UID)]
-	if !ok || id == "" {
-		b.Fatalf("fleetd's pod %s: container id %q, cgroup found %v", pod.Name, id, ok)
-	}
-	pids := cgroupPIDs(filepath.Join(dir, id))
-	if len(pids) == 0 {
-		b.Fatalf("no processes in fleetd's container cgroup %s", filepath.Join(dir, id))
-	}
-	return pids
+	return out
 }
 
 // fleetdSampler reads fleetd's figures every second, keeping the most.
@@ -233,12 +245,18 @@ func (r *scaleRun) sampleFleetd(b *testing.B) *fleetdSampler {
 		defer tick.Stop()
 		for {
 			var rss int64
-			for _, pid := range pids {
-				rss += vmRSS(pid)
+			conns := peerCounts{}
+			for _, replica := range pids {
+				for _, pid := range replica {
+					rss += vmRSS(pid)
+				}
+				for peer, n := range tcpPeers(replica) {
+					conns[peer] += n
+				}
 			}
 			s.most.rss = max(s.most.rss, rss)
-			if c := tcpPeers(pids); c.total() > s.most.conns.total() {
-				s.most.conns = c
+			if conns.total() > s.most.conns.total() {
+				s.most.conns = conns
 			}
 			select {
 			case <-s.done:

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -151,8 +152,8 @@ func whoami(ctx context.Context, url, token string) error {
 	return nil
 }
 
-// pod is the running pod of the fleetd Deployment.
-func (c *cluster) pod(ctx context.Context) (*corev1.Pod, error) {
+// pods are the running pods of the fleetd Deployment, its replicas.
+func (c *cluster) pods(ctx context.Context) ([]*corev1.Pod, error) {
 	var pods corev1.PodList
 	if err := c.client.List(ctx, &pods, client.InNamespace(fleetdNamespace), fleetdPodLabels); err != nil {
 		return nil, fmt.Errorf("listing fleetd's pods: %w", err)
@@ -163,10 +164,20 @@ func (c *cluster) pod(ctx context.Context) (*corev1.Pod, error) {
 			running = append(running, p)
 		}
 	}
-	if len(running) != 1 {
-		return nil, fmt.Errorf("want one running fleetd pod in namespace %s, found %d", fleetdNamespace, len(running))
+	if len(running) == 0 {
+		return nil, fmt.Errorf("no running fleetd pod in namespace %s", fleetdNamespace)
 	}
-	return running[0], nil
+	slices.SortFunc(running, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	return running, nil
+}
+
+// pod is a running pod of the fleetd Deployment.
+func (c *cluster) pod(ctx context.Context) (*corev1.Pod, error) {
+	pods, err := c.pods(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return pods[0], nil
 }
 
 func containerStatus(p *corev1.Pod, name string) *corev1.ContainerStatus {
@@ -189,42 +200,51 @@ func (c *cluster) exec(pod, container, script string, args ...string) ([]byte, e
 	return stdout.Bytes(), nil
 }
 
-// restart sends signal to PID 1 of a container of the fleetd pod, the
-// container's main process, and waits until the kubelet has started the
-// container again and it is ready. The pod, its emptyDir and its other
-// container stay.
+// restart sends signal to PID 1 of a container of every fleetd pod, the
+// container's main process, and waits until the kubelet has started each
+// container again and it is ready. The pods, their emptyDirs and their
+// other containers stay.
 func (c *cluster) restart(container, signal string) error {
 	ctx := context.Background()
-	pod, err := c.pod(ctx)
+	pods, err := c.pods(ctx)
 	if err != nil {
 		return err
 	}
-	st := containerStatus(pod, container)
-	if st == nil {
-		return fmt.Errorf("pod %s has no container %s", pod.Name, container)
+	before := map[string]int32{}
+	var execErrs []error
+	for _, pod := range pods {
+		st := containerStatus(pod, container)
+		if st == nil {
+			return fmt.Errorf("pod %s has no container %s", pod.Name, container)
+		}
+		before[pod.Name] = st.RestartCount
+		// The exec may fail as the container goes down under it; the
+		// restart count says whether the signal landed.
+		if _, err := c.exec(pod.Name, container, "kill -s "+signal+" 1"); err != nil {
+			execErrs = append(execErrs, err)
+		}
 	}
-	before := st.RestartCount
-	// The exec may fail as the container goes down under it; the restart
-	// count says whether the signal landed.
-	_, execErr := c.exec(pod.Name, container, "kill -s "+signal+" 1")
 	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		p := &corev1.Pod{}
-		if err := c.client.Get(ctx, client.ObjectKeyFromObject(pod), p); err != nil {
-			return fmt.Errorf("getting pod %s: %w", pod.Name, err)
+	for _, pod := range pods {
+		for {
+			p := &corev1.Pod{}
+			if err := c.client.Get(ctx, client.ObjectKeyFromObject(pod), p); err != nil {
+				return fmt.Errorf("getting pod %s: %w", pod.Name, err)
+			}
+			if p.UID != pod.UID {
+				return fmt.Errorf("pod %s was replaced; only its container %s should have restarted", pod.Name, container)
+			}
+			st := containerStatus(p, container)
+			if st != nil && st.RestartCount > before[pod.Name] && st.Ready {
+				break
+			}
+			if time.Now().After(deadline) {
+				return errors.Join(append([]error{fmt.Errorf("container %s of pod %s not restarted and ready after SIG%s; status: %+v", container, pod.Name, signal, st)}, execErrs...)...)
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
-		if p.UID != pod.UID {
-			return fmt.Errorf("pod %s was replaced; only its container %s should have restarted", pod.Name, container)
-		}
-		st := containerStatus(p, container)
-		if st != nil && st.RestartCount > before && st.Ready {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return errors.Join(fmt.Errorf("container %s of pod %s not restarted and ready after SIG%s; status: %+v", container, pod.Name, signal, st), execErr)
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
+	return nil
 }
 
 // receivedLog is in the member's workspace: members run in Pods of their
@@ -417,18 +437,22 @@ func (c *cluster) logs() string {
 	var b strings.Builder
 	out, _ := kubectl(c.kubeconfig, "get", "pods", "-n", fleetdNamespace, "-o", "wide")
 	fmt.Fprintf(&b, "kubectl get pods -n %s:\n%s\n", fleetdNamespace, out)
-	pod, err := c.pod(context.Background())
+	pods, err := c.pods(context.Background())
 	if err != nil {
 		fmt.Fprintln(&b, err)
 		return b.String()
 	}
-	for _, container := range []string{fleetdContainer, herdrContainer} {
-		if st := containerStatus(pod, container); st != nil && st.RestartCount > 0 {
-			out, _ := kubectl(c.kubeconfig, "logs", "-n", fleetdNamespace, pod.Name, "-c", container, "--previous", "--tail=100")
-			fmt.Fprintf(&b, "%s log before its last restart (tail):\n%s\n", container, out)
+	out, _ = kubectl(c.kubeconfig, "get", "leases", "-n", fleetdNamespace)
+	fmt.Fprintf(&b, "kubectl get leases -n %s:\n%s\n", fleetdNamespace, out)
+	for _, pod := range pods {
+		for _, container := range []string{fleetdContainer, herdrContainer} {
+			if st := containerStatus(pod, container); st != nil && st.RestartCount > 0 {
+				out, _ := kubectl(c.kubeconfig, "logs", "-n", fleetdNamespace, pod.Name, "-c", container, "--previous", "--tail=100")
+				fmt.Fprintf(&b, "%s %s log before its last restart (tail):\n%s\n", pod.Name, container, out)
+			}
+			out, _ := kubectl(c.kubeconfig, "logs", "-n", fleetdNamespace, pod.Name, "-c", container, "--tail=300")
+			fmt.Fprintf(&b, "%s %s log (tail):\n%s\n", pod.Name, container, out)
 		}
-		out, _ := kubectl(c.kubeconfig, "logs", "-n", fleetdNamespace, pod.Name, "-c", container, "--tail=300")
-		fmt.Fprintf(&b, "%s log (tail):\n%s\n", container, out)
 	}
 	return b.String()
 }

@@ -1,0 +1,264 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/internal/mcpclient"
+	"github.com/fleetd/fleetd/internal/testutil"
+	"github.com/fleetd/fleetd/shard"
+)
+
+// shardCount is config/default's (--shards' default).
+const shardCount = shard.DefaultCount
+
+// shardHolders maps each shard to the replica its Lease names ("" for
+// none).
+func (c *cluster) shardHolders(ctx context.Context) (map[int]string, error) {
+	var leases coordinationv1.LeaseList
+	if err := c.client.List(ctx, &leases, client.InNamespace(fleetdNamespace), client.MatchingLabels{fleetv1alpha1.LabelLease: shard.LeaseShard}); err != nil {
+		return nil, err
+	}
+	out := map[int]string{}
+	for _, l := range leases.Items {
+		if i, ok := shard.Parse(strings.TrimPrefix(l.Name, "fleetd-shard-"), shardCount); ok {
+			out[i] = ptr.Deref(l.Spec.HolderIdentity, "")
+		}
+	}
+	return out, nil
+}
+
+// replicaOf is the running fleetd pod a shard holder is a process of (a
+// replica's identity is its pod's name and a suffix of its own).
+func replicaOf(holder string, pods []*corev1.Pod) *corev1.Pod {
+	for _, p := range pods {
+		if strings.HasPrefix(holder, p.Name+"-") {
+			return p
+		}
+	}
+	return nil
+}
+
+// sharedOut waits until every shard is held by a live process of a
+// running replica, each replica holding some, and returns the holders.
+func (c *cluster) sharedOut(t *testing.T, pods []*corev1.Pod, dead map[string]bool) map[int]string {
+	t.Helper()
+	var holders map[int]string
+	testutil.Eventually(t, "every shard held, by every replica", func() (bool, string) {
+		var err error
+		if holders, err = c.shardHolders(context.Background()); err != nil {
+			return false, err.Error()
+		}
+		per := map[string]int{}
+		for i := range shardCount {
+			h := holders[i]
+			if h == "" || dead[h] || replicaOf(h, pods) == nil {
+				return false, fmt.Sprintf("shard %d held by %q", i, h)
+			}
+			per[replicaOf(h, pods).Name]++
+		}
+		return len(per) == len(pods), fmt.Sprintf("shards per replica: %v", per)
+	}, testutil.Within(time.Minute))
+	return holders
+}
+
+// TestShardsSharedOut: config/default's replicas share the shards out,
+// and a Member, its Pod and its Delegations carry its shard.
+func TestShardsSharedOut(t *testing.T) {
+	c := clusterMode(t)
+	dumpOnFailure(t)
+	pods, err := c.pods(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods) < 2 {
+		t.Skipf("%d fleetd replica", len(pods))
+	}
+	c.sharedOut(t, pods, nil)
+	member(t, "e2e-shard-label")
+	want := shard.Value(shard.Of(ns, "e2e-shard-label", shardCount))
+	testutil.Eventually(t, "the member labelled with its shard", func() (bool, string) {
+		m, err := getMember("e2e-shard-label")
+		if err != nil {
+			return false, err.Error()
+		}
+		return m.Labels[fleetv1alpha1.LabelShard] == want, fmt.Sprintf("labels %v", m.Labels)
+	})
+	if pod := podNow(t, "e2e-shard-label"); pod.Labels[fleetv1alpha1.LabelShard] != want {
+		t.Errorf("the member's pod is labelled shard %q, want %q", pod.Labels[fleetv1alpha1.LabelShard], want)
+	}
+	r := call(t, session(t, w.token), "bridge_send", map[string]any{"sessionId": "e2e-shard-label", "content": "reply: sharded"})
+	wantOutcome(t, r, "reply")
+	if d := delegation(t, r.Str("dispatchId")); d.Labels[fleetv1alpha1.LabelShard] != want {
+		t.Errorf("the delegation is labelled shard %q, want %q", d.Labels[fleetv1alpha1.LabelShard], want)
+	}
+	out, err := w.kubectl("get", "members", "-n", ns, "e2e-shard-label", "-o", "wide")
+	if err != nil || !strings.Contains(out, "SHARD") || !strings.Contains(out, " "+want+" ") {
+		t.Errorf("kubectl get members -o wide shows no shard %s: %v\n%s", want, err, out)
+	}
+}
+
+// TestReplicaCrashMidBurst crashes one fleetd replica (its process ends
+// at once, with no handover) while messages are queued for members of
+// both replicas' shards: the crashed replica's shards are taken over, every
+// message ends in a phase the contract allows, each is typed at most once,
+// and the gateway behind the Service keeps answering.
+func TestReplicaCrashMidBurst(t *testing.T) {
+	c := localCluster(t)
+	dumpOnFailure(t)
+	ctx := context.Background()
+	pods, err := c.pods(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods) < 2 {
+		t.Skipf("%d fleetd replica", len(pods))
+	}
+	holders := c.sharedOut(t, pods, nil)
+	victim := pods[0]
+
+	// Two members in the victim's shards, two in the others'.
+	var names []string
+	onVictim, elsewhere := 0, 0
+	for i := 0; onVictim < 2 || elsewhere < 2; i++ {
+		name := fmt.Sprintf("e2e-crash-%d", i)
+		switch mine := replicaOf(holders[shard.Of(ns, name, shardCount)], pods) == victim; {
+		case mine && onVictim < 2:
+			onVictim++
+		case !mine && elsewhere < 2:
+			elsewhere++
+		default:
+			continue
+		}
+		names = append(names, name)
+	}
+	logs := map[string]string{}
+	for _, name := range names {
+		logs[name] = member(t, name)
+	}
+
+	// A client of the Service (not of one pod): a fresh connection every
+	// 100 ms, each to whichever replica the Service picks.
+	svc, err := c.local.ServiceAddr(ctx, fleetdNamespace, "fleetd-gateway", "gateway")
+	if err != nil {
+		t.Fatal(err)
+	}
+	probeCtx, stopProbe := context.WithCancel(ctx)
+	defer stopProbe()
+	addr, err := c.local.Forward(probeCtx, svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var probes, failures atomic.Int64
+	var probing sync.WaitGroup
+	probing.Go(func() {
+		hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		for probeCtx.Err() == nil {
+			probes.Add(1)
+			resp, err := hc.Get("http://" + addr + "/readyz")
+			if err != nil || resp.StatusCode != http.StatusOK {
+				failures.Add(1)
+			}
+			if err == nil {
+				resp.Body.Close()
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+
+	s, err := mcpclient.Connect(ctx, w.gatewayURL, w.token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 6
+	for _, name := range names {
+		for i := range n {
+			r := call(t, s, "bridge_send", map[string]any{"sessionId": name, "content": fmt.Sprintf("silent: %s %02d", name, i), "wait": false})
+			wantOutcome(t, r, "dispatched")
+		}
+	}
+	s.Close()
+	testutil.Eventually(t, "some deliveries to every member", func() (bool, string) {
+		var counts []int
+		for _, name := range names {
+			counts = append(counts, len(received(t, logs[name])))
+		}
+		for _, got := range counts {
+			if got < 2 {
+				return false, fmt.Sprintf("received %v", counts)
+			}
+		}
+		return true, ""
+	})
+
+	dead := map[string]bool{}
+	for _, h := range holders {
+		if replicaOf(h, pods) == victim {
+			dead[h] = true
+		}
+	}
+	before := containerStatus(victim, fleetdContainer).RestartCount
+	crashed := time.Now()
+	// SIGQUIT ends the Go process at once: no lease is handed over.
+	_, _ = c.exec(victim.Name, fleetdContainer, "kill -s QUIT 1")
+	c.sharedOut(t, pods, dead)
+	takeover := time.Since(crashed)
+
+	for _, name := range names {
+		testutil.Eventually(t, "every message to "+name+" settled", func() (bool, string) {
+			var list fleetv1alpha1.DelegationList
+			if err := w.client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{fleetv1alpha1.LabelMember: name}); err != nil {
+				return false, err.Error()
+			}
+			var open []string
+			for _, d := range list.Items {
+				switch d.Status.Phase {
+				case fleetv1alpha1.DelegationTurnDone, fleetv1alpha1.DelegationFailed:
+				default:
+					open = append(open, fmt.Sprintf("%s %s", d.Spec.Content, d.Status.Phase))
+				}
+			}
+			return len(list.Items) == n && len(open) == 0, fmt.Sprintf("%d messages, unsettled: %v", len(list.Items), open)
+		}, testutil.Within(2*time.Minute))
+		counts := map[string]int{}
+		for _, p := range received(t, logs[name]) {
+			counts[p]++
+		}
+		typed := 0
+		for i := range n {
+			c := counts[fmt.Sprintf("silent: %s %02d", name, i)]
+			if c > 1 {
+				t.Errorf("%s's message %02d typed %d times", name, i, c)
+			}
+			typed += c
+		}
+		// The one being typed at the crash may end unconfirmed.
+		if typed < n-1 {
+			t.Errorf("%s: %d of %d typed", name, typed, n)
+		}
+	}
+	testutil.Eventually(t, "the crashed replica's fleetd container back and ready", func() (bool, string) {
+		p := &corev1.Pod{}
+		if err := w.client.Get(ctx, client.ObjectKeyFromObject(victim), p); err != nil {
+			return false, err.Error()
+		}
+		st := containerStatus(p, fleetdContainer)
+		return st != nil && st.RestartCount > before && st.Ready, fmt.Sprintf("%+v", st)
+	}, testutil.Within(2*time.Minute))
+	stopProbe()
+	probing.Wait()
+	t.Logf("shards taken over %.1fs after the crash (lease duration %s); the Service's gateway failed %d of %d probes",
+		takeover.Seconds(), shard.DefaultLeaseDuration, failures.Load(), probes.Load())
+}
