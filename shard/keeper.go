@@ -57,8 +57,11 @@ func ReplicaLeaseName(id string) string { return "fleetd-replica-" + id }
 // that cannot renew for RenewDeadline stops before the others, who wait
 // LeaseDuration by their own clocks, take its shards.
 type Keeper struct {
-	// Client writes the Leases and lists them from the API server.
-	Client    client.Client
+	// Client writes the Leases.
+	Client client.Client
+	// Reader lists them: a cache watching them, so that a step looks at
+	// the Leases as they are without a request; Client when nil.
+	Reader    client.Reader
 	Namespace string
 	// Identity names this replica; unique among live replicas (its Pod's
 	// name).
@@ -135,7 +138,9 @@ func (k *Keeper) Start(ctx context.Context) error {
 		renewing.Wait()
 		return k.shutdown()
 	}
-	t := k.Clock.NewTicker(k.RenewPeriod)
+	// A step looks four times a renewal: a Lease that stopped being
+	// renewed is seen within a quarter of a period of when it ran out.
+	t := k.Clock.NewTicker(k.RenewPeriod / 4)
 	defer t.Stop()
 	for {
 		if err := k.Step(ctx); err != nil && ctx.Err() == nil {
@@ -207,7 +212,11 @@ func (k *Keeper) Step(ctx context.Context) error {
 		return nil
 	}
 	var leases coordinationv1.LeaseList
-	if err := k.Client.List(ctx, &leases, client.InNamespace(k.Namespace), client.HasLabels{fleetv1alpha1.LabelLease}); err != nil {
+	reader := k.Reader
+	if reader == nil {
+		reader = k.Client
+	}
+	if err := reader.List(ctx, &leases, client.InNamespace(k.Namespace), client.HasLabels{fleetv1alpha1.LabelLease}); err != nil {
 		return fmt.Errorf("listing the shards' leases: %w", err)
 	}
 	view, byShard, stale := k.look(leases.Items, now)

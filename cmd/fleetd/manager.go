@@ -10,7 +10,10 @@ import (
 	"strings"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -150,6 +153,15 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.fleetdNS, "fleetd-namespace", os.Getenv("POD_NAMESPACE"), "The namespace fleetd's own pods (labelled app.kubernetes.io/name=fleetd) run in: a NetworkPolicy in each namespace with member Pods lets only them reach the pane hosts (empty makes none).")
 }
 
+// leaseLabel selects fleetd's Leases.
+func leaseLabel() labels.Requirement {
+	req, err := labels.NewRequirement(fleetv1alpha1.LabelLease, selection.Exists, nil)
+	if err != nil {
+		panic(err)
+	}
+	return *req
+}
+
 // podGateway is the gateway's base URL as member Pods reach it.
 func (o *options) podGateway() string {
 	if o.podGatewayURL != "" {
@@ -252,6 +264,14 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 	cacheOpts := fleetcache.Options()
 	if o.namespace != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{o.namespace: {}}
+	}
+	if sharded {
+		// The shards' Leases, watched: the Keeper sees a replica stop
+		// renewing without asking the API server.
+		cacheOpts.ByObject[&coordinationv1.Lease{}] = cache.ByObject{
+			Namespaces: map[string]cache.Config{o.shardLeaseNS: {}},
+			Label:      labels.SelectorFromSet(nil).Add(leaseLabel()),
+		}
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme.New(),
@@ -374,6 +394,7 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 			if err != nil {
 				return err
 			}
+			keeper.Reader = mgr.GetCache()
 			if err := mgr.Add(keeper); err != nil {
 				return err
 			}

@@ -213,7 +213,18 @@ func TestReplicaCrashMidBurst(t *testing.T) {
 	crashed := time.Now()
 	// SIGQUIT ends the Go process at once: no lease is handed over.
 	_, _ = c.exec(victim.Name, fleetdContainer, "kill -s QUIT 1")
-	c.sharedOut(t, pods, dead)
+	testutil.Eventually(t, "the crashed replica's shards taken over", func() (bool, string) {
+		holders, err := c.shardHolders(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		for i := range shardCount {
+			if h := holders[i]; h == "" || dead[h] {
+				return false, fmt.Sprintf("shard %d held by %q", i, h)
+			}
+		}
+		return true, ""
+	}, testutil.Within(time.Minute))
 	takeover := time.Since(crashed)
 
 	for _, name := range names {
@@ -257,6 +268,7 @@ func TestReplicaCrashMidBurst(t *testing.T) {
 		st := containerStatus(p, fleetdContainer)
 		return st != nil && st.RestartCount > before && st.Ready, fmt.Sprintf("%+v", st)
 	}, testutil.Within(2*time.Minute))
+	c.sharedOut(t, pods, dead)
 	stopProbe()
 	probing.Wait()
 	t.Logf("shards taken over %.1fs after the crash (lease duration %s); the Service's gateway failed %d of %d probes",
