@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -149,34 +150,8 @@ func TestReplicaCrashMidBurst(t *testing.T) {
 		logs[name] = member(t, name)
 	}
 
-	// A client of the Service (not of one pod): a fresh connection every
-	// 100 ms, each to whichever replica the Service picks.
-	svc, err := c.local.ServiceAddr(ctx, fleetdNamespace, "fleetd-gateway", "gateway")
-	if err != nil {
-		t.Fatal(err)
-	}
-	probeCtx, stopProbe := context.WithCancel(ctx)
-	defer stopProbe()
-	addr, err := c.local.Forward(probeCtx, svc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var probes, failures atomic.Int64
-	var probing sync.WaitGroup
-	probing.Go(func() {
-		hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-		for probeCtx.Err() == nil {
-			probes.Add(1)
-			resp, err := hc.Get("http://" + addr + "/readyz")
-			if err != nil || resp.StatusCode != http.StatusOK {
-				failures.Add(1)
-			}
-			if err == nil {
-				resp.Body.Close()
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	})
+	// A client of the Service (not of one pod).
+	stopProbe := c.serviceProbe(t)
 
 	s, err := mcpclient.Connect(ctx, w.gatewayURL, w.token)
 	if err != nil {
@@ -269,8 +244,124 @@ func TestReplicaCrashMidBurst(t *testing.T) {
 		return st != nil && st.RestartCount > before && st.Ready, fmt.Sprintf("%+v", st)
 	}, testutil.Within(2*time.Minute))
 	c.sharedOut(t, pods, dead)
-	stopProbe()
-	probing.Wait()
+	probes, failures := stopProbe()
 	t.Logf("shards taken over %.1fs after the crash (lease duration %s); the Service's gateway failed %d of %d probes",
-		takeover.Seconds(), shard.DefaultLeaseDuration, failures.Load(), probes.Load())
+		takeover.Seconds(), shard.DefaultLeaseDuration, failures, probes)
+}
+
+// serviceProbe asks the gateway behind the Service whether it is ready,
+// over a fresh connection every 100 ms (each to whichever replica the
+// Service picks), until stop; it returns the probes made and failed.
+func (c *cluster) serviceProbe(t *testing.T) (stop func() (probes, failures int64)) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	svc, err := c.local.ServiceAddr(ctx, fleetdNamespace, "fleetd-gateway", "gateway")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := c.local.Forward(ctx, svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n, failed atomic.Int64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		for ctx.Err() == nil {
+			n.Add(1)
+			resp, err := hc.Get("http://" + addr + "/readyz")
+			if err != nil || resp.StatusCode != http.StatusOK {
+				failed.Add(1)
+			}
+			if err == nil {
+				resp.Body.Close()
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	t.Cleanup(cancel)
+	return func() (int64, int64) {
+		cancel()
+		wg.Wait()
+		return n.Load(), failed.Load()
+	}
+}
+
+// TestRolloutHandsShardsOver restarts every fleetd replica, one at a time
+// as the Deployment rolls out, while messages are queued: each replica
+// that stops hands its shards over at once, every message is typed once,
+// and the gateway behind the Service answers throughout.
+func TestRolloutHandsShardsOver(t *testing.T) {
+	c := localCluster(t)
+	dumpOnFailure(t)
+	ctx := context.Background()
+	pods, err := c.pods(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods) < 2 {
+		t.Skipf("%d fleetd replica", len(pods))
+	}
+	c.sharedOut(t, pods, nil)
+	names := []string{"e2e-rollout-a", "e2e-rollout-b", "e2e-rollout-c"}
+	logs := map[string]string{}
+	for _, name := range names {
+		logs[name] = member(t, name)
+	}
+	stop := c.serviceProbe(t)
+	s := session(t, w.token)
+	const n = 8
+	for _, name := range names {
+		for i := range n {
+			r := call(t, s, "bridge_send", map[string]any{"sessionId": name, "content": fmt.Sprintf("silent: %s %02d", name, i), "wait": false})
+			wantOutcome(t, r, "dispatched")
+		}
+	}
+	started := time.Now()
+	// The suite's port-forward goes to one pod; it follows to another.
+	t.Cleanup(func() {
+		if err := waitServing(w.gatewayURL, 2*time.Minute, nil); err != nil {
+			t.Error(err)
+		}
+	})
+	if out, err := w.kubectl("-n", fleetdNamespace, "rollout", "restart", "deployment/fleetd"); err != nil {
+		t.Fatalf("kubectl rollout restart: %v\n%s", err, out)
+	}
+	if out, err := w.kubectl("-n", fleetdNamespace, "rollout", "status", "deployment/fleetd", "--timeout=3m"); err != nil {
+		t.Fatalf("kubectl rollout status: %v\n%s", err, out)
+	}
+	rolled := time.Since(started)
+	after, err := c.pods(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.sharedOut(t, after, nil)
+	for _, name := range names {
+		testutil.Eventually(t, "every message to "+name+" settled", func() (bool, string) {
+			var list fleetv1alpha1.DelegationList
+			if err := w.client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{fleetv1alpha1.LabelMember: name}); err != nil {
+				return false, err.Error()
+			}
+			var open []string
+			for _, d := range list.Items {
+				if d.Status.Phase != fleetv1alpha1.DelegationTurnDone && d.Status.Phase != fleetv1alpha1.DelegationFailed {
+					open = append(open, fmt.Sprintf("%s %s", d.Spec.Content, d.Status.Phase))
+				}
+			}
+			return len(list.Items) == n && len(open) == 0, fmt.Sprintf("%d messages, unsettled: %v", len(list.Items), open)
+		}, testutil.Within(2*time.Minute))
+		got := received(t, logs[name])
+		var want []string
+		for i := range n {
+			want = append(want, fmt.Sprintf("silent: %s %02d", name, i))
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s received %q, want each of its messages once, in order: a clean handover loses none", name, got)
+		}
+	}
+	probes, failures := stop()
+	t.Logf("rollout of %d replicas took %.1fs; the Service's gateway failed %d of %d probes", len(pods), rolled.Seconds(), failures, probes)
+	if failures > 0 {
+		t.Errorf("the gateway behind the Service failed %d of %d probes during a rollout, with a replica always serving", failures, probes)
+	}
 }
