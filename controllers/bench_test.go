@@ -275,6 +275,7 @@ func BenchmarkThousandDelegations(b *testing.B) {
 	b.ReportMetric(float64(total)/float64(floor), "fleetd/floor")
 	b.ReportMetric(apiFloorTime.Seconds()/float64(rounds), "api-floor-s/total")
 	b.ReportMetric(float64(apiFloorTime)/float64(floor), "api-floor/floor")
+	b.ReportMetric(float64(total)/float64(apiFloorTime), "fleetd/api-floor")
 	b.ReportMetric(n/total.Seconds(), "delegations/s")
 	b.ReportMetric(float64(writes.total())/n, "writes/delegation")
 	b.ReportMetric(float64(writes.matching("delegations"))/n, "delegation-writes/delegation")
