@@ -51,6 +51,23 @@ type stateCollector struct {
 	owns    func(namespace, name string) bool
 }
 
+// ForgetState stops the Member and Delegation gauges until the next
+// controllers start: a replica that owns no shard reports none, not those
+// of the cache of its last ones.
+func (m *Metrics) ForgetState() {
+	if m == nil {
+		return
+	}
+	m.stateMu.Lock()
+	defer m.stateMu.Unlock()
+	if m.state == nil {
+		return
+	}
+	m.state.mu.Lock()
+	defer m.state.mu.Unlock()
+	m.state.elected = nil
+}
+
 // useState makes the Member and Delegation gauges report from reader, the
 // cache of the controllers of owned shards.
 func (m *Metrics) useState(reader client.Reader, clk clock.PassiveClock, elected <-chan struct{}, owns func(namespace, name string) bool) error {

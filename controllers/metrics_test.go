@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/delegation"
@@ -402,4 +403,44 @@ fleetd_member_restarts_total{namespace=%q,runtime="Shared"} 1
 		err := promtestutil.GatherAndCompare(reg, strings.NewReader(want), "fleetd_member_restarts_total")
 		return err == nil, fmt.Sprint(err)
 	})
+}
+
+// TestStateCollectorCountsItsShards: a sharded replica reports the
+// Members of its own shards only, and none once it owns no shard.
+func TestStateCollectorCountsItsShards(t *testing.T) {
+	ns := env.Namespace(t)
+	create(t, testutil.MakeMember("mine", ns).Command("true").Obj())
+	create(t, testutil.MakeMember("theirs", ns).Command("true").Obj())
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	elected := make(chan struct{})
+	close(elected)
+	if err := m.useState(inNamespace{env.Client, ns}, clocktesting.NewFakePassiveClock(t0), elected, func(_, name string) bool { return name == "mine" }); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`
+# HELP fleetd_members Members by namespace, phase (Pending, Starting, Ready, Restarting, Failed, Terminating) and agent status (idle, working, blocked, done, unknown).
+# TYPE fleetd_members gauge
+fleetd_members{agent_status="unknown",namespace=%q,phase="Pending"} 1
+`, ns)
+	if err := promtestutil.GatherAndCompare(reg, strings.NewReader(want), "fleetd_members"); err != nil {
+		t.Error(err)
+	}
+	m.ForgetState()
+	if n := promtestutil.CollectAndCount(reg, "fleetd_members"); n != 0 {
+		t.Errorf("%d member series from a replica that owns no shard, want none", n)
+	}
+}
+
+// inNamespace lists in one namespace only.
+type inNamespace struct {
+	ctrlclient.Reader
+	ns string
+}
+
+func (r inNamespace) List(ctx context.Context, list ctrlclient.ObjectList, opts ...ctrlclient.ListOption) error {
+	return r.Reader.List(ctx, list, append(opts, ctrlclient.InNamespace(r.ns))...)
 }

@@ -382,6 +382,7 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 				c.Sharding.Fleet = mgr.GetClient()
 				return controllers.SetupWithManager(ctx, sub, c)
 			})
+			runner.stopped = metrics.ForgetState
 			shardMetrics, err := shard.NewMetrics(ctrlmetrics.Registry)
 			if err != nil {
 				return err

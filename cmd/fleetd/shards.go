@@ -36,6 +36,8 @@ type shardControllers struct {
 	setup func(ctx context.Context, mgr ctrl.Manager, s controllers.Sharding) error
 	// failed gets the error of a manager that stopped by itself.
 	failed chan error
+	// stopped runs once a set of shards' controllers have stopped.
+	stopped func()
 
 	mu   sync.Mutex
 	stop context.CancelFunc
@@ -54,6 +56,9 @@ func (s *shardControllers) Apply(ctx context.Context, count int, owned []int) er
 		s.stop()
 		<-s.done
 		s.stop, s.done = nil, nil
+		if s.stopped != nil {
+			s.stopped()
+		}
 	}
 	if len(owned) == 0 {
 		return nil
