@@ -41,7 +41,7 @@ manifests: ## Generate CRDs and RBAC from the API types and controller markers.
 	cp config/rbac/role.yaml config/rbac/role_binding.yaml config/rbac/service_account.yaml \
 		config/rbac/leader_election_role.yaml config/rbac/leader_election_role_binding.yaml \
 		config/rbac/delegator_role.yaml charts/fleetd/files/rbac/
-	cp config/manager/service.yaml charts/fleetd/files/manager/
+	cp config/manager/service.yaml config/manager/pdb.yaml charts/fleetd/files/manager/
 	cp config/admission/policy_*.yaml charts/fleetd/files/admission/
 
 .PHONY: generate

@@ -231,6 +231,7 @@ func TestAllValues(t *testing.T) {
 			Repository, Tag string
 		}
 		Replicas       int64
+		Affinity       map[string]any
 		DefaultRuntime string
 		Limits         struct {
 			MaxQueue, MaxHops, MaxSpawns, MaxMembers int64
@@ -252,6 +253,9 @@ func TestAllValues(t *testing.T) {
 
 	if got, _, _ := unstructured.NestedFieldNoCopy(d.Object, "spec", "replicas"); fmt.Sprint(got) != fmt.Sprint(v.Replicas) {
 		t.Errorf("replicas = %v, want %d", got, v.Replicas)
+	}
+	if got, _, _ := unstructured.NestedFieldNoCopy(d.Object, "spec", "template", "spec", "affinity"); !cmp.Equal(got, v.Affinity) {
+		t.Errorf("affinity = %v, want %v", got, v.Affinity)
 	}
 	containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
 	image := v.Image.Repository + ":" + v.Image.Tag
@@ -339,7 +343,7 @@ func TestAllValuesSetsEveryValue(t *testing.T) {
 	// are compared whole; the others value by value.
 	whole := map[string]bool{
 		"resources.fleetd": true, "resources.herdr": true,
-		"podSecurityContext": true, "securityContext.fleetd": true, "securityContext.herdr": true,
+		"podSecurityContext": true, "affinity": true, "securityContext.fleetd": true, "securityContext.herdr": true,
 	}
 	var walk func(path string, d, a map[string]any)
 	walk = func(path string, d, a map[string]any) {
