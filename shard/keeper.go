@@ -419,14 +419,18 @@ func without(s, drop []int) []int {
 
 // Metrics are the shards a replica holds and how they change hands.
 type Metrics struct {
+	count     prometheus.Gauge
 	held      prometheus.Gauge
 	changes   *prometheus.CounterVec
 	takeovers prometheus.Counter
 }
 
-// NewMetrics registers the shard metrics on reg.
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+// NewMetrics registers the shard metrics of count shards on reg.
+func NewMetrics(reg prometheus.Registerer, count int) (*Metrics, error) {
 	m := &Metrics{
+		count: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fleetd_shards", Help: "Shards the fleet is split into (--shards): the sum of fleetd_shards_owned over replicas, once every shard has an owner.",
+		}),
 		held: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fleetd_shards_owned", Help: "Shards whose controllers this replica runs.",
 		}),
@@ -437,12 +441,38 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "fleetd_shard_takeovers_total", Help: "Shards this replica took over from a replica that stopped renewing its lease.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.held, m.changes, m.takeovers} {
+	m.count.Set(float64(count))
+	for _, c := range m.collectors() {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	return m, nil
+}
+
+func (m *Metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.count, m.held, m.changes, m.takeovers}
+}
+
+// MetricDescs describes every metric of the shards, for tools that check
+// what fleetd serves.
+func MetricDescs() []*prometheus.Desc {
+	m, err := NewMetrics(prometheus.NewRegistry(), DefaultCount)
+	if err != nil {
+		panic(err)
+	}
+	ch := make(chan *prometheus.Desc, 8)
+	go func() {
+		defer close(ch)
+		for _, c := range m.collectors() {
+			c.Describe(ch)
+		}
+	}()
+	var out []*prometheus.Desc
+	for d := range ch {
+		out = append(out, d)
+	}
+	return out
 }
 
 func (m *Metrics) owned(n int) {

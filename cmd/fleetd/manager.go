@@ -383,7 +383,7 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 				return controllers.SetupWithManager(ctx, sub, c)
 			})
 			runner.stopped = metrics.ForgetState
-			shardMetrics, err := shard.NewMetrics(ctrlmetrics.Registry)
+			shardMetrics, err := shard.NewMetrics(ctrlmetrics.Registry, o.shards)
 			if err != nil {
 				return err
 			}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/fleetd/fleetd/controllers"
 	"github.com/fleetd/fleetd/gateway"
+	"github.com/fleetd/fleetd/shard"
 )
 
 // dir holds the manifests under test.
@@ -207,7 +208,7 @@ func grafanaVariables(expr string) string {
 // and the gateway's metrics, and a histogram's _bucket, _sum and _count.
 func fleetdMetrics() map[string]bool {
 	names := map[string]bool{}
-	for _, d := range append(controllers.MetricDescs(), gateway.MetricDescs()...) {
+	for _, d := range slices.Concat(controllers.MetricDescs(), gateway.MetricDescs(), shard.MetricDescs()) {
 		names[descName(d)] = true
 	}
 	for n := range maps.Clone(names) {
