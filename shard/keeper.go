@@ -268,12 +268,20 @@ func (k *Keeper) Step(ctx context.Context) error {
 			k.Log.Info("Took over a shard from a replica that stopped renewing", "shard", i, "from", from, "lastRenewed", k.seen[from].renew)
 		}
 	}
-	// Shards this replica's Leases name but it does not run: taken in a
-	// step whose Apply failed.
+	// Shards this replica's Leases name but it does not run: its own
+	// from before its process started again, or taken in a step whose
+	// Apply failed. Taken again, so that the Lease says since when.
 	for i, h := range view.Holders {
-		if h == k.Identity && !slices.Contains(k.Owned(), i) && !slices.Contains(plan.Release, i) && !slices.Contains(lost, i) {
-			acquired = append(acquired, i)
+		if h != k.Identity || slices.Contains(k.Owned(), i) || slices.Contains(plan.Release, i) || slices.Contains(lost, i) || slices.Contains(acquired, i) {
+			continue
 		}
+		if _, err := k.acquire(ctx, i, byShard[i], now); err != nil {
+			if apierrors.IsConflict(err) {
+				continue
+			}
+			return err
+		}
+		acquired = append(acquired, i)
 	}
 	if len(acquired) == 0 {
 		return nil

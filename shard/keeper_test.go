@@ -197,3 +197,32 @@ func TestKeeperFencesItself(t *testing.T) {
 		t.Fatalf("a still runs %d shards 4 s after its last renewal", run.count("a"))
 	}
 }
+
+// TestKeeperRestartedTakesItsShardsBack: a replica whose process starts
+// again under the same name runs its shards again at once, without
+// waiting out its own lease, and says so on their Leases.
+func TestKeeperRestartedTakesItsShardsBack(t *testing.T) {
+	ns := env.Namespace(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	run := &running{t: t, by: map[int]string{}}
+	a := newReplica(ns, "a", clk, run)
+	a.tick(t)
+	crashed := clk.Now()
+	// The process ends: nothing runs.
+	run.apply("a")(context.Background(), nil)
+	clk.Step(time.Second)
+	again := newReplica(ns, "a", clk, run)
+	again.tick(t)
+	if got := run.count("a"); got != 8 {
+		t.Fatalf("the restarted replica runs %d shards, want its 8 back", got)
+	}
+	var leases coordinationv1.LeaseList
+	if err := env.Client.List(context.Background(), &leases, client.InNamespace(ns), client.MatchingLabels{"fleet.fleetd.dev/lease": shard.LeaseShard}); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range leases.Items {
+		if l.Spec.AcquireTime == nil || !l.Spec.AcquireTime.After(crashed) {
+			t.Errorf("lease %s acquired %v, want after the restart", l.Name, l.Spec.AcquireTime)
+		}
+	}
+}

@@ -99,17 +99,19 @@ func (s *shardControllers) Apply(ctx context.Context, count int, owned []int) er
 
 // keeperWith is the Keeper of o's shards, running them with s.
 func keeperWith(o options, s *shardControllers, client client.Client, log logr.Logger, metrics *shard.Metrics) (*shard.Keeper, error) {
+	// A Pod's name is its replica's: one process at a time runs in its
+	// fleetd container, so a container that starts again after a crash is
+	// the same replica, and takes its shards back as soon as it runs
+	// instead of waiting out its own Lease. Anywhere else two processes
+	// may share a host name, so each gets a suffix of its own.
 	id := o.replicaID
 	if id == "" {
 		host, err := os.Hostname()
 		if err != nil {
 			return nil, fmt.Errorf("naming this replica (set --replica-id): %w", err)
 		}
-		id = host
+		id = host + "-" + utilrand.String(5)
 	}
-	// A process of its own: a container that starts again is a new
-	// replica, never mistaken for the one that died before it.
-	id += "-" + utilrand.String(5)
 	if o.shardLeaseDuration <= o.shardRenewDeadline || o.shardRenewDeadline <= o.shardRenewPeriod || o.shardRenewPeriod <= 0 {
 		return nil, errors.New("--shard-lease-duration must be longer than --shard-renew-deadline, and that longer than --shard-renew-period")
 	}

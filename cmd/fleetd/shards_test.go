@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -118,8 +119,15 @@ func TestShardLeaseSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(k.Identity, "r-") || len(k.Identity) != len("r-")+5 {
-		t.Errorf("identity %q: want the replica id and a suffix of its own", k.Identity)
+	if k.Identity != "r" {
+		t.Errorf("identity %q: want the replica id", k.Identity)
+	}
+	o.replicaID = ""
+	if k, err = keeperWith(o, newShardControllers(nil, "", logr.Discard(), nil), nil, logr.Discard(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if host, _ := os.Hostname(); !strings.HasPrefix(k.Identity, host+"-") || len(k.Identity) != len(host)+6 {
+		t.Errorf("identity %q with no replica id: want the host name and a suffix of its own", k.Identity)
 	}
 	if k.LeaseDuration != shard.DefaultLeaseDuration || k.Count != shard.DefaultCount {
 		t.Errorf("defaults: lease %s, %d shards", k.LeaseDuration, k.Count)

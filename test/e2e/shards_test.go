@@ -28,33 +28,46 @@ const shardCount = shard.DefaultCount
 // shardHolders maps each shard to the replica its Lease names ("" for
 // none).
 func (c *cluster) shardHolders(ctx context.Context) (map[int]string, error) {
+	leases, err := c.shardLeases(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]string{}
+	for i, l := range leases {
+		out[i] = ptr.Deref(l.Spec.HolderIdentity, "")
+	}
+	return out, nil
+}
+
+// shardLeases are the shards' Leases by shard.
+func (c *cluster) shardLeases(ctx context.Context) (map[int]*coordinationv1.Lease, error) {
 	var leases coordinationv1.LeaseList
 	if err := c.client.List(ctx, &leases, client.InNamespace(fleetdNamespace), client.MatchingLabels{fleetv1alpha1.LabelLease: shard.LeaseShard}); err != nil {
 		return nil, err
 	}
-	out := map[int]string{}
-	for _, l := range leases.Items {
-		if i, ok := shard.Parse(strings.TrimPrefix(l.Name, "fleetd-shard-"), shardCount); ok {
-			out[i] = ptr.Deref(l.Spec.HolderIdentity, "")
+	out := map[int]*coordinationv1.Lease{}
+	for i := range leases.Items {
+		if s, ok := shard.Parse(strings.TrimPrefix(leases.Items[i].Name, "fleetd-shard-"), shardCount); ok {
+			out[s] = &leases.Items[i]
 		}
 	}
 	return out, nil
 }
 
-// replicaOf is the running fleetd pod a shard holder is a process of (a
-// replica's identity is its pod's name and a suffix of its own).
+// replicaOf is the running fleetd pod a shard holder is (a replica is
+// named after its pod).
 func replicaOf(holder string, pods []*corev1.Pod) *corev1.Pod {
 	for _, p := range pods {
-		if strings.HasPrefix(holder, p.Name+"-") {
+		if holder == p.Name {
 			return p
 		}
 	}
 	return nil
 }
 
-// sharedOut waits until every shard is held by a live process of a
-// running replica, each replica holding some, and returns the holders.
-func (c *cluster) sharedOut(t *testing.T, pods []*corev1.Pod, dead map[string]bool) map[int]string {
+// sharedOut waits until every shard is held by a running replica, each
+// replica holding some, and returns the holders.
+func (c *cluster) sharedOut(t *testing.T, pods []*corev1.Pod) map[int]string {
 	t.Helper()
 	var holders map[int]string
 	testutil.Eventually(t, "every shard held, by every replica", func() (bool, string) {
@@ -65,7 +78,7 @@ func (c *cluster) sharedOut(t *testing.T, pods []*corev1.Pod, dead map[string]bo
 		per := map[string]int{}
 		for i := range shardCount {
 			h := holders[i]
-			if h == "" || dead[h] || replicaOf(h, pods) == nil {
+			if h == "" || replicaOf(h, pods) == nil {
 				return false, fmt.Sprintf("shard %d held by %q", i, h)
 			}
 			per[replicaOf(h, pods).Name]++
@@ -87,7 +100,7 @@ func TestShardsSharedOut(t *testing.T) {
 	if len(pods) < 2 {
 		t.Skipf("%d fleetd replica", len(pods))
 	}
-	c.sharedOut(t, pods, nil)
+	c.sharedOut(t, pods)
 	member(t, "e2e-shard-label")
 	want := shard.Value(shard.Of(ns, "e2e-shard-label", shardCount))
 	testutil.Eventually(t, "the member labelled with its shard", func() (bool, string) {
@@ -127,7 +140,7 @@ func TestReplicaCrashMidBurst(t *testing.T) {
 	if len(pods) < 2 {
 		t.Skipf("%d fleetd replica", len(pods))
 	}
-	holders := c.sharedOut(t, pods, nil)
+	holders := c.sharedOut(t, pods)
 	victim := pods[0]
 
 	// Two members in the victim's shards, two in the others'.
@@ -178,29 +191,43 @@ func TestReplicaCrashMidBurst(t *testing.T) {
 		return true, ""
 	})
 
-	dead := map[string]bool{}
-	for _, h := range holders {
-		if replicaOf(h, pods) == victim {
-			dead[h] = true
+	var victims []int
+	for i, h := range holders {
+		if h == victim.Name {
+			victims = append(victims, i)
 		}
 	}
 	before := containerStatus(victim, fleetdContainer).RestartCount
+	// Lease times have microseconds; the API server's clock is this
+	// machine's.
 	crashed := time.Now()
-	// SIGQUIT ends the Go process at once: no lease is handed over.
+	// SIGQUIT ends the Go process at once: no lease is handed over. Its
+	// container starts again, as the same replica, and takes its shards
+	// back, unless the other replica has taken them first.
 	_, _ = c.exec(victim.Name, fleetdContainer, "kill -s QUIT 1")
-	testutil.Eventually(t, "the crashed replica's shards taken over", func() (bool, string) {
-		holders, err := c.shardHolders(ctx)
+	testutil.Eventually(t, "the crashed replica's shards run again", func() (bool, string) {
+		leases, err := c.shardLeases(ctx)
 		if err != nil {
 			return false, err.Error()
 		}
-		for i := range shardCount {
-			if h := holders[i]; h == "" || dead[h] {
-				return false, fmt.Sprintf("shard %d held by %q", i, h)
+		for _, i := range victims {
+			l := leases[i]
+			if l == nil || l.Spec.AcquireTime == nil || l.Spec.AcquireTime.Time.Before(crashed) || ptr.Deref(l.Spec.HolderIdentity, "") == "" {
+				return false, fmt.Sprintf("shard %d not taken since the crash", i)
 			}
 		}
 		return true, ""
 	}, testutil.Within(time.Minute))
 	takeover := time.Since(crashed)
+	leases, err := c.shardLeases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := map[string]int{}
+	for _, i := range victims {
+		by[ptr.Deref(leases[i].Spec.HolderIdentity, "")]++
+	}
+	t.Logf("the crashed replica's %d shards now run on %v", len(victims), by)
 
 	for _, name := range names {
 		testutil.Eventually(t, "every message to "+name+" settled", func() (bool, string) {
@@ -243,7 +270,7 @@ func TestReplicaCrashMidBurst(t *testing.T) {
 		st := containerStatus(p, fleetdContainer)
 		return st != nil && st.RestartCount > before && st.Ready, fmt.Sprintf("%+v", st)
 	}, testutil.Within(2*time.Minute))
-	c.sharedOut(t, pods, dead)
+	c.sharedOut(t, pods)
 	probes, failures := stopProbe()
 	t.Logf("shards taken over %.1fs after the crash (lease duration %s); the Service's gateway failed %d of %d probes",
 		takeover.Seconds(), shard.DefaultLeaseDuration, failures, probes)
@@ -302,7 +329,7 @@ func TestRolloutHandsShardsOver(t *testing.T) {
 	if len(pods) < 2 {
 		t.Skipf("%d fleetd replica", len(pods))
 	}
-	c.sharedOut(t, pods, nil)
+	c.sharedOut(t, pods)
 	names := []string{"e2e-rollout-a", "e2e-rollout-b", "e2e-rollout-c"}
 	logs := map[string]string{}
 	for _, name := range names {
@@ -335,7 +362,7 @@ func TestRolloutHandsShardsOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.sharedOut(t, after, nil)
+	c.sharedOut(t, after)
 	for _, name := range names {
 		testutil.Eventually(t, "every message to "+name+" settled", func() (bool, string) {
 			var list fleetv1alpha1.DelegationList
