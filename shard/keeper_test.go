@@ -81,6 +81,20 @@ func (r *replica) tick(t *testing.T) {
 	}
 }
 
+// evenly ticks a and b a few seconds and checks that they share the 8
+// shards evenly.
+func evenly(t *testing.T, clk *clocktesting.FakeClock, run *running, a, b *replica) {
+	t.Helper()
+	for range 3 {
+		clk.Step(time.Second)
+		a.tick(t)
+		b.tick(t)
+	}
+	if run.count(a.Identity) != 4 || run.count(b.Identity) != 4 {
+		t.Fatalf("two replicas run %d and %d shards, want 4 each", run.count(a.Identity), run.count(b.Identity))
+	}
+}
+
 func holders(t *testing.T, ns string) map[string]int {
 	t.Helper()
 	var leases coordinationv1.LeaseList
@@ -108,14 +122,7 @@ func TestKeeperSharesAndTakesOver(t *testing.T) {
 	if got := run.count("a"); got != 8 {
 		t.Fatalf("a alone runs %d shards, want 8", got)
 	}
-	for range 3 {
-		clk.Step(time.Second)
-		b.tick(t)
-		a.tick(t)
-	}
-	if run.count("a") != 4 || run.count("b") != 4 {
-		t.Fatalf("two replicas run %d and %d shards, want 4 each", run.count("a"), run.count("b"))
-	}
+	evenly(t, clk, run, a, b)
 	if h := holders(t, ns); h["a"] != 4 || h["b"] != 4 {
 		t.Fatalf("leases held %v, want 4 each", h)
 	}
@@ -149,14 +156,7 @@ func TestKeeperSharesAndTakesOver(t *testing.T) {
 	if got := run.count("b"); got != 0 {
 		t.Fatalf("b runs %d shards it lost", got)
 	}
-	for range 3 {
-		clk.Step(time.Second)
-		a.tick(t)
-		b.tick(t)
-	}
-	if run.count("a") != 4 || run.count("b") != 4 {
-		t.Fatalf("after b came back: %d and %d shards, want 4 each", run.count("a"), run.count("b"))
-	}
+	evenly(t, clk, run, a, b)
 
 	// a stops cleanly: its shards are free at once, and b takes them
 	// without waiting for a's lease to run out.

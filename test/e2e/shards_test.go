@@ -88,11 +88,10 @@ func (c *cluster) sharedOut(t *testing.T, pods []*corev1.Pod) map[int]string {
 	return holders
 }
 
-// TestShardsSharedOut: config/default's replicas share the shards out,
-// and a Member, its Pod and its Delegations carry its shard.
-func TestShardsSharedOut(t *testing.T) {
-	c := clusterMode(t)
-	dumpOnFailure(t)
+// replicas are fleetd's running pods; a test of more than one skips
+// with fewer.
+func (c *cluster) replicas(t *testing.T) []*corev1.Pod {
+	t.Helper()
 	pods, err := c.pods(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -100,6 +99,15 @@ func TestShardsSharedOut(t *testing.T) {
 	if len(pods) < 2 {
 		t.Skipf("%d fleetd replica", len(pods))
 	}
+	return pods
+}
+
+// TestShardsSharedOut: config/default's replicas share the shards out,
+// and a Member, its Pod and its Delegations carry its shard.
+func TestShardsSharedOut(t *testing.T) {
+	c := clusterMode(t)
+	dumpOnFailure(t)
+	pods := c.replicas(t)
 	c.sharedOut(t, pods)
 	member(t, "e2e-shard-label")
 	want := shard.Value(shard.Of(ns, "e2e-shard-label", shardCount))
@@ -133,13 +141,7 @@ func TestReplicaCrashMidBurst(t *testing.T) {
 	c := localCluster(t)
 	dumpOnFailure(t)
 	ctx := context.Background()
-	pods, err := c.pods(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(pods) < 2 {
-		t.Skipf("%d fleetd replica", len(pods))
-	}
+	pods := c.replicas(t)
 	holders := c.sharedOut(t, pods)
 	victim := pods[0]
 
@@ -310,13 +312,7 @@ func TestRolloutHandsShardsOver(t *testing.T) {
 	c := localCluster(t)
 	dumpOnFailure(t)
 	ctx := context.Background()
-	pods, err := c.pods(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(pods) < 2 {
-		t.Skipf("%d fleetd replica", len(pods))
-	}
+	pods := c.replicas(t)
 	c.sharedOut(t, pods)
 	names := []string{"e2e-rollout-a", "e2e-rollout-b", "e2e-rollout-c"}
 	logs := map[string]string{}
