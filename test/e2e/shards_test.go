@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
@@ -173,14 +174,7 @@ func TestReplicaCrashMidBurst(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 6
-	sent := map[string][]string{}
-	for _, name := range names {
-		for i := range n {
-			r := call(t, s, "bridge_send", map[string]any{"sessionId": name, "content": fmt.Sprintf("silent: %s %02d", name, i), "wait": false})
-			wantOutcome(t, r, "dispatched")
-			sent[name] = append(sent[name], r.Str("dispatchId"))
-		}
-	}
+	sent := burst(t, s, names, n)
 	s.Close()
 	testutil.Eventually(t, "some deliveries to every member", func() (bool, string) {
 		var counts []int
@@ -322,14 +316,7 @@ func TestRolloutHandsShardsOver(t *testing.T) {
 	stop := c.serviceProbe(t)
 	s := session(t, w.token)
 	const n = 8
-	sent := map[string][]string{}
-	for _, name := range names {
-		for i := range n {
-			r := call(t, s, "bridge_send", map[string]any{"sessionId": name, "content": fmt.Sprintf("silent: %s %02d", name, i), "wait": false})
-			wantOutcome(t, r, "dispatched")
-			sent[name] = append(sent[name], r.Str("dispatchId"))
-		}
-	}
+	sent := burst(t, s, names, n)
 	started := time.Now()
 	// The suite's port-forward goes to one pod; it follows to another.
 	t.Cleanup(func() {
@@ -365,6 +352,21 @@ func TestRolloutHandsShardsOver(t *testing.T) {
 	if failures > 0 {
 		t.Errorf("the gateway behind the Service failed %d of %d probes during a rollout, with a replica always serving", failures, probes)
 	}
+}
+
+// burst sends each of names n detached messages ("silent: <name> <i>")
+// and returns their dispatch ids by member.
+func burst(t *testing.T, s *mcp.ClientSession, names []string, n int) map[string][]string {
+	t.Helper()
+	sent := map[string][]string{}
+	for _, name := range names {
+		for i := range n {
+			r := call(t, s, "bridge_send", map[string]any{"sessionId": name, "content": fmt.Sprintf("silent: %s %02d", name, i), "wait": false})
+			wantOutcome(t, r, "dispatched")
+			sent[name] = append(sent[name], r.Str("dispatchId"))
+		}
+	}
+	return sent
 }
 
 // settled waits until each of the Delegations ids has settled in a phase
