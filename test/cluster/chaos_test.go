@@ -206,6 +206,7 @@ func (s *chaosSoak) round(tb testing.TB, ns string, report func(float64, string)
 		tb.Logf("after the faults:\n%s", diagnose(s.cl))
 	}
 	probed := probe.stop()
+	tb.Logf("the Service's gateway failed %d of %d probes, in runs (start, length): %v", probed.failed, probed.probes, probed.runs)
 	tb.Logf("with faults: %s", sends.summary())
 	tb.Logf("faults:\n%s", strings.Join(faults.log(), "\n"))
 	problems = append(problems, sends.problems()...)
@@ -218,7 +219,14 @@ func (s *chaosSoak) round(tb testing.TB, ns string, report func(float64, string)
 	}
 	problems = append(problems, s.checkDelegations(tb, ctx, ns, runs)...)
 	keeper.stop()
-	problems = append(problems, s.checkTyped(tb, ctx, ns, keeper, runs)...)
+	typedProblems, lost := s.checkTyped(tb, ctx, ns, keeper, runs)
+	problems = append(problems, typedProblems...)
+	if len(lost) > 0 {
+		// The contract lets a turn end without a reply (TurnDone); the
+		// scripted agent always replies, so these are replies it sent and
+		// its sender never got: shown, not failed on.
+		tb.Logf("%d replies the agents sent did not reach their senders (the Delegations settled TurnDone):\n%s", len(lost), strings.Join(lost, "\n"))
+	}
 
 	takeovers := faults.takeovers()
 	if len(takeovers) > 0 {
@@ -228,6 +236,7 @@ func (s *chaosSoak) round(tb testing.TB, ns string, report func(float64, string)
 	report(float64(len(takeovers)), "replica-deaths")
 	report(float64(faults.count("pod")), "member-pod-kills")
 	report(float64(faults.count("node")), "node-kills")
+	report(float64(len(lost)), "replies-lost")
 	report(float64(probed.failed), "probes-failed")
 	report(float64(probed.probes), "probes")
 	report(probed.longest.Seconds(), "s-unavailable-longest")
@@ -453,6 +462,13 @@ type probeResult struct {
 	// longest is the longest run of failed probes, from the first's start
 	// to the next success's.
 	longest time.Duration
+	// runs are the runs of failed probes: when each began, how long.
+	runs []string
+}
+
+func (p *probeResult) ended(since, at time.Time) {
+	p.longest = max(p.longest, at.Sub(since))
+	p.runs = append(p.runs, fmt.Sprintf("%s %.2fs", since.Format("15:04:05.000"), at.Sub(since).Seconds()))
 }
 
 type prober struct {
@@ -472,7 +488,7 @@ func startProbe(ctx context.Context, addr string) *prober {
 			select {
 			case <-p.stopped:
 				if !failingSince.IsZero() {
-					res.longest = max(res.longest, time.Since(failingSince))
+					res.ended(failingSince, time.Now())
 				}
 				p.done <- res
 				return
@@ -496,7 +512,7 @@ func startProbe(ctx context.Context, addr string) *prober {
 					failingSince = at
 				}
 			case !failingSince.IsZero():
-				res.longest = max(res.longest, at.Sub(failingSince))
+				res.ended(failingSince, at)
 				failingSince = time.Time{}
 			}
 			time.Sleep(time.Until(at.Add(100 * time.Millisecond)))
@@ -776,6 +792,13 @@ func (s *chaosSoak) checkDelegations(tb testing.TB, ctx context.Context, ns stri
 	return problems
 }
 
+func stamp(t *metav1.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.Format("15:04:05")
+}
+
 // settledReason is the reason of d's Settled condition.
 func settledReason(d *fleetv1alpha1.Delegation) string {
 	for _, c := range d.Status.Conditions {
@@ -820,8 +843,9 @@ func phaseOutcome(d *fleetv1alpha1.Delegation) string {
 // checkTyped checks what the agents received, all Pods of a member
 // together: no prompt twice, none sent to another member, every one that
 // was replied to or whose turn ended there, and each member's in the order
-// of its queue.
-func (s *chaosSoak) checkTyped(tb testing.TB, ctx context.Context, ns string, keeper *logKeeper, runs []*chaosSends) []string {
+// of its queue. It returns too the prompts typed whose agent's reply was
+// lost on the way (bridge_reply failed, as the turn's tail shows).
+func (s *chaosSoak) checkTyped(tb testing.TB, ctx context.Context, ns string, keeper *logKeeper, runs []*chaosSends) (problems, lost []string) {
 	tb.Helper()
 	var list fleetv1alpha1.DelegationList
 	if err := s.r.c.List(ctx, &list, client.InNamespace(ns)); err != nil {
@@ -838,7 +862,11 @@ func (s *chaosSoak) checkTyped(tb testing.TB, ctx context.Context, ns string, ke
 		}
 	}
 	typed, unread := keeper.read()
-	var problems []string
+	var unreplied []string
+	defer func() {
+		slices.Sort(unreplied)
+		tb.Logf("%d Delegations not Replied:\n%s", len(unreplied), strings.Join(unreplied, "\n"))
+	}()
 	for _, u := range unread {
 		tb.Logf("a member Pod's received log was never read (no prompt reached it before it went, or it went too fast): %s", u)
 	}
@@ -852,8 +880,8 @@ func (s *chaosSoak) checkTyped(tb testing.TB, ctx context.Context, ns string, ke
 		last, lastText := -1, ""
 		for _, e := range typed[member] {
 			seen[e.text] = append(seen[e.text], e)
-			if to, ok := sentTo[e.text]; ok && to != member {
-				problems = append(problems, fmt.Sprintf("%s/%s received %q, sent to %s (pod %s at %s)", ns, member, e.text, to, e.pod, e.at.Format(time.RFC3339Nano)))
+			if to, ok := sentTo[e.text]; !ok || to != member {
+				problems = append(problems, fmt.Sprintf("%s/%s received %q, sent to %q (pod %s at %s)", ns, member, e.text, to, e.pod, e.at.Format(time.RFC3339Nano)))
 				continue
 			}
 			i, ok := place[e.text]
@@ -876,6 +904,18 @@ func (s *chaosSoak) checkTyped(tb testing.TB, ctx context.Context, ns string, ke
 			}
 		}
 		for _, d := range q {
+			if d.Status.Phase != fleetv1alpha1.DelegationReplied {
+				var where []string
+				for _, e := range seen[d.Spec.Content] {
+					where = append(where, fmt.Sprintf("pod %s at %s", e.pod, e.at.Format("15:04:05.000")))
+				}
+				unreplied = append(unreplied, fmt.Sprintf("%s %q to %s: %s/%s %q; typed %d times %v; created %s, delivering %s, picked up %s, settled %s; tail %q",
+					d.Name, d.Spec.Content, member, d.Status.Phase, settledReason(&d), delegation.SettledMessage(&d, ""), len(where), where,
+					d.CreationTimestamp.Format("15:04:05"), stamp(d.Status.DeliveringAt), stamp(d.Status.PickedUpAt), stamp(d.Status.SettledAt), lastLine(ptrString(d.Status.Tail))))
+				if tail := lastLine(ptrString(d.Status.Tail)); d.Status.Phase == fleetv1alpha1.DelegationTurnDone && len(seen[d.Spec.Content]) > 0 && strings.Contains(tail, "bridge_reply") {
+					lost = append(lost, fmt.Sprintf("%s/%s %q to %s, typed at %s: %s", ns, d.Name, d.Spec.Content, member, seen[d.Spec.Content][0].at.Format("15:04:05.000"), tail))
+				}
+			}
 			if len(seen[d.Spec.Content]) > 0 {
 				continue
 			}
@@ -885,7 +925,7 @@ func (s *chaosSoak) checkTyped(tb testing.TB, ctx context.Context, ns string, ke
 			}
 		}
 	}
-	return problems
+	return problems, lost
 }
 
 // faults is the loop that kills replicas, member Pods and a node.
@@ -964,7 +1004,8 @@ func (f *faults) note(kind, format string, args ...any) {
 	if kind != "" {
 		f.kinds[kind]++
 	}
-	f.entries = append(f.entries, fmt.Sprintf("%6.1fs %s", time.Since(f.start).Seconds(), fmt.Sprintf(format, args...)))
+	now := time.Now()
+	f.entries = append(f.entries, fmt.Sprintf("%6.1fs (%s) %s", now.Sub(f.start).Seconds(), now.Format("15:04:05.000"), fmt.Sprintf(format, args...)))
 }
 
 func (f *faults) problem(format string, args ...any) {
