@@ -120,12 +120,7 @@ func BenchmarkChaosSoak(b *testing.B) {
 	round := 0
 	for b.Loop() {
 		round++
-		var figures []string
-		s.round(b, fmt.Sprintf("chaos-%d", round), func(v float64, unit string) {
-			b.ReportMetric(v, unit)
-			figures = append(figures, fmt.Sprintf("%.4g %s", v, unit))
-		})
-		b.Logf("chaos soak round %d: %s", round, strings.Join(figures, ", "))
+		s.round(b, fmt.Sprintf("chaos-%d", round), b.ReportMetric)
 	}
 }
 
@@ -167,9 +162,15 @@ func (s *chaosSoak) round(tb testing.TB, ns string, report func(float64, string)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cfg := s.cfg
+	// The figures go to report and into the log: a failed benchmark
+	// prints no metrics.
 	var figures []string
-	if report == nil {
-		report = func(v float64, unit string) { figures = append(figures, fmt.Sprintf("%.4g %s", v, unit)) }
+	metric := report
+	report = func(v float64, unit string) {
+		if metric != nil {
+			metric(v, unit)
+		}
+		figures = append(figures, fmt.Sprintf("%.4g %s", v, unit))
 	}
 	v := s.r.namespaces(tb, ctx, ns)
 	members := memberNames(cfg.members)
@@ -256,9 +257,7 @@ func (s *chaosSoak) round(tb testing.TB, ns string, report func(float64, string)
 	for event, n := range sends.events() {
 		report(float64(n), "retries-"+event)
 	}
-	if len(figures) > 0 {
-		tb.Logf("figures: %s", strings.Join(figures, ", "))
-	}
+	tb.Logf("figures: %s", strings.Join(figures, ", "))
 	tb.Logf("takeovers: %v", takeovers)
 	if len(problems) > 0 {
 		tb.Fatalf("%d problems:\n%s", len(problems), strings.Join(problems[:min(len(problems), 60)], "\n"))
