@@ -98,7 +98,7 @@ func BenchmarkScale(b *testing.B) {
 
 // deployFleetd applies config/default, waits for fleetd to roll out, and
 // removes it when the benchmark ends.
-func deployFleetd(b *testing.B, cl *localcluster.Cluster) {
+func deployFleetd(b testing.TB, cl *localcluster.Cluster) {
 	b.Helper()
 	def := filepath.Join(testenv.RepoRoot(), "config", "default")
 	kubectl(b, cl, "apply", "-k", def)
@@ -120,7 +120,7 @@ type scaleRun struct {
 	kube kubernetes.Interface
 }
 
-func newScaleRun(b *testing.B, cl *localcluster.Cluster) *scaleRun {
+func newScaleRun(b testing.TB, cl *localcluster.Cluster) *scaleRun {
 	b.Helper()
 	cfg, err := cl.RESTConfig()
 	if err != nil {
@@ -268,7 +268,7 @@ func memberNames(n int) []string {
 
 // namespaces creates namespaces, deletes them (and waits) when the round
 // ends, and watches them.
-func (r *scaleRun) namespaces(b *testing.B, ctx context.Context, names ...string) cache.Cache {
+func (r *scaleRun) namespaces(b testing.TB, ctx context.Context, names ...string) cache.Cache {
 	b.Helper()
 	for _, name := range names {
 		if err := r.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
@@ -298,7 +298,7 @@ func scriptedPod() *fleetv1alpha1.MemberPod {
 // watch follows the Members, Delegations and Pods of namespaces in a
 // cache, as a controller would: waiting on them costs the API server no
 // polls.
-func (r *scaleRun) watch(b *testing.B, ctx context.Context, namespaces ...string) cache.Cache {
+func (r *scaleRun) watch(b testing.TB, ctx context.Context, namespaces ...string) cache.Cache {
 	b.Helper()
 	opts := cache.Options{Scheme: r.c.Scheme(), DefaultNamespaces: map[string]cache.Config{}}
 	for _, ns := range namespaces {
@@ -322,7 +322,7 @@ func (r *scaleRun) watch(b *testing.B, ctx context.Context, namespaces ...string
 
 // createAll creates objs, scaleWorkers at once, and returns when each was
 // created.
-func (r *scaleRun) createAll(b *testing.B, objs []client.Object) []time.Time {
+func (r *scaleRun) createAll(b testing.TB, objs []client.Object) []time.Time {
 	b.Helper()
 	created := make([]time.Time, len(objs))
 	errs := make([]error, len(objs))
@@ -363,7 +363,7 @@ type startedMembers struct {
 
 // startMembers creates scripted members named names in ns and waits until
 // all are Ready at once.
-func (r *scaleRun) startMembers(b *testing.B, v cache.Cache, ns string, names []string) startedMembers {
+func (r *scaleRun) startMembers(b testing.TB, v cache.Cache, ns string, names []string) startedMembers {
 	b.Helper()
 	// Only a Profile may name a member's image (scriptedPod).
 	p := testutil.MakeProfile("scale", ns).Command("scripted-agent", "--received-log", receivedLog).Obj()
@@ -421,7 +421,7 @@ func (r *scaleRun) startMembers(b *testing.B, v cache.Cache, ns string, names []
 }
 
 // podsReady counts the member Pods of ns that are Ready.
-func (r *scaleRun) podsReady(b *testing.B, v cache.Cache, ns string) int {
+func (r *scaleRun) podsReady(b testing.TB, v cache.Cache, ns string) int {
 	b.Helper()
 	var pods corev1.PodList
 	if err := v.List(context.Background(), &pods, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
@@ -611,7 +611,7 @@ func (r *scaleRun) checkReceived(b *testing.B, v cache.Cache, ns string, members
 	return bad
 }
 
-func (r *scaleRun) member(b *testing.B, v cache.Cache, ns, name string) *fleetv1alpha1.Member {
+func (r *scaleRun) member(b testing.TB, v cache.Cache, ns, name string) *fleetv1alpha1.Member {
 	b.Helper()
 	m := &fleetv1alpha1.Member{}
 	if err := v.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, m); err != nil {
@@ -625,7 +625,7 @@ func (r *scaleRun) member(b *testing.B, v cache.Cache, ns, name string) *fleetv1
 
 // deleteNamespace deletes ns and waits until it is gone: fleetd closes
 // its members and their Pods go.
-func (r *scaleRun) deleteNamespace(b *testing.B, ns string) {
+func (r *scaleRun) deleteNamespace(b testing.TB, ns string) {
 	b.Helper()
 	if out, err := kubectlErr(r.cl, "delete", "namespace", ns, "--ignore-not-found", "--wait=true", "--timeout=10m"); err != nil {
 		b.Logf("deleting namespace %s: %v\n%s", ns, err, out)
