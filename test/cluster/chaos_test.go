@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -144,7 +144,7 @@ func newChaosSoak(tb testing.TB, cfg chaosConfig) *chaosSoak {
 		tb.Fatalf("fleetd did not scale to %d: %v\n%s\n%s", cfg.replicas, err, out, diagnose(cl))
 	}
 	s := &chaosSoak{cfg: cfg, cl: cl, r: newScaleRun(tb, cl)}
-	if err := s.waitShared(cfg.replicas, nil, 2*time.Minute); err != nil {
+	if err := s.waitShared(cfg.replicas, 2*time.Minute); err != nil {
 		tb.Fatalf("%v\n%s", err, diagnose(cl))
 	}
 	svc, err := cl.ServiceAddr(context.Background(), fleetdNamespace, "fleetd-gateway", "gateway")
@@ -202,7 +202,7 @@ func (s *chaosSoak) round(tb testing.TB, ns string, report func(float64, string)
 	faults.stop()
 	// The Service is probed until the fleet is whole again: what a
 	// client sees of the last kill counts too.
-	if err := s.waitShared(cfg.replicas, faults.deadIdentities(), 5*time.Minute); err != nil {
+	if err := s.waitShared(cfg.replicas, 5*time.Minute); err != nil {
 		problems = append(problems, "after the faults: "+err.Error())
 		tb.Logf("after the faults:\n%s", diagnose(s.cl))
 	}
@@ -346,20 +346,37 @@ func waitLetIn(tb testing.TB, ctx context.Context, url, token, who string) {
 // shardHolders maps each shard to the identity its Lease names ("" for
 // none).
 func (s *chaosSoak) shardHolders(ctx context.Context) (map[int]string, error) {
+	leases, err := s.shardLeases(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]string{}
+	for i, l := range leases {
+		out[i] = ptr.Deref(l.Spec.HolderIdentity, "")
+	}
+	return out, nil
+}
+
+// shardLeases are the shards' Leases by shard.
+func (s *chaosSoak) shardLeases(ctx context.Context) (map[int]coordinationv1.Lease, error) {
 	leases, err := s.r.kube.CoordinationV1().Leases(fleetdNamespace).List(ctx, metav1.ListOptions{
 		LabelSelector: fleetv1alpha1.LabelLease + "=" + shard.LeaseShard,
 	})
 	if err != nil {
 		return nil, err
 	}
-	out := map[int]string{}
+	out := map[int]coordinationv1.Lease{}
 	for _, l := range leases.Items {
 		if i, ok := shard.Parse(strings.TrimPrefix(l.Name, "fleetd-shard-"), shard.DefaultCount); ok {
-			out[i] = ptr.Deref(l.Spec.HolderIdentity, "")
+			out[i] = l
 		}
 	}
 	return out, nil
 }
+
+// processOf reports whether replica identity id is pod's: a replica is
+// named after its pod.
+func processOf(id, pod string) bool { return id == pod || strings.HasPrefix(id, pod+"-") }
 
 // identitiesOf are the replica identities that are processes of pod: its
 // replica Leases and the shard holders it names.
@@ -370,10 +387,10 @@ func (s *chaosSoak) identitiesOf(ctx context.Context, pod string) map[string]boo
 		return out
 	}
 	for _, l := range leases.Items {
-		if id, ok := strings.CutPrefix(l.Name, "fleetd-replica-"); ok && strings.HasPrefix(id, pod+"-") {
+		if id, ok := strings.CutPrefix(l.Name, "fleetd-replica-"); ok && processOf(id, pod) {
 			out[id] = true
 		}
-		if h := ptr.Deref(l.Spec.HolderIdentity, ""); strings.HasPrefix(h, pod+"-") && l.Labels[fleetv1alpha1.LabelLease] == shard.LeaseShard {
+		if h := ptr.Deref(l.Spec.HolderIdentity, ""); processOf(h, pod) && l.Labels[fleetv1alpha1.LabelLease] == shard.LeaseShard {
 			out[h] = true
 		}
 	}
@@ -409,8 +426,8 @@ func allContainersReady(p *corev1.Pod) bool {
 }
 
 // waitShared waits until replicas fleetd pods are ready and every shard is
-// held by a process of one of them that is not dead, each holding some.
-func (s *chaosSoak) waitShared(replicas int, dead map[string]bool, within time.Duration) error {
+// held by one of them, each holding some.
+func (s *chaosSoak) waitShared(replicas int, within time.Duration) error {
 	ctx := context.Background()
 	deadline := time.Now().Add(within)
 	for {
@@ -431,11 +448,11 @@ func (s *chaosSoak) waitShared(replicas int, dead map[string]bool, within time.D
 				h := holders[i]
 				owner := ""
 				for _, p := range ready {
-					if strings.HasPrefix(h, p.Name+"-") {
+					if processOf(h, p.Name) {
 						owner = p.Name
 					}
 				}
-				if h == "" || dead[h] || owner == "" {
+				if h == "" || owner == "" {
 					return fmt.Sprintf("shard %d held by %q", i, h)
 				}
 				per[owner]++
@@ -955,7 +972,7 @@ type faults struct {
 // nodeKillAt, a node with member Pods on it.
 func (s *chaosSoak) startFaults(tb testing.TB, ctx context.Context, ns string, v cache.Cache, keeper *logKeeper) *faults {
 	ctx, cancel := context.WithCancel(ctx)
-	f := &faults{s: s, ns: ns, v: v, keeper: keeper, start: time.Now(), cancel: cancel, kinds: map[string]int{}, dead: map[string]bool{}}
+	f := &faults{s: s, ns: ns, v: v, keeper: keeper, start: time.Now(), cancel: cancel, kinds: map[string]int{}}
 	if s.cfg.replicaEvery > 0 {
 		f.wg.Go(func() {
 			for n := 0; sleepCtx(ctx, s.cfg.replicaEvery); n++ {
@@ -1031,12 +1048,6 @@ func (f *faults) takeovers() []time.Duration {
 	return slices.Clone(f.taken)
 }
 
-func (f *faults) deadIdentities() map[string]bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return maps.Clone(f.dead)
-}
-
 // allReady waits until every fleetd replica is ready, and returns them
 // (nil when ctx ended first).
 func (f *faults) allReady(ctx context.Context) []corev1.Pod {
@@ -1063,11 +1074,6 @@ func (f *faults) killReplica(ctx context.Context, crash bool) {
 	}
 	victim := ready[rand.IntN(len(ready))]
 	dead := s.identitiesOf(ctx, victim.Name)
-	f.mu.Lock()
-	for id := range dead {
-		f.dead[id] = true
-	}
-	f.mu.Unlock()
 	killed := time.Now()
 	if crash {
 		out, err := kubectlErr(s.cl, "-n", fleetdNamespace, "exec", victim.Name, "-c", "fleetd", "--", "sh", "-c", "kill -s QUIT 1")
@@ -1095,17 +1101,20 @@ func keys(m map[string]bool) []string {
 	return out
 }
 
-// measureTakeover polls the shard Leases every 100 ms until none is empty
-// or names one of dead.
+// measureTakeover polls the shard Leases every 100 ms until every shard is
+// held, and none held by one of dead at the kill is held by it still but
+// from before the kill: a replica whose container starts again keeps its
+// name, and takes its shards again (their Leases say since when).
 func (f *faults) measureTakeover(what string, killed time.Time, dead map[string]bool) {
 	ctx := context.Background()
 	deadline := killed.Add(3 * time.Minute)
 	for time.Now().Before(deadline) {
-		holders, err := f.s.shardHolders(ctx)
+		leases, err := f.s.shardLeases(ctx)
 		if err == nil {
-			held := len(holders) == shard.DefaultCount
-			for _, h := range holders {
-				if h == "" || dead[h] {
+			held := len(leases) == shard.DefaultCount
+			for _, l := range leases {
+				h := ptr.Deref(l.Spec.HolderIdentity, "")
+				if h == "" || dead[h] && (l.Spec.AcquireTime == nil || l.Spec.AcquireTime.Time.Before(killed)) {
 					held = false
 				}
 			}
@@ -1209,9 +1218,6 @@ func (f *faults) killNode(ctx context.Context) {
 		}
 	}
 	f.mu.Lock()
-	for id := range dead {
-		f.dead[id] = true
-	}
 	f.downNode = victim
 	f.mu.Unlock()
 	defer func() {
