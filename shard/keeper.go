@@ -24,12 +24,17 @@ import (
 )
 
 // Default lease settings: a replica renews its own Lease every second;
-// one that has not renewed for 4 s is taken for dead and its shards are
-// taken over; one that could not renew for 3 s stops its controllers
-// before anyone else may start them.
+// one that has not renewed for 8 s is taken for dead and its shards are
+// taken over; one that could not renew for 6 s stops its controllers
+// before anyone else may start them. A replica whose container crashed
+// takes its shards back as soon as it runs again, whatever these say; a
+// replica that stops cleanly hands them over at once; only a replica that
+// vanishes (its node lost) is waited for. Shorter settings stopped busy
+// replicas on a 2-core machine: renewals queued behind the API server's
+// other work for longer than 3 s.
 const (
-	DefaultLeaseDuration = 4 * time.Second
-	DefaultRenewDeadline = 3 * time.Second
+	DefaultLeaseDuration = 8 * time.Second
+	DefaultRenewDeadline = 6 * time.Second
 	DefaultRenewPeriod   = time.Second
 )
 
@@ -79,6 +84,9 @@ type Keeper struct {
 	// Failed, when set, reports controllers that stopped by themselves:
 	// the Keeper then frees its shards and ends with the error.
 	Failed <-chan error
+
+	// self is this replica's Lease as last written (the renewals' own).
+	self *coordinationv1.Lease
 
 	mu        sync.Mutex
 	owned     []int
@@ -336,21 +344,37 @@ func (k *Keeper) look(leases []coordinationv1.Lease, now time.Time) (View, map[i
 	return view, byShard, stale
 }
 
+// renewSelf writes this replica's Lease renewed at now: one request, an
+// update of the Lease as last written, unless that is unknown or stale.
 func (k *Keeper) renewSelf(ctx context.Context, now time.Time) error {
-	l := &coordinationv1.Lease{}
-	key := client.ObjectKey{Namespace: k.Namespace, Name: ReplicaLeaseName(k.Identity)}
-	err := k.Client.Get(ctx, key, l)
-	switch {
-	case apierrors.IsNotFound(err):
-		l = k.lease(key.Name, LeaseReplica, now)
-		return k.Client.Create(ctx, l)
-	case err != nil:
+	l := k.self
+	if l == nil {
+		l = &coordinationv1.Lease{}
+		key := client.ObjectKey{Namespace: k.Namespace, Name: ReplicaLeaseName(k.Identity)}
+		err := k.Client.Get(ctx, key, l)
+		switch {
+		case apierrors.IsNotFound(err):
+			l = k.lease(key.Name, LeaseReplica, now)
+			if err := k.Client.Create(ctx, l); err != nil {
+				return err
+			}
+			k.self = l
+			return nil
+		case err != nil:
+			return err
+		}
+	}
+	next := l.DeepCopy()
+	next.Spec.HolderIdentity = ptr.To(k.Identity)
+	next.Spec.RenewTime = &metav1.MicroTime{Time: now}
+	next.Spec.LeaseDurationSeconds = ptr.To(int32(k.LeaseDuration.Seconds()))
+	if err := k.Client.Update(ctx, next); err != nil {
+		// Changed or deleted by someone else: read it again next time.
+		k.self = nil
 		return err
 	}
-	l.Spec.HolderIdentity = ptr.To(k.Identity)
-	l.Spec.RenewTime = &metav1.MicroTime{Time: now}
-	l.Spec.LeaseDurationSeconds = ptr.To(int32(k.LeaseDuration.Seconds()))
-	return k.Client.Update(ctx, l)
+	k.self = next
+	return nil
 }
 
 // acquire names this replica the holder of shard i's Lease, conditional on

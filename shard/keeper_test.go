@@ -2,8 +2,10 @@ package shard_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +28,46 @@ func TestMain(m *testing.M) { testenv.Main(m, &env) }
 type replica struct {
 	*shard.Keeper
 	running *running
+	api     *api
+}
+
+// api is the API server as one replica reaches it; down cuts it off.
+type api struct {
+	client.Client
+	down atomic.Bool
+	// gets counts the reads this replica made.
+	gets atomic.Int64
+}
+
+var errCutOff = errors.New("the API server is out of reach")
+
+func (a *api) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if a.down.Load() {
+		return errCutOff
+	}
+	a.gets.Add(1)
+	return a.Client.Get(ctx, key, obj, opts...)
+}
+
+func (a *api) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if a.down.Load() {
+		return errCutOff
+	}
+	return a.Client.List(ctx, list, opts...)
+}
+
+func (a *api) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	if a.down.Load() {
+		return errCutOff
+	}
+	return a.Client.Create(ctx, obj, opts...)
+}
+
+func (a *api) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	if a.down.Load() {
+		return errCutOff
+	}
+	return a.Client.Update(ctx, obj, opts...)
 }
 
 // running is which replica runs each shard's controllers.
@@ -67,11 +109,12 @@ func (r *running) count(who string) int {
 }
 
 func newReplica(ns, id string, c clock.WithTicker, run *running) *replica {
+	reach := &api{Client: env.Client}
 	return &replica{Keeper: &shard.Keeper{
-		Client: env.Client, Namespace: ns, Identity: id, Count: 8,
+		Client: reach, Namespace: ns, Identity: id, Count: 8,
 		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RenewPeriod: time.Second,
 		Clock: c, Apply: run.apply(id),
-	}, running: run}
+	}, running: run, api: reach}
 }
 
 func (r *replica) tick(t *testing.T) {
@@ -130,7 +173,7 @@ func TestKeeperSharesAndTakesOver(t *testing.T) {
 	// b is cut off from the API server: it cannot renew, so it stops its
 	// shards after its renew deadline, and a keeps off them until b's
 	// lease has run out by a's clock.
-	ns, b.Namespace = b.Namespace, "gone-"+ns
+	b.api.down.Store(true)
 	for range 3 {
 		clk.Step(time.Second)
 		_ = b.Tick(context.Background())
@@ -150,7 +193,7 @@ func TestKeeperSharesAndTakesOver(t *testing.T) {
 	if run.count("a") != 8 {
 		t.Fatalf("a runs %d shards after b's lease ran out, want 8", run.count("a"))
 	}
-	b.Namespace = ns
+	b.api.down.Store(false)
 	// b comes back: it finds its shards gone, stops them, and gets a share again.
 	b.tick(t)
 	if got := run.count("b"); got != 0 {
@@ -184,8 +227,8 @@ func TestKeeperFencesItself(t *testing.T) {
 	if run.count("a") != 8 {
 		t.Fatalf("a runs %d", run.count("a"))
 	}
-	// Its lease namespace goes: every renewal fails from now on.
-	a.Namespace = "gone-" + ns
+	// It is cut off: every renewal fails from now on.
+	a.api.down.Store(true)
 	clk.Step(2 * time.Second)
 	_ = a.Tick(context.Background())
 	if run.count("a") != 8 {
@@ -224,5 +267,30 @@ func TestKeeperRestartedTakesItsShardsBack(t *testing.T) {
 		if l.Spec.AcquireTime == nil || !l.Spec.AcquireTime.After(crashed) {
 			t.Errorf("lease %s acquired %v, want after the restart", l.Name, l.Spec.AcquireTime)
 		}
+	}
+}
+
+// TestKeeperRenewsInOneRequest: a renewal is one update of the Lease as
+// last written, not a read and a write: on a busy API server each
+// request a renewal waits for brings its deadline closer.
+func TestKeeperRenewsInOneRequest(t *testing.T) {
+	ns := env.Namespace(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	a := newReplica(ns, "a", clk, &running{t: t, by: map[int]string{}})
+	for range 5 {
+		if err := a.Renew(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		clk.Step(time.Second)
+	}
+	if got := a.api.gets.Load(); got > 1 {
+		t.Errorf("5 renewals read the Lease %d times, want at most once", got)
+	}
+	var l coordinationv1.Lease
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: shard.ReplicaLeaseName("a")}, &l); err != nil {
+		t.Fatal(err)
+	}
+	if want := clk.Now().Add(-time.Second); !l.Spec.RenewTime.Time.Equal(want.Truncate(time.Microsecond)) {
+		t.Errorf("renewed at %v, want %v", l.Spec.RenewTime.Time, want)
 	}
 }

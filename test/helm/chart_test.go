@@ -128,6 +128,7 @@ var clusterScoped = map[string]bool{
 	"CustomResourceDefinition": true, "ClusterRole": true, "ClusterRoleBinding": true,
 	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
 	"MutatingAdmissionPolicy": true, "MutatingAdmissionPolicyBinding": true,
+	"FlowSchema": true,
 }
 
 // TestDefaultsMatchConfigDefault holds the chart to config/default, the one
@@ -144,8 +145,9 @@ func TestDefaultsMatchConfigDefault(t *testing.T) {
 	}
 	kustomized := slices.DeleteFunc(decode(t, out), func(o *unstructured.Unstructured) bool { return o.GetKind() == "Namespace" })
 	for _, o := range kustomized {
-		// kustomize does not know the admission policies for cluster-scoped,
-		// and gives them a namespace, which the API server leaves out.
+		// kustomize does not know the admission policies and flow schemas
+		// for cluster-scoped, and gives them a namespace, which the API
+		// server leaves out.
 		if clusterScoped[o.GetKind()] {
 			o.SetNamespace("")
 		}
