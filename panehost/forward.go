@@ -2,7 +2,10 @@ package panehost
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -14,6 +17,15 @@ import (
 // tokenRecheck is how often the forwarder looks whether the kubelet
 // rotated the token file; the kubelet refreshes it well before it expires.
 const tokenRecheck = 10 * time.Second
+
+// Retrying a request the gateway never got: for how long, how often.
+const (
+	retryFor   = 5 * time.Second
+	retryEvery = 100 * time.Millisecond
+	// maxForwardBody bounds what is held to be sent again: more than the
+	// gateway takes in one request (a message and its images).
+	maxForwardBody = 64 << 20
+)
 
 // Forwarder passes a pod's requests to the gateway with the pod's current
 // service-account token. It listens on loopback only: the agent mounts the
@@ -37,6 +49,7 @@ func NewForwarder(gateway, tokenPath string) (*Forwarder, error) {
 	}
 	f := &Forwarder{token: t}
 	f.proxy = &httputil.ReverseProxy{
+		Transport: newRetryingTransport(),
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(u)
 			r.Out.Host = u.Host
@@ -96,4 +109,63 @@ func errOr(errs ...error) error {
 		}
 	}
 	return fmt.Errorf("the file is empty")
+}
+
+// retryingTransport carries the agent's requests to the gateway Service,
+// whose replicas come and go: a replica that crashed leaves a connection
+// that fails, and the Service sends new ones to it until its endpoints
+// catch up. Each request gets a connection of its own, so that the Service
+// picks a live replica for it, and a request that never reached the
+// gateway (its connection was refused or reset before a byte went out) is
+// tried again, on another connection, for up to retryFor. A request that
+// may have reached it is never sent twice: a reply must not be given
+// twice.
+type retryingTransport struct {
+	rt http.RoundTripper
+}
+
+func newRetryingTransport() *retryingTransport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DisableKeepAlives = true
+	return &retryingTransport{rt: t}
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *retryingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	var body []byte
+	if r.Body != nil && r.Body != http.NoBody {
+		var err error
+		body, err = io.ReadAll(io.LimitReader(r.Body, maxForwardBody+1))
+		r.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		if len(body) > maxForwardBody {
+			return nil, fmt.Errorf("a request body over %d bytes", maxForwardBody)
+		}
+	}
+	deadline := time.Now().Add(retryFor)
+	for {
+		out := r.Clone(r.Context())
+		if body != nil {
+			out.Body = io.NopCloser(bytes.NewReader(body))
+			out.ContentLength = int64(len(body))
+		}
+		resp, err := t.rt.RoundTrip(out)
+		if err == nil || !unsent(err) || time.Now().After(deadline) {
+			return resp, err
+		}
+		select {
+		case <-r.Context().Done():
+			return nil, err
+		case <-time.After(retryEvery):
+		}
+	}
+}
+
+// unsent reports whether err says the request never reached the server:
+// its connection was not made.
+func unsent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -295,5 +296,86 @@ func TestForwarderAddsThePodsCurrentToken(t *testing.T) {
 	f.token.mu.Unlock()
 	if got := send(); got != "Bearer rotated-token /mcp" {
 		t.Fatalf("after the rotation the gateway saw %q", got)
+	}
+}
+
+// TestForwarderOutlastsAGatewayGoneAMoment: a request the gateway could
+// not take (no replica listening, as while the Service's endpoints catch
+// up with a crash) is sent again, whole, once one listens.
+func TestForwarderOutlastsAGatewayGoneAMoment(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	tokenPath := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenPath, []byte("tok"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := NewForwarder("http://"+addr, tokenPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := httptest.NewServer(f)
+	defer local.Close()
+
+	var requests atomic.Int32
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			requests.Add(1)
+			_, _ = io.Copy(w, r.Body)
+		})}
+		t.Cleanup(func() { srv.Close() })
+		_ = srv.Serve(ln)
+	}()
+	resp, err := http.Post(local.URL+"/mcp", "application/json", strings.NewReader(`{"reply":"once"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || string(got) != `{"reply":"once"}` || requests.Load() != 1 {
+		t.Errorf("status %d, body %q, %d requests at the gateway; want 200, the body whole, once", resp.StatusCode, got, requests.Load())
+	}
+}
+
+// TestForwarderNeverSendsTwice: a request that reached the gateway, whose
+// connection then broke before an answer, is not sent again (a reply must
+// not be given twice); the agent gets the error.
+func TestForwarderNeverSendsTwice(t *testing.T) {
+	var requests atomic.Int32
+	gateway := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		_, _ = io.ReadAll(r.Body)
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}))
+	defer gateway.Close()
+	tokenPath := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenPath, []byte("tok"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := NewForwarder(gateway.URL, tokenPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := httptest.NewServer(f)
+	defer local.Close()
+	resp, err := http.Post(local.URL+"/mcp", "application/json", strings.NewReader(`{"reply":"once"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway || requests.Load() != 1 {
+		t.Errorf("status %d with %d requests at the gateway; want 502 after one", resp.StatusCode, requests.Load())
 	}
 }
