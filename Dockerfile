@@ -29,6 +29,7 @@ COPY hack/scriptedagent/ hack/scriptedagent/
 COPY herdr/ herdr/
 COPY internal/ internal/
 COPY panehost/ panehost/
+COPY shard/ shard/
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     export CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} && \
     go build -trimpath -buildvcs=false -o /out/fleetd ./cmd/fleetd && \
