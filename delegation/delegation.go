@@ -82,6 +82,11 @@ func lateReplyPhase(p fleetv1alpha1.DelegationPhase) bool {
 	return p == fleetv1alpha1.DelegationTimedOut || p == fleetv1alpha1.DelegationTurnDone
 }
 
+// RepliedWith reports whether d was typed and has text as its reply.
+func RepliedWith(d *fleetv1alpha1.Delegation, text string) bool {
+	return Typed(d) && d.Status.Reply != nil && *d.Status.Reply == text
+}
+
 // LateReplied reports whether d has a reply that came after it settled.
 func LateReplied(d *fleetv1alpha1.Delegation) bool {
 	return lateReplyPhase(d.Status.Phase) && d.Status.Reply != nil

@@ -55,6 +55,11 @@ func (s *service) reply(ctx context.Context, c *call, in ReplyInput) (*ReplyOutp
 		return delegation.Reply(d, now, in.Content)
 	})
 	if errors.Is(err, errNothingInFlight) {
+		if d, err := s.repeatedReply(ctx, c.who, in.Content); err != nil {
+			return nil, err
+		} else if d != nil {
+			return &ReplyOutput{DispatchID: d.Name, Late: delegation.LateReplied(d)}, nil
+		}
 		return nil, toolerr.New(toolerr.NotFound, "no message is in flight to you, so there is nothing to reply to (a reply settles the last message delivered to you, or comes late to it after its deadline or the end of its turn; it has none, or it was replied to, withdrawn or gone)")
 	}
 	if err != nil {
@@ -62,6 +67,23 @@ func (s *service) reply(ctx context.Context, c *call, in ReplyInput) (*ReplyOutp
 	}
 	recordReply(ctx, d, started, typedAt, late)
 	return &ReplyOutput{DispatchID: d.Name, Late: late}, nil
+}
+
+// repeatedReply finds the Delegation a bridge_reply of content was already
+// recorded on, when the caller sends that reply again: the last one typed
+// to it, replied with exactly content. A reply whose answer was lost on
+// the way back (a gateway replica died after writing it) is sent again, by
+// the pod's forwarder or by the agent itself; it is the same reply, and it
+// succeeds again rather than telling the worker its reply went nowhere.
+func (s *service) repeatedReply(ctx context.Context, p *identity.Principal, content string) (*fleetv1alpha1.Delegation, error) {
+	ds, err := s.allDelegationsTo(ctx, p.Namespace, p.Name)
+	if err != nil {
+		return nil, err
+	}
+	if d := latestTyped(ds, delegation.Typed); d != nil && delegation.RepliedWith(d, content) {
+		return d, nil
+	}
+	return nil, nil
 }
 
 // recordReply records a worker's reply in the trace of the message it

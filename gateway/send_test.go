@@ -73,6 +73,14 @@ func TestSendReply(t *testing.T) {
 	if final.Status.DetachedAt != nil {
 		t.Errorf("a waiter that got its outcome must not detach: %v", final.Status.DetachedAt)
 	}
+	// The same reply sent again (its answer lost when a replica died) is
+	// the one recorded: it succeeds, and nothing changes.
+	if again := wantOK(t, callTool[ReplyOutput](t, worker, "bridge_reply", map[string]any{"content": "all green"})); again.DispatchID != d.Name || again.Late {
+		t.Errorf("the same reply again = %+v, want %s, in time", again, d.Name)
+	}
+	if after := env.Delegation(t, ns, d.Name); after.ResourceVersion != final.ResourceVersion {
+		t.Errorf("the same reply again wrote the Delegation (resourceVersion %s to %s)", final.ResourceVersion, after.ResourceVersion)
+	}
 }
 
 // TestReplyAfterAFalseTurnDoneIsKept: an agent that reports idle falsely
@@ -112,8 +120,17 @@ func TestReplyAfterAFalseTurnDoneIsKept(t *testing.T) {
 	if again := wantOK(t, callTool[SendOutput](t, primary, "bridge_send", map[string]any{"dispatchId": d.Name})); again.Outcome != "reply" || again.Text != "the real answer" {
 		t.Errorf("re-attached bridge_send = %+v, want the reply", again)
 	}
-	// One reply per message: a second one is refused.
+	// One reply per message: a second one is refused, while the same one
+	// sent again (its answer lost on the way) is the same reply, and
+	// succeeds again without a change.
 	wantCode(t, callTool[ReplyOutput](t, worker, "bridge_reply", map[string]any{"content": "again"}), toolerr.NotFound)
+	before := env.Delegation(t, ns, d.Name)
+	if again := wantOK(t, callTool[ReplyOutput](t, worker, "bridge_reply", map[string]any{"content": "the real answer"})); again.DispatchID != d.Name || !again.Late {
+		t.Errorf("the same late reply again = %+v, want %s, late", again, d.Name)
+	}
+	if after := env.Delegation(t, ns, d.Name); after.ResourceVersion != before.ResourceVersion {
+		t.Errorf("the same reply again wrote the Delegation (resourceVersion %s to %s)", before.ResourceVersion, after.ResourceVersion)
+	}
 }
 
 // TestSendQuestion: the worker's bridge_ask surfaces as a question outcome;

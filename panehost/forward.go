@@ -2,6 +2,7 @@ package panehost
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -118,8 +119,8 @@ func errOr(errs ...error) error {
 // picks a live replica for it, and a request that never reached the
 // gateway (its connection was refused or reset before a byte went out) is
 // tried again, on another connection, for up to retryFor. A request that
-// may have reached it is never sent twice: a reply must not be given
-// twice.
+// may have reached it is sent again only when the gateway takes it twice
+// as once (repeatable): a message must not be sent twice.
 type retryingTransport struct {
 	rt http.RoundTripper
 }
@@ -144,6 +145,7 @@ func (t *retryingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			return nil, fmt.Errorf("a request body over %d bytes", maxForwardBody)
 		}
 	}
+	again := repeatable(body)
 	deadline := time.Now().Add(retryFor)
 	for {
 		out := r.Clone(r.Context())
@@ -152,7 +154,7 @@ func (t *retryingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			out.ContentLength = int64(len(body))
 		}
 		resp, err := t.rt.RoundTrip(out)
-		if err == nil || !unsent(err) || time.Now().After(deadline) {
+		if err == nil || !(again || unsent(err)) || r.Context().Err() != nil || time.Now().After(deadline) {
 			return resp, err
 		}
 		select {
@@ -168,4 +170,22 @@ func (t *retryingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func unsent(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// repeatableTools are the gateway's tools whose call, sent twice, does what
+// one does: the gateway records the same bridge_reply once and answers the
+// repeat with the same result.
+var repeatableTools = map[string]bool{"bridge_reply": true}
+
+// repeatable reports whether body is an MCP call of one of
+// repeatableTools: when its answer is lost (the replica that took it
+// died), it is sent again rather than leaving the agent's reply unknown.
+func repeatable(body []byte) bool {
+	var msg struct {
+		Method string `json:"method"`
+		Params struct {
+			Name string `json:"name"`
+		} `json:"params"`
+	}
+	return json.Unmarshal(body, &msg) == nil && msg.Method == "tools/call" && repeatableTools[msg.Params.Name]
 }

@@ -347,8 +347,8 @@ func TestForwarderOutlastsAGatewayGoneAMoment(t *testing.T) {
 }
 
 // TestForwarderNeverSendsTwice: a request that reached the gateway, whose
-// connection then broke before an answer, is not sent again (a reply must
-// not be given twice); the agent gets the error.
+// connection then broke before an answer, is not sent again (a message
+// must not be sent twice); the agent gets the error.
 func TestForwarderNeverSendsTwice(t *testing.T) {
 	var requests atomic.Int32
 	gateway := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -370,12 +370,53 @@ func TestForwarderNeverSendsTwice(t *testing.T) {
 	}
 	local := httptest.NewServer(f)
 	defer local.Close()
-	resp, err := http.Post(local.URL+"/mcp", "application/json", strings.NewReader(`{"reply":"once"}`))
+	resp, err := http.Post(local.URL+"/mcp", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"bridge_send","arguments":{"to":"w1","content":"once"}}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadGateway || requests.Load() != 1 {
 		t.Errorf("status %d with %d requests at the gateway; want 502 after one", resp.StatusCode, requests.Load())
+	}
+}
+
+// TestForwarderSendsAReplyAgain: a bridge_reply whose answer was lost (the
+// replica that took it died) is sent again, since the gateway takes the
+// same reply twice as once; the agent gets the second answer.
+func TestForwarderSendsAReplyAgain(t *testing.T) {
+	const call = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"bridge_reply","arguments":{"content":"done"}}}`
+	var requests atomic.Int32
+	gateway := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if string(body) != call {
+			t.Errorf("the gateway got %q, want the call whole", body)
+		}
+		if requests.Add(1) == 1 {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+			return
+		}
+		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":7,"result":{}}`)
+	}))
+	defer gateway.Close()
+	tokenPath := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenPath, []byte("tok"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := NewForwarder(gateway.URL, tokenPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := httptest.NewServer(f)
+	defer local.Close()
+	resp, err := http.Post(local.URL+"/mcp", "application/json", strings.NewReader(call))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || requests.Load() != 2 {
+		t.Errorf("status %d with %d requests at the gateway; want 200 after two", resp.StatusCode, requests.Load())
 	}
 }
