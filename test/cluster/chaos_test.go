@@ -960,7 +960,6 @@ type faults struct {
 	mu       sync.Mutex
 	entries  []string
 	kinds    map[string]int
-	dead     map[string]bool
 	downNode string
 	taken    []time.Duration
 	problems []string
