@@ -47,6 +47,16 @@ const (
 // ShardLeaseName is the Lease of shard i.
 func ShardLeaseName(i int) string { return "fleetd-shard-" + strconv.Itoa(i) }
 
+// ShardOfLease is the shard, of count, whose Lease l is; false when l is
+// not one.
+func ShardOfLease(l *coordinationv1.Lease, count int) (int, bool) {
+	if l.Labels[fleetv1alpha1.LabelLease] != LeaseShard {
+		return 0, false
+	}
+	s, ok := Parse(strings.TrimPrefix(l.Name, "fleetd-shard-"), count)
+	return s, ok && l.Name == ShardLeaseName(s)
+}
+
 // ReplicaLeaseName is the Lease replica id renews while it lives.
 func ReplicaLeaseName(id string) string { return "fleetd-replica-" + id }
 
@@ -313,8 +323,8 @@ func (k *Keeper) look(leases []coordinationv1.Lease, now time.Time) (View, map[i
 		holder := ptr.Deref(l.Spec.HolderIdentity, "")
 		switch l.Labels[fleetv1alpha1.LabelLease] {
 		case LeaseShard:
-			s, ok := Parse(strings.TrimPrefix(l.Name, "fleetd-shard-"), k.Count)
-			if !ok || l.Name != ShardLeaseName(s) {
+			s, ok := ShardOfLease(l, k.Count)
+			if !ok {
 				continue
 			}
 			byShard[s] = l

@@ -367,7 +367,7 @@ func (s *chaosSoak) shardLeases(ctx context.Context) (map[int]coordinationv1.Lea
 	}
 	out := map[int]coordinationv1.Lease{}
 	for _, l := range leases.Items {
-		if i, ok := shard.Parse(strings.TrimPrefix(l.Name, "fleetd-shard-"), shard.DefaultCount); ok {
+		if i, ok := shard.ShardOfLease(&l, shard.DefaultCount); ok {
 			out[i] = l
 		}
 	}

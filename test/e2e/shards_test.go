@@ -48,7 +48,7 @@ func (c *cluster) shardLeases(ctx context.Context) (map[int]*coordinationv1.Leas
 	}
 	out := map[int]*coordinationv1.Lease{}
 	for i := range leases.Items {
-		if s, ok := shard.Parse(strings.TrimPrefix(leases.Items[i].Name, "fleetd-shard-"), shardCount); ok {
+		if s, ok := shard.ShardOfLease(&leases.Items[i], shardCount); ok {
 			out[s] = &leases.Items[i]
 		}
 	}
