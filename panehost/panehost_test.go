@@ -309,16 +309,7 @@ func TestForwarderOutlastsAGatewayGoneAMoment(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	tokenPath := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenPath, []byte("tok"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f, err := NewForwarder("http://"+addr, tokenPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	local := httptest.NewServer(f)
-	defer local.Close()
+	local := forwarderTo(t, "http://"+addr)
 
 	var requests atomic.Int32
 	go func() {
@@ -360,16 +351,7 @@ func TestForwarderNeverSendsTwice(t *testing.T) {
 		}
 	}))
 	defer gateway.Close()
-	tokenPath := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenPath, []byte("tok"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f, err := NewForwarder(gateway.URL, tokenPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	local := httptest.NewServer(f)
-	defer local.Close()
+	local := forwarderTo(t, gateway.URL)
 	resp, err := http.Post(local.URL+"/mcp", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"bridge_send","arguments":{"to":"w1","content":"once"}}}`))
 	if err != nil {
 		t.Fatal(err)
@@ -401,16 +383,7 @@ func TestForwarderSendsAReplyAgain(t *testing.T) {
 		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":7,"result":{}}`)
 	}))
 	defer gateway.Close()
-	tokenPath := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenPath, []byte("tok"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f, err := NewForwarder(gateway.URL, tokenPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	local := httptest.NewServer(f)
-	defer local.Close()
+	local := forwarderTo(t, gateway.URL)
 	resp, err := http.Post(local.URL+"/mcp", "application/json", strings.NewReader(call))
 	if err != nil {
 		t.Fatal(err)
@@ -419,4 +392,21 @@ func TestForwarderSendsAReplyAgain(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || requests.Load() != 2 {
 		t.Errorf("status %d with %d requests at the gateway; want 200 after two", resp.StatusCode, requests.Load())
 	}
+}
+
+// forwarderTo serves a Forwarder to gateway, with the token "tok", until
+// the test ends.
+func forwarderTo(t *testing.T, gateway string) *httptest.Server {
+	t.Helper()
+	tokenPath := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenPath, []byte("tok"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := NewForwarder(gateway, tokenPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := httptest.NewServer(f)
+	t.Cleanup(local.Close)
+	return local
 }
