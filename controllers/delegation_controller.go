@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/clock"
@@ -122,6 +123,9 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{}, err
 	}
 	typed := r.typedIn(req.NamespacedName, byName)
+	if panes != nil && awaitsConfirmation(list.Items, view, typed) {
+		view = r.liveView(ctx, panes, member, view)
+	}
 
 	now := r.Clock.Now()
 	moot, err := r.mootCarriers(ctx, req.Namespace, list.Items)
@@ -210,6 +214,43 @@ func (r *DelegationReconciler) mootCarriers(ctx context.Context, ns string, ds [
 		}
 	}
 	return moot, nil
+}
+
+// awaitsConfirmation says whether one of ds waits for its agent to show it
+// was typed (delegation.AwaitsConfirmation).
+func awaitsConfirmation(ds []fleetv1alpha1.Delegation, view delegation.Member, typed sets.Set[string]) bool {
+	for i := range ds {
+		if delegation.AwaitsConfirmation(&ds[i], view.WorkingSeq, typed.Has(ds[i].Name)) {
+			return true
+		}
+	}
+	return false
+}
+
+// liveView is view with the agent's status as herdr reports it now, when
+// that is newer than what the Member's status shows. A delivery whose
+// typing nobody saw end is proved by any status change since; the Member's
+// status can lag the agent (coalesced writes, or, after a shard changed
+// hands, the last replica's), and deciding on it would fail a message the
+// agent is working on, then type the next one into its turn. A pane that
+// runs another terminal, or herdr not answering, leaves view as it was.
+func (r *DelegationReconciler) liveView(ctx context.Context, panes PaneClient, m *fleetv1alpha1.Member, view delegation.Member) delegation.Member {
+	hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
+	defer cancel()
+	info, err := panes.AgentGet(hctx, m.Status.PaneID)
+	if err != nil || info.TerminalID != m.Status.TerminalID || int64(info.StateChangeSeq) <= m.Status.StateChangeSeq {
+		return view
+	}
+	live := m.DeepCopy()
+	observeAgent(&live.Status, info, false, metav1.NewTime(r.Clock.Now()))
+	out := memberViewOf(live)
+	out.BlockedAtSeq = view.BlockedAtSeq
+	if view.Status == fleetv1alpha1.AgentBlocked {
+		// A dialog read off the screen, which herdr's own status may not
+		// show: nothing is typed over it on herdr's word.
+		out.Status = fleetv1alpha1.AgentBlocked
+	}
+	return out
 }
 
 // memberViewOf is what Decide needs of a Member.

@@ -697,3 +697,107 @@ func TestTailKeepsCharactersWhole(t *testing.T) {
 		})
 	}
 }
+
+// agentSeqPast waits until the agent in pane shows status want at a status
+// change count past seq, and returns that count.
+func agentSeqPast(t *testing.T, h *herdrServer, pane string, seq int64, want herdr.AgentStatus) int64 {
+	t.Helper()
+	var got int64
+	testutil.Eventually(t, fmt.Sprintf("the agent %s past seq %d", want, seq), func() (bool, string) {
+		info, err := h.client().AgentGet(context.Background(), pane)
+		if err != nil {
+			return false, err.Error()
+		}
+		got = int64(info.StateChangeSeq)
+		return info.AgentStatus == want && got > seq, fmt.Sprintf("%s at seq %d", info.AgentStatus, got)
+	})
+	return got
+}
+
+// staleMember runs the controllers until member w1 is idle, then stops
+// them: its status stays as it was while its agent moves on, as it does
+// while a lagging Member status waits to be written.
+func staleMember(t *testing.T, ns string, h *herdrServer) (*fleetv1alpha1.Member, string) {
+	t.Helper()
+	run := startControllers(t, ns, h.socket)
+	log := agentWithLog(t, ns, "w1")
+	m := waitAgentStatus(t, ns, "w1", fleetv1alpha1.AgentIdle)
+	run.stop()
+	m, err := getMember(t, ns, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, log
+}
+
+// TestTypingCountsFromTheAgentsOwnSeq: a message's delivery records the
+// agent's status change count as herdr reports it when it is typed, not
+// the Member status' one, which can lag. Otherwise a change the status had
+// not shown yet looks like the pickup of a message the agent never saw.
+func TestTypingCountsFromTheAgentsOwnSeq(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startHerdr(t)
+	m, log := staleMember(t, ns, h)
+	// The agent works a turn the Member's status never shows.
+	if err := typeMessage(context.Background(), h.client(), m.Status.PaneID, true, "silent: behind the status"); err != nil {
+		t.Fatal(err)
+	}
+	live := agentSeqPast(t, h, m.Status.PaneID, m.Status.StateChangeSeq+1, herdr.AgentStatusIdle)
+
+	startInjectorOnly(t, ns, h.socket)
+	create(t, testutil.MakeDelegation("d", ns, "w1", "silent: one").Obj())
+	testutil.Eventually(t, "the message typed", func() (bool, string) {
+		got := received(t, log)
+		return len(got) == 2, fmt.Sprintf("received %q", got)
+	})
+	d, err := getDelegation(ns, "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Status.DeliveringSeq < live {
+		t.Errorf("the delivery counts from seq %d, the Member status' (%d); want the agent's own, %d or later", d.Status.DeliveringSeq, m.Status.StateChangeSeq, live)
+	}
+}
+
+// TestUnconfirmedTypingIsConfirmedByTheAgent: a message another replica
+// typed before it died (its intent written, its typing unseen by this one)
+// is proved typed by the agent's working on it, even while the Member's
+// status lags past the confirm window. It is not failed, and the next
+// message is not typed into the turn.
+func TestUnconfirmedTypingIsConfirmedByTheAgent(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startHerdr(t)
+	m, log := staleMember(t, ns, h)
+	ctx := context.Background()
+
+	// The replica that died: the intent, then the typing.
+	create(t, sequenced(testutil.MakeDelegation("first", ns, "w1", "sleep: 3").Obj(), 0))
+	first, err := getDelegation(ns, "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	delegation.BeginDelivery(first, time.Now(), delegation.Target{PaneID: m.Status.PaneID, TerminalID: m.Status.TerminalID, Seq: m.Status.StateChangeSeq})
+	if err := env.Client.Status().Update(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if err := typeMessage(ctx, h.client(), m.Status.PaneID, true, "sleep: 3"); err != nil {
+		t.Fatal(err)
+	}
+	agentSeqPast(t, h, m.Status.PaneID, m.Status.StateChangeSeq, herdr.AgentStatusWorking)
+	create(t, sequenced(testutil.MakeDelegation("second", ns, "w1", "silent: second").Obj(), 1))
+
+	// This replica, on the Member's stale status: confirm window 1 s.
+	startManager(t, env.Config, ns, h.socket, false, func(p *delegation.Policy) { p.ConfirmWindow = time.Second })
+	d := waitPhase(t, ns, "first", fleetv1alpha1.DelegationWorking)
+	if d.Status.PickedUpAt == nil || d.Status.DeliveredAt == nil {
+		t.Errorf("the pickup is not recorded: %+v", d.Status)
+	}
+	agentSeqPast(t, h, m.Status.PaneID, d.Status.DeliveringSeq+1, herdr.AgentStatusIdle)
+	time.Sleep(2 * time.Second) // past the confirm window, with the status as stale as ever
+	if d, _ := getDelegation(ns, "first"); d.Status.Phase == fleetv1alpha1.DelegationFailed {
+		t.Errorf("first failed %s: %s", d.Status.Phase, conditionMessage(d, fleetv1alpha1.ConditionSettled))
+	}
+	if got := received(t, log); len(got) != 1 || got[0] != "sleep: 3" {
+		t.Errorf("the agent received %q; want only the first message, the second waits for its turn to end", got)
+	}
+}

@@ -44,8 +44,12 @@ func (r *DelegationReconciler) deliver(ctx context.Context, member types.Namespa
 		}
 		images = &p
 	}
+	seq, err := typingSeq(ctx, panes, m)
+	if err != nil {
+		return err
+	}
 	traceQueued(ctx, d, member.Name)
-	delegation.BeginDelivery(d, now, delegation.Target{PaneID: m.PaneID, TerminalID: m.TerminalID, Seq: m.Seq})
+	delegation.BeginDelivery(d, now, delegation.Target{PaneID: m.PaneID, TerminalID: m.TerminalID, Seq: seq})
 	if err := r.writeTraced(ctx, d, tracing.SpanIntentWritten); err != nil {
 		return err
 	}
@@ -65,7 +69,6 @@ func (r *DelegationReconciler) deliver(ctx context.Context, member types.Namespa
 	hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
 	defer cancel()
 	_, typing := tracing.Start(hctx, d, tracing.SpanTyped)
-	var err error
 	if images != nil {
 		err = typeWithImages(hctx, panes, m.PaneID, *images)
 	} else {
@@ -95,6 +98,29 @@ func (r *DelegationReconciler) deliver(ctx context.Context, member types.Namespa
 		// proves it or the confirm window passes.
 		return fmt.Errorf("typing delegation %s into pane %s: %w", d.Name, m.PaneID, err)
 	}
+}
+
+// typingSeq is the agent's status change count just before a message is
+// typed into pane m.PaneID, asked of herdr: a later change is what proves
+// the message picked up. The Member's status can lag it (its writes are
+// coalesced, and after a shard changed hands it is the last replica's), and
+// a change it had not shown yet would look like the pickup of a message
+// the agent never saw. A pane herdr knows no agent in (a command member's)
+// keeps the status' count.
+func typingSeq(ctx context.Context, panes PaneClient, m delegation.Member) (int64, error) {
+	hctx, cancel := context.WithTimeout(ctx, herdrTimeout)
+	defer cancel()
+	info, err := panes.AgentGet(hctx, m.PaneID)
+	var refusal *herdr.Error
+	switch {
+	case errors.As(err, &refusal):
+		return m.Seq, nil
+	case err != nil:
+		return 0, fmt.Errorf("reading the agent in pane %s before typing: %w", m.PaneID, err)
+	case info.TerminalID != "" && m.TerminalID != "" && info.TerminalID != m.TerminalID:
+		return 0, fmt.Errorf("pane %s runs terminal %s, not %s as its member's status says; nothing is typed until the status catches up", m.PaneID, info.TerminalID, m.TerminalID)
+	}
+	return max(m.Seq, int64(info.StateChangeSeq)), nil
 }
 
 // suspendedNow reads the member live: whether it was written suspended

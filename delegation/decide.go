@@ -231,7 +231,7 @@ func Decide(m Member, ds []fleetv1alpha1.Delegation, now time.Time, policy Polic
 		case Typed(d):
 			flying = d
 			picked := PickedUp(d, m.WorkingSeq)
-			if !picked && !typed.Has(d.Name) && d.Status.DeliveredAt == nil {
+			if AwaitsConfirmation(d, m.WorkingSeq, typed.Has(d.Name)) {
 				// The intent was recorded and this controller did not see
 				// the typing end: it restarted in between, and nobody
 				// watched the agent meanwhile. Any status change since the
@@ -303,6 +303,15 @@ func Decide(m Member, ds []fleetv1alpha1.Delegation, now time.Time, policy Polic
 	}
 	step(StepDeliver, queue[0], "", "")
 	return dec
+}
+
+// AwaitsConfirmation reports whether d, typed and not settled, waits for a
+// status change of its agent to prove it reached it: its typing was begun
+// by a controller that did not see it end (this one before a restart, or
+// another replica before the shard changed hands; seen says this one saw
+// it), and no pickup shows yet.
+func AwaitsConfirmation(d *fleetv1alpha1.Delegation, workingSeq int64, seen bool) bool {
+	return InFlight(d) && !seen && d.Status.DeliveredAt == nil && !PickedUp(d, workingSeq)
 }
 
 // gates says whether d, the last message typed, keeps the next one waiting: it
