@@ -721,8 +721,9 @@ func staleMember(t *testing.T, ns string, h *herdrServer) (*fleetv1alpha1.Member
 	t.Helper()
 	run := startControllers(t, ns, h.socket)
 	log := agentWithLog(t, ns, "w1")
-	m := waitAgentStatus(t, ns, "w1", fleetv1alpha1.AgentIdle)
+	waitAgentStatus(t, ns, "w1", fleetv1alpha1.AgentIdle)
 	run.stop()
+	// As it is once stopped: its last write may have come meanwhile.
 	m, err := getMember(t, ns, "w1")
 	if err != nil {
 		t.Fatal(err)
