@@ -91,6 +91,14 @@ type Keeper struct {
 	Apply func(ctx context.Context, owned []int) error
 	// Metrics, when set, counts the shards held and their changes.
 	Metrics *Metrics
+	// Gone, when set, reports a replica known to have stopped for good
+	// before its Lease runs out: its shards are free goneGrace renewal
+	// periods after it is first seen gone, instead of after LeaseDuration.
+	// It must report only a replica that can no longer write, such as one
+	// whose Pod is gone from the API server (its token is bound to the
+	// Pod, and the API server refuses it from then on); such a replica
+	// stops its shards at its next renewal, refused (Unauthorized).
+	Gone func(identity string) bool
 	// Failed, when set, reports controllers that stopped by themselves:
 	// the Keeper then frees its shards and ends with the error.
 	Failed <-chan error
@@ -102,9 +110,18 @@ type Keeper struct {
 	owned     []int
 	lastRenew time.Time
 	renewed   bool
-	// seen is the decision loop's own.
-	seen map[string]observed
+	// refused says the last renewal was refused as unauthorized: this
+	// replica's credentials are no longer good (its Pod is gone).
+	refused bool
+	// seen and goneAt are the decision loop's own: goneAt is when, by
+	// this replica's clock, Gone first reported a replica.
+	seen   map[string]observed
+	goneAt map[string]time.Time
 }
+
+// goneGrace is how many renewal periods a replica reported Gone keeps its
+// shards: time for it to see its renewal refused and stop them first.
+const goneGrace = 2
 
 // forgetAfter is how long, in lease durations, a replica's Lease stays
 // after it stopped renewing: a replica that died without deleting it.
@@ -202,6 +219,7 @@ func (k *Keeper) Renew(ctx context.Context) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.renewed = err == nil
+	k.refused = apierrors.IsUnauthorized(err)
 	if err != nil {
 		return fmt.Errorf("renewing lease %s: %w", ReplicaLeaseName(k.Identity), err)
 	}
@@ -215,12 +233,13 @@ func (k *Keeper) Renew(ctx context.Context) error {
 func (k *Keeper) Step(ctx context.Context) error {
 	now := k.Clock.Now()
 	k.mu.Lock()
-	lastRenew, renewed := k.lastRenew, k.renewed
+	lastRenew, renewed, refused := k.lastRenew, k.renewed, k.refused
 	k.mu.Unlock()
-	if now.Sub(lastRenew) > k.RenewDeadline && len(k.Owned()) > 0 {
+	if (now.Sub(lastRenew) > k.RenewDeadline || refused) && len(k.Owned()) > 0 {
 		// Fenced: the others may take these shards once LeaseDuration
-		// passes by their clocks; stop first.
-		k.Log.Info("Could not renew this replica's lease; stopping its shards", "since", lastRenew)
+		// passes by their clocks, or at once when this replica's Pod is
+		// gone (then its renewal is refused); stop first.
+		k.Log.Info("Could not renew this replica's lease; stopping its shards", "since", lastRenew, "refused", refused)
 		k.Metrics.changed("lost", len(k.Owned()))
 		if err := k.apply(ctx, nil); err != nil {
 			return err
@@ -339,7 +358,7 @@ func (k *Keeper) look(leases []coordinationv1.Lease, now time.Time) (View, map[i
 				k.seen[holder] = observed{renew: renew, at: now}
 			}
 			switch quiet := now.Sub(k.seen[holder].at); {
-			case quiet < k.LeaseDuration:
+			case quiet < k.LeaseDuration && !k.goneFor(holder, now):
 				view.Alive.Insert(holder)
 			case quiet > forgetAfter*k.LeaseDuration:
 				stale = append(stale, l)
@@ -349,9 +368,27 @@ func (k *Keeper) look(leases []coordinationv1.Lease, now time.Time) (View, map[i
 	for id := range k.seen {
 		if !present.Has(id) {
 			delete(k.seen, id)
+			delete(k.goneAt, id)
 		}
 	}
 	return view, byShard, stale
+}
+
+// goneFor reports whether Gone has reported replica id for goneGrace
+// renewal periods by now.
+func (k *Keeper) goneFor(id string, now time.Time) bool {
+	if k.Gone == nil || !k.Gone(id) {
+		delete(k.goneAt, id)
+		return false
+	}
+	if k.goneAt == nil {
+		k.goneAt = map[string]time.Time{}
+	}
+	at, ok := k.goneAt[id]
+	if !ok {
+		k.goneAt[id], at = now, now
+	}
+	return now.Sub(at) >= goneGrace*k.RenewPeriod
 }
 
 // renewSelf writes this replica's Lease renewed at now: one request, an

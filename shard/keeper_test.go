@@ -10,6 +10,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -31,10 +32,12 @@ type replica struct {
 	api     *api
 }
 
-// api is the API server as one replica reaches it; down cuts it off.
+// api is the API server as one replica reaches it; down cuts it off,
+// refused refuses its credentials.
 type api struct {
 	client.Client
-	down atomic.Bool
+	down    atomic.Bool
+	refused atomic.Bool
 	// gets counts the reads this replica made.
 	gets atomic.Int64
 }
@@ -66,6 +69,9 @@ func (a *api) Create(ctx context.Context, obj client.Object, opts ...client.Crea
 func (a *api) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
 	if a.down.Load() {
 		return errCutOff
+	}
+	if a.refused.Load() {
+		return apierrors.NewUnauthorized("the token's Pod is gone")
 	}
 	return a.Client.Update(ctx, obj, opts...)
 }
@@ -267,6 +273,42 @@ func TestKeeperRestartedTakesItsShardsBack(t *testing.T) {
 		if l.Spec.AcquireTime == nil || !l.Spec.AcquireTime.After(crashed) {
 			t.Errorf("lease %s acquired %v, want after the restart", l.Name, l.Spec.AcquireTime)
 		}
+	}
+}
+
+// TestKeeperTakesTheShardsOfAReplicaGone: a replica whose Pod is deleted
+// sees its next renewal refused and stops its shards at once; the others
+// take them two renewal periods after they see its Pod gone, without
+// waiting out its Lease. One whose Pod is there keeps them for the
+// Lease's length.
+func TestKeeperTakesTheShardsOfAReplicaGone(t *testing.T) {
+	ns := env.Namespace(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	run := &running{t: t, by: map[int]string{}}
+	a, b := newReplica(ns, "a", clk, run), newReplica(ns, "b", clk, run)
+	a.LeaseDuration, a.RenewDeadline = time.Hour, 50*time.Minute
+	var podGone atomic.Bool
+	a.Gone = func(id string) bool { return id == "b" && podGone.Load() }
+	a.tick(t)
+	evenly(t, clk, run, a, b)
+
+	// b's Pod is deleted: its token is refused from then on.
+	podGone.Store(true)
+	b.api.refused.Store(true)
+	_ = b.Tick(context.Background())
+	if got := run.count("b"); got != 0 {
+		t.Fatalf("b runs %d shards after its renewal was refused, want none", got)
+	}
+	a.tick(t)
+	clk.Step(time.Second)
+	a.tick(t)
+	if got := run.count("a"); got != 4 {
+		t.Fatalf("a runs %d shards a second after it saw b's Pod gone; want its own 4 until b had time to stop", got)
+	}
+	clk.Step(time.Second)
+	a.tick(t)
+	if got := run.count("a"); got != 8 {
+		t.Fatalf("a runs %d shards two renewal periods after b's Pod went, want 8", got)
 	}
 }
 

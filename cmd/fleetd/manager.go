@@ -396,6 +396,18 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 				return err
 			}
 			keeper.Reader = mgr.GetCache()
+			if pod := os.Getenv("POD_NAME"); pod != "" && pod == keeper.Identity && o.fleetdNS != "" {
+				// Replicas are Pods in fleetd's namespace: one whose Pod
+				// is gone frees its shards without waiting out its Lease.
+				pods, err := newReplicaPods(cfg, o.fleetdNS)
+				if err != nil {
+					return err
+				}
+				if err := mgr.Add(pods); err != nil {
+					return err
+				}
+				keeper.Gone = pods.Gone
+			}
 			if err := mgr.Add(keeper); err != nil {
 				return err
 			}

@@ -6,8 +6,12 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -130,4 +134,60 @@ func keeperWith(o options, s *shardControllers, client client.Client, log logr.L
 		Failed:  s.failed,
 		Metrics: metrics,
 	}, nil
+}
+
+// replicaPods knows which replicas' Pods are gone, from a cache of the
+// metadata of the Pods in the namespace the replicas run in. A replica is
+// named after its Pod, and a Pod deleted from the API server (forced, or
+// after its node was lost) can write nothing more: its service account
+// token is bound to the Pod, and the API server refuses it from then on.
+// So the Keeper frees such a replica's shards at once instead of waiting
+// out its Lease. Until the cache has synced, and when a read fails, no
+// replica is gone.
+type replicaPods struct {
+	cache     cache.Cache
+	namespace string
+	synced    atomic.Bool
+}
+
+func newReplicaPods(cfg *rest.Config, namespace string) (*replicaPods, error) {
+	c, err := cache.New(cfg, cache.Options{
+		Scheme:            scheme.New(),
+		DefaultNamespaces: map[string]cache.Config{namespace: {}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.GetInformer(context.Background(), podMetadata()); err != nil {
+		return nil, err
+	}
+	return &replicaPods{cache: c, namespace: namespace}, nil
+}
+
+func podMetadata() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+	return m
+}
+
+// Start runs the cache until ctx ends.
+func (p *replicaPods) Start(ctx context.Context) error {
+	go func() {
+		if p.cache.WaitForCacheSync(ctx) {
+			p.synced.Store(true)
+		}
+	}()
+	return p.cache.Start(ctx)
+}
+
+// NeedLeaderElection: every replica watches.
+func (p *replicaPods) NeedLeaderElection() bool { return false }
+
+// Gone reports whether replica id's Pod is gone.
+func (p *replicaPods) Gone(id string) bool {
+	if !p.synced.Load() {
+		return false
+	}
+	err := p.cache.Get(context.Background(), client.ObjectKey{Namespace: p.namespace, Name: id}, podMetadata())
+	return apierrors.IsNotFound(err)
 }

@@ -10,7 +10,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
@@ -132,4 +135,47 @@ func TestShardLeaseSettings(t *testing.T) {
 	if k.LeaseDuration != shard.DefaultLeaseDuration || k.Count != shard.DefaultCount {
 		t.Errorf("defaults: lease %s, %d shards", k.LeaseDuration, k.Count)
 	}
+}
+
+// TestReplicaPodsGone: a replica is gone once its Pod is deleted from the
+// API server; one whose Pod is there is not, nor is any before the Pods
+// are known.
+func TestReplicaPodsGone(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "fleetd-abc", Namespace: ns},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "fleetd", Image: "fleetd"}}},
+	}
+	if err := env.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	pods, err := newReplicaPods(env.Config, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pods.Gone("fleetd-never") {
+		t.Error("a replica is gone before the Pods are known")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- pods.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	testutil.Eventually(t, "the Pods known", func() (bool, string) {
+		return pods.Gone("fleetd-never"), "fleetd-never not gone"
+	})
+	if pods.Gone("fleetd-abc") {
+		t.Fatal("fleetd-abc is gone while its Pod is there")
+	}
+	if err := env.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "fleetd-abc gone", func() (bool, string) {
+		return pods.Gone("fleetd-abc"), "fleetd-abc not gone"
+	})
 }
