@@ -57,6 +57,28 @@ func ShardOfLease(l *coordinationv1.Lease, count int) (int, bool) {
 	return s, ok && l.Name == ShardLeaseName(s)
 }
 
+// ByShard picks the shard Leases, of count shards, out of leases, by
+// shard.
+func ByShard(leases []coordinationv1.Lease, count int) map[int]*coordinationv1.Lease {
+	out := map[int]*coordinationv1.Lease{}
+	for i := range leases {
+		if s, ok := ShardOfLease(&leases[i], count); ok {
+			out[s] = &leases[i]
+		}
+	}
+	return out
+}
+
+// Holders maps each shard of byShard to the replica its Lease names (""
+// for none).
+func Holders(byShard map[int]*coordinationv1.Lease) map[int]string {
+	out := make(map[int]string, len(byShard))
+	for i, l := range byShard {
+		out[i] = ptr.Deref(l.Spec.HolderIdentity, "")
+	}
+	return out
+}
+
 // ReplicaLeaseName is the Lease replica id renews while it lives.
 func ReplicaLeaseName(id string) string { return "fleetd-replica-" + id }
 

@@ -350,28 +350,18 @@ func (s *chaosSoak) shardHolders(ctx context.Context) (map[int]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := map[int]string{}
-	for i, l := range leases {
-		out[i] = ptr.Deref(l.Spec.HolderIdentity, "")
-	}
-	return out, nil
+	return shard.Holders(leases), nil
 }
 
 // shardLeases are the shards' Leases by shard.
-func (s *chaosSoak) shardLeases(ctx context.Context) (map[int]coordinationv1.Lease, error) {
+func (s *chaosSoak) shardLeases(ctx context.Context) (map[int]*coordinationv1.Lease, error) {
 	leases, err := s.r.kube.CoordinationV1().Leases(fleetdNamespace).List(ctx, metav1.ListOptions{
 		LabelSelector: fleetv1alpha1.LabelLease + "=" + shard.LeaseShard,
 	})
 	if err != nil {
 		return nil, err
 	}
-	out := map[int]coordinationv1.Lease{}
-	for _, l := range leases.Items {
-		if i, ok := shard.ShardOfLease(&l, shard.DefaultCount); ok {
-			out[i] = l
-		}
-	}
-	return out, nil
+	return shard.ByShard(leases.Items, shard.DefaultCount), nil
 }
 
 // processOf reports whether replica identity id is pod's: a replica is

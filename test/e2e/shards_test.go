@@ -33,11 +33,7 @@ func (c *cluster) shardHolders(ctx context.Context) (map[int]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := map[int]string{}
-	for i, l := range leases {
-		out[i] = ptr.Deref(l.Spec.HolderIdentity, "")
-	}
-	return out, nil
+	return shard.Holders(leases), nil
 }
 
 // shardLeases are the shards' Leases by shard.
@@ -46,13 +42,7 @@ func (c *cluster) shardLeases(ctx context.Context) (map[int]*coordinationv1.Leas
 	if err := c.client.List(ctx, &leases, client.InNamespace(fleetdNamespace), client.MatchingLabels{fleetv1alpha1.LabelLease: shard.LeaseShard}); err != nil {
 		return nil, err
 	}
-	out := map[int]*coordinationv1.Lease{}
-	for i := range leases.Items {
-		if s, ok := shard.ShardOfLease(&leases.Items[i], shardCount); ok {
-			out[s] = &leases.Items[i]
-		}
-	}
-	return out, nil
+	return shard.ByShard(leases.Items, shardCount), nil
 }
 
 // replicaOf is the running fleetd pod a shard holder is (a replica is
