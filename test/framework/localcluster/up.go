@@ -15,8 +15,11 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // Image is an OCI archive to import into every node's containerd.
@@ -308,14 +311,35 @@ func (h *host) startContainerd(ctx context.Context, n NodeLayout) error {
 	}); err != nil {
 		return err
 	}
-	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
-		c, err := net.Dial("unix", n.ContainerdSocket())
-		if err != nil {
-			return false, nil
+	return waitCRI(ctx, n.ContainerdSocket(), 60*time.Second)
+}
+
+// waitCRI waits until the CRI at socket answers a Version request. The
+// socket takes connections at once, but the CRI plugin answers "not
+// initialized yet" until containerd has recovered its containers' state,
+// which takes a second once a node had some tens of pods; a kubelet
+// started before then exits.
+func waitCRI(ctx context.Context, socket string, timeout time.Duration) error {
+	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	cri := runtimeapi.NewRuntimeServiceClient(conn)
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, err := cri.Version(rctx, &runtimeapi.VersionRequest{})
+		if err != nil && ctx.Err() == nil {
+			last = err
 		}
-		c.Close()
-		return true, nil
+		return err == nil, nil
 	})
+	if err != nil {
+		return fmt.Errorf("the CRI at %s does not answer after %s: %v", socket, timeout, last)
+	}
+	return nil
 }
 
 // startNode starts node n's kubelet and its NetworkPolicy engine, in the
