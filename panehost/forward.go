@@ -19,10 +19,15 @@ import (
 // rotated the token file; the kubelet refreshes it well before it expires.
 const tokenRecheck = 10 * time.Second
 
-// Retrying a request the gateway never got: for how long, how often.
+// Retrying a request the gateway never got: for how long, how often, and
+// how long one connection may take. A replica that died with its node
+// leaves its Pod's address in the Service until the node is found lost
+// (tens of seconds), and a connection to it hangs: each attempt gives up
+// soon and tries again, and the Service picks a replica afresh for it.
 const (
-	retryFor   = 5 * time.Second
+	retryFor   = 30 * time.Second
 	retryEvery = 100 * time.Millisecond
+	dialFor    = 2 * time.Second
 	// maxForwardBody bounds what is held to be sent again: more than the
 	// gateway takes in one request (a message and its images).
 	maxForwardBody = 64 << 20
@@ -128,6 +133,7 @@ type retryingTransport struct {
 func newRetryingTransport() *retryingTransport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.DisableKeepAlives = true
+	t.DialContext = (&net.Dialer{Timeout: dialFor, KeepAlive: 30 * time.Second}).DialContext
 	return &retryingTransport{rt: t}
 }
 
@@ -145,7 +151,7 @@ func (t *retryingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			return nil, fmt.Errorf("a request body over %d bytes", maxForwardBody)
 		}
 	}
-	again := repeatable(body)
+	again := repeatable(r.Method, body)
 	deadline := time.Now().Add(retryFor)
 	for {
 		out := r.Clone(r.Context())
@@ -177,15 +183,31 @@ func unsent(err error) bool {
 // repeat with the same result.
 var repeatableTools = map[string]bool{"bridge_reply": true}
 
-// repeatable reports whether body is an MCP call of one of
-// repeatableTools: when its answer is lost (the replica that took it
-// died), it is sent again rather than leaving the agent's reply unknown.
-func repeatable(body []byte) bool {
+// repeatableMethods are the MCP requests and notifications that change
+// nothing the agent could see twice: a session opened again (the one on a
+// replica that died is gone with it), a list, a ping.
+var repeatableMethods = map[string]bool{
+	"initialize": true, "notifications/initialized": true, "ping": true,
+	"tools/list": true, "resources/list": true, "prompts/list": true,
+}
+
+// repeatable reports whether a request of method with body may be sent
+// again when its answer is lost (the replica that took it died): a GET (the
+// event stream) or DELETE (the session's end), or a repeatable MCP message,
+// rather than leaving the agent with an error for what it can simply do
+// again.
+func repeatable(method string, body []byte) bool {
+	if method == http.MethodGet || method == http.MethodDelete {
+		return true
+	}
 	var msg struct {
 		Method string `json:"method"`
 		Params struct {
 			Name string `json:"name"`
 		} `json:"params"`
 	}
-	return json.Unmarshal(body, &msg) == nil && msg.Method == "tools/call" && repeatableTools[msg.Params.Name]
+	if json.Unmarshal(body, &msg) != nil {
+		return false
+	}
+	return repeatableMethods[msg.Method] || msg.Method == "tools/call" && repeatableTools[msg.Params.Name]
 }

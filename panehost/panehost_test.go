@@ -410,3 +410,32 @@ func forwarderTo(t *testing.T, gateway string) *httptest.Server {
 	t.Cleanup(local.Close)
 	return local
 }
+
+// TestRepeatable: what the forwarder sends again when its answer was lost,
+// and what it never does.
+func TestRepeatable(t *testing.T) {
+	call := func(method, tool string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{"name":"` + tool + `","arguments":{}}}`
+	}
+	cases := []struct {
+		method, body string
+		want         bool
+	}{
+		{http.MethodPost, call("tools/call", "bridge_reply"), true},
+		{http.MethodPost, call("initialize", ""), true},
+		{http.MethodPost, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, true},
+		{http.MethodPost, call("tools/list", ""), true},
+		{http.MethodGet, "", true},
+		{http.MethodDelete, "", true},
+		{http.MethodPost, call("tools/call", "bridge_send"), false},
+		{http.MethodPost, call("tools/call", "team_message"), false},
+		{http.MethodPost, call("tools/call", "bridge_ask"), false},
+		{http.MethodPost, `[` + call("tools/call", "bridge_reply") + `]`, false},
+		{http.MethodPost, `not json`, false},
+	}
+	for _, tc := range cases {
+		if got := repeatable(tc.method, []byte(tc.body)); got != tc.want {
+			t.Errorf("repeatable(%s %s) = %v, want %v", tc.method, tc.body, got, tc.want)
+		}
+	}
+}
