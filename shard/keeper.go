@@ -312,41 +312,57 @@ func (k *Keeper) Step(ctx context.Context) error {
 		k.Metrics.changed("released", len(plan.Release))
 		k.Log.Info("Released shards over this replica's share", "shards", plan.Release, "owned", len(k.Owned()))
 	}
-	var acquired []int
-	for _, i := range plan.Acquire {
-		from, err := k.acquire(ctx, i, byShard[i], now)
-		if err != nil {
-			if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
-				continue // another replica took it first
-			}
-			return err
-		}
-		acquired = append(acquired, i)
-		if from != "" {
-			k.Metrics.takeover()
-			k.Log.Info("Took over a shard from a replica that stopped renewing", "shard", i, "from", from, "lastRenewed", k.seen[from].renew)
-		}
-	}
-	// Shards this replica's Leases name but it does not run: its own
-	// from before its process started again, or taken in a step whose
-	// Apply failed. Taken again, so that the Lease says since when.
+	// Shards to take: free ones by the plan, and those this replica's
+	// Leases name but it does not run (its own from before its process
+	// started again, or taken in a step whose Apply failed), taken again
+	// so that the Lease says since when.
+	take := slices.Clone(plan.Acquire)
 	for i, h := range view.Holders {
-		if h != k.Identity || slices.Contains(k.Owned(), i) || slices.Contains(plan.Release, i) || slices.Contains(lost, i) || slices.Contains(acquired, i) {
-			continue
+		if h == k.Identity && !slices.Contains(k.Owned(), i) && !slices.Contains(plan.Release, i) && !slices.Contains(lost, i) && !slices.Contains(take, i) {
+			take = append(take, i)
 		}
-		if _, err := k.acquire(ctx, i, byShard[i], now); err != nil {
-			if apierrors.IsConflict(err) {
-				continue
+	}
+	acquired, err := k.acquireAll(ctx, take, byShard, now)
+	if len(acquired) > 0 {
+		k.Metrics.changed("acquired", len(acquired))
+		err = errors.Join(err, k.apply(ctx, append(k.Owned(), acquired...)))
+	}
+	return err
+}
+
+// acquireAll takes shards at once, each by a write of its own: on a busy
+// API server a takeover of many shards one write after another took
+// seconds. It returns the shards taken, in order; a shard another replica
+// took first is skipped.
+func (k *Keeper) acquireAll(ctx context.Context, shards []int, byShard map[int]*coordinationv1.Lease, now time.Time) ([]int, error) {
+	taken := make([]bool, len(shards))
+	errs := make([]error, len(shards))
+	var wg sync.WaitGroup
+	for n, i := range shards {
+		wg.Go(func() {
+			from, err := k.acquire(ctx, i, byShard[i], now)
+			switch {
+			case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
+				// Another replica took it first.
+			case err != nil:
+				errs[n] = fmt.Errorf("taking shard %d: %w", i, err)
+			default:
+				taken[n] = true
+				if from != "" && from != k.Identity {
+					k.Metrics.takeover()
+					k.Log.Info("Took over a shard from a replica that stopped", "shard", i, "from", from, "lastRenewed", k.seen[from].renew)
+				}
 			}
-			return err
+		})
+	}
+	wg.Wait()
+	var acquired []int
+	for n, i := range shards {
+		if taken[n] {
+			acquired = append(acquired, i)
 		}
-		acquired = append(acquired, i)
 	}
-	if len(acquired) == 0 {
-		return nil
-	}
-	k.Metrics.changed("acquired", len(acquired))
-	return k.apply(ctx, append(k.Owned(), acquired...))
+	return acquired, errors.Join(errs...)
 }
 
 // look reads the Leases into a View, noting which replicas renewed.

@@ -38,6 +38,10 @@ type api struct {
 	client.Client
 	down    atomic.Bool
 	refused atomic.Bool
+	// slow holds each write that long, as a busy API server does;
+	// writing and mostWriting count the writes under way.
+	slow                 time.Duration
+	writing, mostWriting atomic.Int32
 	// gets counts the reads this replica made.
 	gets atomic.Int64
 }
@@ -59,10 +63,24 @@ func (a *api) List(ctx context.Context, list client.ObjectList, opts ...client.L
 	return a.Client.List(ctx, list, opts...)
 }
 
+// write is one write under way, held for slow.
+func (a *api) write() func() {
+	n := a.writing.Add(1)
+	for {
+		m := a.mostWriting.Load()
+		if n <= m || a.mostWriting.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	time.Sleep(a.slow)
+	return func() { a.writing.Add(-1) }
+}
+
 func (a *api) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
 	if a.down.Load() {
 		return errCutOff
 	}
+	defer a.write()()
 	return a.Client.Create(ctx, obj, opts...)
 }
 
@@ -73,6 +91,7 @@ func (a *api) Update(ctx context.Context, obj client.Object, opts ...client.Upda
 	if a.refused.Load() {
 		return apierrors.NewUnauthorized("the token's Pod is gone")
 	}
+	defer a.write()()
 	return a.Client.Update(ctx, obj, opts...)
 }
 
@@ -309,6 +328,23 @@ func TestKeeperTakesTheShardsOfAReplicaGone(t *testing.T) {
 	a.tick(t)
 	if got := run.count("a"); got != 8 {
 		t.Fatalf("a runs %d shards two renewal periods after b's Pod went, want 8", got)
+	}
+}
+
+// TestKeeperTakesShardsAtOnce: the shards a step takes are written side
+// by side, not one after another: on a busy API server each write takes
+// a while, and a takeover of many shards took seconds.
+func TestKeeperTakesShardsAtOnce(t *testing.T) {
+	ns := env.Namespace(t)
+	run := &running{t: t, by: map[int]string{}}
+	a := newReplica(ns, "a", clocktesting.NewFakeClock(time.Now()), run)
+	a.api.slow = 100 * time.Millisecond
+	a.tick(t)
+	if got := run.count("a"); got != 8 {
+		t.Fatalf("a alone runs %d shards, want 8", got)
+	}
+	if got := a.api.mostWriting.Load(); got != 8 {
+		t.Errorf("at most %d of the 8 shards' Leases were written at once, want all 8", got)
 	}
 }
 
