@@ -55,9 +55,11 @@ func (s *service) reply(ctx context.Context, c *call, in ReplyInput) (*ReplyOutp
 		return delegation.Reply(d, now, in.Content)
 	})
 	if errors.Is(err, errNothingInFlight) {
-		if d, err := s.repeatedReply(ctx, c.who, in.Content); err != nil {
-			return nil, err
-		} else if d != nil {
+		if d != nil && delegation.RepliedWith(d, in.Content) {
+			// The same reply again, its answer lost on the way back (a
+			// gateway replica died after writing it), sent again by the
+			// pod's forwarder or the agent itself: it succeeds again
+			// rather than telling the worker its reply went nowhere.
 			return &ReplyOutput{DispatchID: d.Name, Late: delegation.LateReplied(d)}, nil
 		}
 		return nil, toolerr.New(toolerr.NotFound, "no message is in flight to you, so there is nothing to reply to (a reply settles the last message delivered to you, or comes late to it after its deadline or the end of its turn; it has none, or it was replied to, withdrawn or gone)")
@@ -67,23 +69,6 @@ func (s *service) reply(ctx context.Context, c *call, in ReplyInput) (*ReplyOutp
 	}
 	recordReply(ctx, d, started, typedAt, late)
 	return &ReplyOutput{DispatchID: d.Name, Late: late}, nil
-}
-
-// repeatedReply finds the Delegation a bridge_reply of content was already
-// recorded on, when the caller sends that reply again: the last one typed
-// to it, replied with exactly content. A reply whose answer was lost on
-// the way back (a gateway replica died after writing it) is sent again, by
-// the pod's forwarder or by the agent itself; it is the same reply, and it
-// succeeds again rather than telling the worker its reply went nowhere.
-func (s *service) repeatedReply(ctx context.Context, p *identity.Principal, content string) (*fleetv1alpha1.Delegation, error) {
-	ds, err := s.allDelegationsTo(ctx, p.Namespace, p.Name)
-	if err != nil {
-		return nil, err
-	}
-	if d := latestTyped(ds, delegation.Typed); d != nil && delegation.RepliedWith(d, content) {
-		return d, nil
-	}
-	return nil, nil
 }
 
 // recordReply records a worker's reply in the trace of the message it
@@ -169,16 +154,17 @@ func (s *service) ask(ctx context.Context, c *call, in AskInput) (*AskOutput, er
 // allowLate is set and none is, the last one typed to it, settled without
 // a reply (late). A transition that no longer applies (the
 // Delegation settled or moved on meanwhile) looks again, from the API
-// server; errNothingInFlight says there is nothing to apply it to. It
-// returns the Delegation as written, or as last seen with an error.
+// server; errNothingInFlight says there is nothing to apply it to, with
+// the last Delegation typed to the caller, if any. It returns the
+// Delegation as written, or as last seen with an error.
 func (s *service) onCurrent(ctx context.Context, p *identity.Principal, allowLate bool, change func(d *fleetv1alpha1.Delegation, late bool) error) (*fleetv1alpha1.Delegation, bool, error) {
 	for attempt := range changeAttempts {
-		current, late, err := s.replyTarget(ctx, p, attempt > 0)
+		current, late, last, err := s.replyTarget(ctx, p, attempt > 0)
 		if err != nil {
 			return nil, false, err
 		}
 		if current == nil || late && !allowLate {
-			return nil, false, errNothingInFlight
+			return last, false, errNothingInFlight
 		}
 		d, err := s.updateStatus(ctx, current, func(d *fleetv1alpha1.Delegation) (bool, error) {
 			if d.Spec.To != p.Name {
@@ -202,8 +188,10 @@ func (s *service) onCurrent(ctx context.Context, p *identity.Principal, allowLat
 // replyTarget finds the Delegation a reply settles: in flight to the caller,
 // else the last one typed to it when that settled without a reply (late). The cache answers
 // first; when it shows nothing, or live is set, the API server decides,
-// since a worker may reply a moment after its delivery was written.
-func (s *service) replyTarget(ctx context.Context, p *identity.Principal, live bool) (*fleetv1alpha1.Delegation, bool, error) {
+// since a worker may reply a moment after its delivery was written. When
+// none applies, last is the last one typed to the caller, as the API server
+// shows it.
+func (s *service) replyTarget(ctx context.Context, p *identity.Principal, live bool) (target *fleetv1alpha1.Delegation, late bool, last *fleetv1alpha1.Delegation, err error) {
 	if !live {
 		// A worker often replies a moment after its delivery was written,
 		// before the cache shows it: wait briefly for the cache to catch up
@@ -217,31 +205,31 @@ func (s *service) replyTarget(ctx context.Context, p *identity.Principal, live b
 		for {
 			ds, err := s.delegationsTo(ctx, p.Namespace, p.Name, stateActive)
 			if err != nil {
-				return nil, false, err
+				return nil, false, nil, err
 			}
 			if d := currentDelegation(ds); d != nil {
-				return d, false, nil
+				return d, false, nil, nil
 			}
 			select {
 			case <-w.wake:
 			case <-grace.C:
 				break wait
 			case <-ctx.Done():
-				return nil, false, ctx.Err()
+				return nil, false, nil, ctx.Err()
 			}
 		}
 	}
 	ds, err := s.allDelegationsTo(ctx, p.Namespace, p.Name)
 	if err != nil {
-		return nil, false, err
+		return nil, false, nil, err
 	}
 	if d := currentDelegation(ds); d != nil {
-		return d, false, nil
+		return d, false, nil, nil
 	}
 	if d := lateReplyTarget(ds); d != nil {
-		return d, true, nil
+		return d, true, nil, nil
 	}
-	return nil, false, nil
+	return nil, false, latestTyped(ds, delegation.Typed), nil
 }
 
 // withdrawQuestion records that the worker stopped waiting for the answer
