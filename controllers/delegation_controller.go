@@ -150,7 +150,38 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 			return ctrl.Result{}, err
 		}
 	}
+	expired := sets.New[string]()
+	for _, step := range dec.Steps {
+		if step.Kind == delegation.StepExpire {
+			expired.Insert(step.Name)
+		}
+	}
+	for i := range list.Items {
+		if d := &list.Items[i]; !expired.Has(d.Name) {
+			if err := r.markClosed(ctx, d); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+	}
 	return ctrl.Result{RequeueAfter: dec.RequeueAfter}, nil
+}
+
+// markClosed writes d's closed marks when they are out of date
+// (delegation.MarkClosed), as it is after this look's writes: the
+// gateway's cache leaves a closed Delegation out, and counts its sender's
+// bound from the marks. A merge patch of the labels and annotations alone
+// undoes no status write; a Delegation that opens again (its waiter
+// recorded as gone after it settled) loses the mark at the next look,
+// which its status write brings.
+func (r *DelegationReconciler) markClosed(ctx context.Context, d *fleetv1alpha1.Delegation) error {
+	marked := d.DeepCopy()
+	if !delegation.MarkClosed(marked) {
+		return nil
+	}
+	if err := r.Client.Patch(ctx, marked, client.MergeFrom(d)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("marking delegation %s closed: %w", d.Name, err)
+	}
+	return nil
 }
 
 // runtimes is where each member's agent runs.

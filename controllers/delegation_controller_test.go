@@ -802,3 +802,74 @@ func TestUnconfirmedTypingIsConfirmedByTheAgent(t *testing.T) {
 		t.Errorf("the agent received %q; want only the first message, the second waits for its turn to end", got)
 	}
 }
+
+// TestTheControllerMarksClosedMessages: a Delegation that needs nothing
+// more but retention is marked closed, with its member, its sender's label
+// and its bytes, so that the gateway's cache can leave it out and still
+// count it; one whose outcome is still owed is not, and a closed label
+// set by hand on it is taken off; collecting the outcome closes it.
+func TestTheControllerMarksClosedMessages(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	h := startHerdr(t)
+	startControllers(t, ns, h.socket)
+	create(t, testutil.MakeDelegation("blocking", ns, "nobody", "twelve bytes").Obj())
+	detached := testutil.MakeDelegation("detached", ns, "nobody", "hello").Obj()
+	detached.Spec.Wait = ptrTo(false)
+	detached.Labels = map[string]string{fleetv1alpha1.LabelClosed: "true"}
+	create(t, detached)
+	waitPhase(t, ns, "blocking", fleetv1alpha1.DelegationWorkerGone)
+	waitPhase(t, ns, "detached", fleetv1alpha1.DelegationWorkerGone)
+
+	testutil.Eventually(t, "the blocking one marked closed", func() error {
+		d, err := getDelegation(ns, "blocking")
+		if err != nil {
+			return err
+		}
+		want := map[string]string{
+			fleetv1alpha1.LabelClosed: "true",
+			fleetv1alpha1.LabelMember: "nobody",
+			fleetv1alpha1.LabelSender: delegation.SenderLabel(d.Spec.From),
+		}
+		for k, v := range want {
+			if d.Labels[k] != v {
+				return fmt.Errorf("label %s = %q, want %q", k, d.Labels[k], v)
+			}
+		}
+		if n, ok := delegation.MarkedBytes(d.Annotations); !ok || n != 12 {
+			return fmt.Errorf("marked bytes %d, %v; want 12", n, ok)
+		}
+		return nil
+	})
+	testutil.Eventually(t, "the forged mark taken off the owed one", func() error {
+		d, err := getDelegation(ns, "detached")
+		if err != nil {
+			return err
+		}
+		if d.Labels[fleetv1alpha1.LabelClosed] != "" {
+			return fmt.Errorf("still marked: %v", d.Labels)
+		}
+		return nil
+	})
+
+	d, err := getDelegation(ns, "detached")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := delegation.Acknowledge(d, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Status().Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, "the collected one marked closed", func() error {
+		d, err := getDelegation(ns, "detached")
+		if err != nil {
+			return err
+		}
+		if d.Labels[fleetv1alpha1.LabelClosed] != "true" {
+			return fmt.Errorf("not marked: %v", d.Labels)
+		}
+		return nil
+	})
+}

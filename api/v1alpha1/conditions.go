@@ -208,6 +208,14 @@ const (
 	// is the replica that owns the shard), "replica" for a replica's own,
 	// which it renews while it lives.
 	LabelLease = "fleet.fleetd.dev/lease"
+	// LabelClosed, set to "true" by the controller of a Delegation's shard,
+	// says that the Delegation needs nothing more from anyone but retention
+	// (delegation.Closed): settled, its outcome claimed or owed to nobody,
+	// no reply to carry, no late reply possible. The gateway's cache leaves
+	// closed Delegations out; it reads them from the API server when asked
+	// for one. The controller removes the label from a Delegation that is
+	// not closed, whoever set it.
+	LabelClosed = "fleet.fleetd.dev/closed"
 	// LabelStaticToken marks a Secret whose keys are static gateway tokens.
 	LabelStaticToken = "fleet.fleetd.dev/static-token"
 	// AnnotationSequence orders Delegations created within the same second:
@@ -217,6 +225,10 @@ const (
 	// does: a queued one settles Cancelled, one in flight has its member's
 	// turn interrupted first. It is how a kubectl user cancels.
 	AnnotationCancel = "fleet.fleetd.dev/cancel"
+	// AnnotationBytes records, on a closed Delegation, the bytes of its
+	// message (content and images): what the sender's bound on the bytes
+	// it keeps counts, read without the message itself.
+	AnnotationBytes = "fleet.fleetd.dev/bytes"
 	// AnnotationSpawnedBy records who spawned a Member through the gateway.
 	AnnotationSpawnedBy = "fleet.fleetd.dev/spawned-by"
 	// AnnotationSentWhile names, on a Delegation a member sent, the one it
