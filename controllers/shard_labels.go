@@ -20,8 +20,10 @@ import (
 // Members the gateway spawned by generated name, and the objects of a
 // fleetd from before shards. A replica's controllers see only what is
 // labelled with their shards, so every replica runs the labellers, on the
-// gateway's cache, which holds every Member and Delegation; two that
-// patch the same label to the same value change nothing.
+// gateway's cache, which holds every Member and every Delegation not
+// closed (a controller closes only what its shards hold, so a closed one
+// is labelled); two that patch the same label to the same value change
+// nothing.
 type shardLabeller struct {
 	client client.Client
 	kind   string

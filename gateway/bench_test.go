@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,11 +22,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/delegation"
 	"github.com/fleetd/fleetd/gateway/identity"
 	"github.com/fleetd/fleetd/internal/fleetcache"
 	"github.com/fleetd/fleetd/internal/testutil"
@@ -345,7 +348,7 @@ func BenchmarkHeldCallLayers(b *testing.B) {
 		createHeldDelegations(b, ns, n)
 		var perDelegation float64
 		for b.Loop() {
-			perDelegation = cachedDelegationBytes(b, ns, n)
+			perDelegation = float64(cachedDelegationBytes(b, ns, fleetcache.Options(), n)) / float64(n)
 		}
 		b.ReportMetric(perDelegation, "B/delegation")
 	})
@@ -388,39 +391,25 @@ func holdSDK(b *testing.B, n int) heldCost {
 // them, a few at a time.
 func createHeldDelegations(b *testing.B, ns string, n int) {
 	b.Helper()
+	createDelegations(b, ns, n, func(i int) string { return fmt.Sprintf("held call %d", i) })
+}
+
+// createDelegations creates n Delegations to w1 in ns as bridge_send
+// creates them, the i-th with content(i), a few at a time.
+func createDelegations(b *testing.B, ns string, n int, content func(i int) string) {
+	b.Helper()
 	g := &Gateway{svc: &service{opts: Options{}.withDefaults()}}
 	p := &identity.Principal{Kind: fleetv1alpha1.PrincipalStatic, Name: "primary", Namespace: ns}
 	to := member("w1", ns).Obj()
-	next := make(chan int)
-	errs := make(chan error, 16)
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Go(func() {
-			for i := range next {
-				d := g.svc.newDelegation(p, to, fmt.Sprintf("held call %d", i), true, 3600)
-				if err := env.Client.Create(context.Background(), d); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	for i := range n {
-		select {
-		case next <- i:
-		case err := <-errs:
-			b.Fatal(err)
-		}
-	}
-	close(next)
-	wg.Wait()
+	parallel(b, n, func(i int) error {
+		return env.Client.Create(context.Background(), g.svc.newDelegation(p, to, content(i), true, 3600))
+	})
 }
 
-// cachedDelegationBytes measures the memory an informer's cache of the n
-// Delegations in ns takes, with the gateway's indexes, per Delegation.
-func cachedDelegationBytes(b *testing.B, ns string, n int) float64 {
+// cachedDelegationBytes measures the memory a cache with opts of the
+// Delegations in ns takes, with the gateway's indexes; it must hold n.
+func cachedDelegationBytes(b *testing.B, ns string, opts cache.Options, n int) int64 {
 	b.Helper()
-	opts := fleetcache.Options()
 	opts.Scheme = env.Scheme
 	opts.DefaultNamespaces = map[string]cache.Config{ns: {}}
 	before := inUse()
@@ -455,9 +444,113 @@ func cachedDelegationBytes(b *testing.B, ns string, n int) float64 {
 	if cached != n {
 		b.Fatalf("the cache holds %d of %d delegations", cached, n)
 	}
-	perDelegation := float64(inUse()-before) / float64(n)
+	used := int64(inUse() - before)
 	runtime.KeepAlive(c)
-	return perDelegation
+	return used
+}
+
+// BenchmarkGatewayCacheHistory: the gateway's cache of a namespace whose
+// messages are mostly history (settled, collected, kept for retention):
+// every Delegation cached, as a cache shared with the controllers holds
+// them, against closed ones left out (fleetcache.GatewayOptions), in one
+// run. 2,000 messages of 1 KB, 1,800 of them closed.
+func BenchmarkGatewayCacheHistory(b *testing.B) {
+	const n, open = 2000, 200
+	ns := env.Namespace(b)
+	prompt := strings.Repeat("x", 1000)
+	createDelegations(b, ns, n, func(i int) string { return fmt.Sprintf("%s %d", prompt, i) })
+	var list fleetv1alpha1.DelegationList
+	if err := env.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		b.Fatal(err)
+	}
+	parallel(b, len(list.Items)-open, func(i int) error {
+		d := &list.Items[i]
+		delegation.BeginDelivery(d, time.Now(), delegation.Target{PaneID: "w1:p1", TerminalID: "term-1"})
+		if err := delegation.Reply(d, time.Now(), "done"); err != nil {
+			return err
+		}
+		if err := env.Client.Status().Update(context.Background(), d); err != nil {
+			return err
+		}
+		marked := d.DeepCopy()
+		if !delegation.MarkClosed(marked) {
+			return fmt.Errorf("delegation %s is not closed", d.Name)
+		}
+		return env.Client.Patch(context.Background(), marked, client.MergeFrom(d))
+	})
+	var whole, trimmed, closed int64
+	for b.Loop() {
+		whole = cachedDelegationBytes(b, ns, fleetcache.Options(), n)
+		trimmed = cachedDelegationBytes(b, ns, fleetcache.GatewayOptions(), open)
+		closed = closedViewBytes(b, ns, n-open)
+	}
+	b.ReportMetric(float64(whole)/(1<<20), "whole-MiB")
+	b.ReportMetric(float64(trimmed)/(1<<20), "trimmed-MiB")
+	b.ReportMetric(float64(closed)/(1<<20), "closed-view-MiB")
+	b.ReportMetric(float64(trimmed+closed)/float64(whole), "(trimmed+closed-view)/whole")
+}
+
+// closedViewBytes measures the memory the gateway's record of the closed
+// Delegations in ns takes; it must hold n.
+func closedViewBytes(b *testing.B, ns string, n int) int64 {
+	b.Helper()
+	hc, err := rest.HTTPClientFor(env.Config)
+	if err != nil {
+		b.Fatal(err)
+	}
+	before := inUse()
+	s, err := watchClosed(env.Config, hc, ns)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = s.Start(ctx) }()
+	for !s.HasSynced() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.mu.RLock()
+	held := len(s.filed)
+	s.mu.RUnlock()
+	if held != n {
+		b.Fatalf("the closed view holds %d of %d delegations", held, n)
+	}
+	used := int64(inUse() - before)
+	runtime.KeepAlive(s)
+	return used
+}
+
+// parallel runs f for 0..n-1 on 16 goroutines, and fails b on the first
+// error.
+func parallel(b *testing.B, n int, f func(i int) error) {
+	b.Helper()
+	next := make(chan int)
+	errs := make(chan error, 16)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for i := range next {
+				if err := f(i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	for i := range n {
+		select {
+		case next <- i:
+		case err := <-errs:
+			b.Fatal(err)
+		}
+	}
+	close(next)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
 }
 
 // generateLoad is the child process of the held-call benchmarks: it opens

@@ -474,11 +474,22 @@ func (s *dashboardStream) memberSnapshot(ctx context.Context) error {
 	if err := s.d.svc.cache.List(ctx, &list, client.InNamespace(s.v.namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("listing messages to %s: %w", s.v.member, err)
 	}
+	// Closed messages, which the cache may leave out, carry the member
+	// label (the controller marks them): the API server has them.
+	var closed fleetv1alpha1.DelegationList
+	if err := s.d.svc.live.List(ctx, &closed, client.InNamespace(s.v.namespace),
+		client.MatchingLabels{fleetv1alpha1.LabelClosed: "true", fleetv1alpha1.LabelMember: s.v.member}); err != nil {
+		return fmt.Errorf("listing the closed messages to %s: %w", s.v.member, err)
+	}
 	out := DashboardMessages{Reset: true, Messages: []DashboardMessage{}}
-	for i := range list.Items {
-		d := &list.Items[i]
-		if d.Spec.To == s.v.member && s.scope.showsMessage(d) {
-			out.Messages = append(out.Messages, dashboardMessage(d, s.scope))
+	listed := sets.New[string]()
+	for _, items := range [][]fleetv1alpha1.Delegation{list.Items, closed.Items} {
+		for i := range items {
+			d := &items[i]
+			if d.Spec.To == s.v.member && s.scope.showsMessage(d) && !listed.Has(d.Name) {
+				listed.Insert(d.Name)
+				out.Messages = append(out.Messages, dashboardMessage(d, s.scope))
+			}
 		}
 	}
 	out.Total = len(out.Messages)
@@ -522,10 +533,10 @@ func (s *dashboardStream) memberChanges(ctx context.Context, changed viewerChang
 	out := DashboardMessages{Messages: []DashboardMessage{}}
 	for _, name := range sets.List(changed.messages) {
 		key := messageKey(name)
-		var d fleetv1alpha1.Delegation
-		err := s.d.svc.cache.Get(ctx, types.NamespacedName{Namespace: s.v.namespace, Name: name}, &d)
+		// One the cache dropped may have closed: the API server says.
+		d, err := s.d.svc.getDelegation(ctx, types.NamespacedName{Namespace: s.v.namespace, Name: name})
 		switch {
-		case apierrors.IsNotFound(err) || (err == nil && !s.scope.showsMessage(&d)):
+		case apierrors.IsNotFound(err) || (err == nil && !s.scope.showsMessage(d)):
 			if _, ok := s.sent[key]; ok {
 				delete(s.sent, key)
 				out.Removed = append(out.Removed, name)
@@ -533,7 +544,7 @@ func (s *dashboardStream) memberChanges(ctx context.Context, changed viewerChang
 		case err != nil:
 			return fmt.Errorf("reading message %s: %w", name, err)
 		default:
-			if m := dashboardMessage(&d, s.scope); s.changedSince(key, m) {
+			if m := dashboardMessage(d, s.scope); s.changedSince(key, m) {
 				out.Messages = append(out.Messages, m)
 			}
 		}

@@ -99,8 +99,10 @@ type holding struct {
 	token   any
 	started time.Time
 	wait    holdWaiter
-	seen    bool
-	status  progressStatus
+	// seen says the cache showed the Delegation; looked that it was read
+	// once (every later read follows an event or a tick).
+	seen, looked bool
+	status       progressStatus
 }
 
 // startHold counts the hold, and subscribes to key and starts the timers
@@ -131,16 +133,24 @@ func (h *holding) end() {
 func (h *holding) look(decide func(*fleetv1alpha1.Delegation) bool) (*fleetv1alpha1.Delegation, bool, error) {
 	current := h.seed
 	var d fleetv1alpha1.Delegation
-	switch err := h.svc.cache.Get(h.ctx, h.key, &d); {
+	err := h.svc.cache.Get(h.ctx, h.key, &d)
+	if apierrors.IsNotFound(err) && (h.seen || h.looked) {
+		// It left the cache: closed as it settled (the cache leaves closed
+		// ones out; a quick one leaves before this reads it once), or
+		// deleted.
+		err = h.svc.live.Get(h.ctx, h.key, &d)
+		if apierrors.IsNotFound(err) {
+			return nil, true, errDelegationDeleted
+		}
+	}
+	h.looked = true
+	switch {
 	case err == nil:
 		// A cached copy may trail what this gateway just wrote; decide
 		// copes (answered turns are passed in), and the informer wakes
 		// the waiter again once the cache catches up.
 		current, h.seen, h.seed = &d, true, nil
 	case apierrors.IsNotFound(err):
-		if h.seen {
-			return nil, true, errDelegationDeleted
-		}
 	default:
 		return h.latest(), true, fmt.Errorf("reading delegation %s: %w", h.key, err)
 	}
@@ -285,9 +295,8 @@ func holdThen[Out any](s *service, ctx context.Context, c *call, seed *fleetv1al
 	ctx, span := startHoldSpan(ctx, seed)
 	if c.finish != nil {
 		current := seed
-		var cached fleetv1alpha1.Delegation
-		if err := s.cache.Get(ctx, key, &cached); err == nil {
-			current = &cached
+		if cached, err := s.getDelegation(ctx, key); err == nil {
+			current = cached
 		}
 		if decide(current) {
 			release()

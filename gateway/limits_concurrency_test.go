@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/delegation"
 	"github.com/fleetd/fleetd/gateway/identity"
 	"github.com/fleetd/fleetd/gateway/toolerr"
 	"github.com/fleetd/fleetd/internal/testutil"
@@ -245,10 +246,10 @@ func TestAHeldMessageTheCacheShowsCountsOnce(t *testing.T) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	// As admitDelegations holds it while the create is on its way.
-	held := &heldMessage{namespace: ns, sender: sender, to: "w1", bytes: messageBytes(&d), name: d.Name}
+	held := &heldMessage{namespace: ns, sender: sender, to: "w1", bytes: delegation.Bytes(&d), name: d.Name}
 	l.held[held] = struct{}{}
 	defer delete(l.held, held)
-	u, err := h.gw.svc.messageUsage(context.Background(), ns, sender, []outgoing{{to: "w1"}})
+	u, err := h.gw.svc.messageUsage(context.Background(), ns, d.Spec.From, []outgoing{{to: "w1"}})
 	if err != nil {
 		t.Fatal(err)
 	}

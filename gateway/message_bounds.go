@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
+	"github.com/fleetd/fleetd/delegation"
 	"github.com/fleetd/fleetd/gateway/identity"
 	"github.com/fleetd/fleetd/gateway/toolerr"
 )
@@ -117,18 +119,6 @@ func admitMessages(l messageLimits, u messageUsage, out []outgoing, namespace st
 	return nil
 }
 
-// messageBytes is what a message's sender put into it: its content and its
-// images. An image shared by a broadcast's messages counts in each.
-func messageBytes(d *fleetv1alpha1.Delegation) int64 {
-	n := int64(len(d.Spec.Content))
-	if d.Spec.Images != nil {
-		for _, img := range d.Spec.Images.Items {
-			n += img.Size
-		}
-	}
-	return n
-}
-
 // heldMessage is a message this replica admitted that the cache may not
 // show yet.
 type heldMessage struct {
@@ -143,9 +133,12 @@ type heldMessage struct {
 // messageLedger admits messages, one call at a time, and holds the ones it
 // admitted until the cache shows them.
 type messageLedger struct {
-	mu    sync.Mutex
-	held  map[*heldMessage]struct{}
-	rates senderRates
+	mu   sync.Mutex
+	held map[*heldMessage]struct{}
+	// leaving are the closed messages the cache dropped that the closed
+	// view may not show yet (closed.go).
+	leaving map[types.NamespacedName]leavingMessage
+	rates   senderRates
 }
 
 // admission is the messages one call was admitted to send, held until
@@ -193,12 +186,13 @@ func (s *service) admitDelegations(ctx context.Context, p *identity.Principal, d
 	if err := s.forgetShown(ctx, now); err != nil {
 		return nil, err
 	}
+	s.forgetLeft(now)
 	sender := p.Key()
 	out := make([]outgoing, len(ds))
 	for i, d := range ds {
-		out[i] = outgoing{to: d.Spec.To, bytes: messageBytes(d)}
+		out[i] = outgoing{to: d.Spec.To, bytes: delegation.Bytes(d)}
 	}
-	u, err := s.messageUsage(ctx, p.Namespace, sender, out)
+	u, err := s.messageUsage(ctx, p.Namespace, p.API(), out)
 	if err != nil {
 		return nil, err
 	}
@@ -240,8 +234,9 @@ func generateName(prefix string) string {
 	return prefix + utilrand.String(random)
 }
 
-// forgetShown stops holding the created messages the cache shows, and
-// those held longer than heldFor. The ledger is locked.
+// forgetShown stops holding the created messages the cache or the closed
+// view shows (one may close before this looks), and those held longer than
+// heldFor. The ledger is locked.
 func (s *service) forgetShown(ctx context.Context, now time.Time) error {
 	for h := range s.ledger.held {
 		if h.createdAt.IsZero() {
@@ -258,6 +253,8 @@ func (s *service) forgetShown(ctx context.Context, now time.Time) error {
 			delete(s.ledger.held, h)
 		case client.IgnoreNotFound(err) != nil:
 			return fmt.Errorf("reading delegation %s/%s: %w", h.namespace, h.name, err)
+		case s.closedShows(types.NamespacedName{Namespace: h.namespace, Name: h.name}):
+			delete(s.ledger.held, h)
 		}
 	}
 	return nil
@@ -266,11 +263,13 @@ func (s *service) forgetShown(ctx context.Context, now time.Time) error {
 // ptrTrue is a *bool that is true, for list and get options.
 var ptrTrue = func() *bool { b := true; return &b }()
 
-// messageUsage counts what sender keeps in namespace and what waits for
-// the receivers of out: the cache, and the messages held that the cache's
-// lists did not show (each list by itself: the cache may show a message
-// between two of them). The ledger is locked.
-func (s *service) messageUsage(ctx context.Context, namespace, sender string, out []outgoing) (messageUsage, error) {
+// messageUsage counts what from keeps in namespace and what waits for the
+// receivers of out: the cache, the closed view, the closed messages leaving
+// the one for the other, and the messages held that the cache's lists did
+// not show (each list by itself: the cache may show a message between two
+// of them). The ledger is locked.
+func (s *service) messageUsage(ctx context.Context, namespace string, from fleetv1alpha1.Principal, out []outgoing) (messageUsage, error) {
+	sender := identity.Key(from)
 	u := messageUsage{queued: map[string]int{}, queuedFromSender: map[string]int{}}
 	keptShown, queuedShown := map[string]bool{}, map[string]bool{}
 	l := s.opts.messageLimits()
@@ -283,8 +282,23 @@ func (s *service) messageUsage(ctx context.Context, namespace, sender string, ou
 		}
 		u.keptMessages = len(kept.Items)
 		for i := range kept.Items {
-			u.keptBytes += messageBytes(&kept.Items[i])
+			u.keptBytes += delegation.Bytes(&kept.Items[i])
 			keptShown[kept.Items[i].Name] = true
+		}
+		// Where the cache holds closed messages too, each counts once.
+		s.closedKept(namespace, from, func(name string, bytes int64) {
+			if !keptShown[name] {
+				keptShown[name] = true
+				u.keptMessages++
+				u.keptBytes += bytes
+			}
+		})
+		for key, m := range s.ledger.leaving {
+			if key.Namespace == namespace && m.sender == sender && !keptShown[key.Name] {
+				keptShown[key.Name] = true
+				u.keptMessages++
+				u.keptBytes += m.bytes
+			}
 		}
 	}
 	if l.queue > 0 || l.queuePerSender > 0 {

@@ -34,6 +34,9 @@ type Options struct {
 	// whose data keys are principal names and whose values are their tokens.
 	// Empty disables static tokens.
 	StaticTokens types.NamespacedName
+	// WatchNamespace is the one namespace the manager's cache watches, ""
+	// for all: the gateway's view of closed Delegations watches the same.
+	WatchNamespace string
 	// Shards is the shard count a Delegation is labelled by, with its
 	// receiver's shard (fleet.fleetd.dev/shard), so that only that shard's
 	// fleetd replica caches it. Default shard.DefaultCount.

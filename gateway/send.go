@@ -144,7 +144,7 @@ func (s *service) newDelegation(p *identity.Principal, member *fleetv1alpha1.Mem
 			GenerateName: delegationGenerateName(member.Name),
 			Labels: map[string]string{
 				fleetv1alpha1.LabelMember: member.Name,
-				fleetv1alpha1.LabelSender: identity.SenderLabel(p.API()),
+				fleetv1alpha1.LabelSender: delegation.SenderLabel(p.API()),
 				fleetv1alpha1.LabelShard:  shard.Value(shard.Of(p.Namespace, member.Name, s.opts.Shards)),
 			},
 			Annotations: map[string]string{

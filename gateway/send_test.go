@@ -19,7 +19,6 @@ import (
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/delegation"
-	"github.com/fleetd/fleetd/gateway/identity"
 	"github.com/fleetd/fleetd/gateway/toolerr"
 	"github.com/fleetd/fleetd/internal/testutil"
 )
@@ -45,7 +44,7 @@ func TestSendReply(t *testing.T) {
 	if diff := cmp.Diff(want, d.Spec); diff != "" {
 		t.Errorf("delegation spec (-want +got):\n%s", diff)
 	}
-	if got, want := d.Labels[fleetv1alpha1.LabelSender], identity.SenderLabel(want.From); got != want {
+	if got, want := d.Labels[fleetv1alpha1.LabelSender], delegation.SenderLabel(want.From); got != want {
 		t.Errorf("sender label = %q, want %q", got, want)
 	}
 	if _, err := time.Parse(time.RFC3339Nano, d.Annotations[fleetv1alpha1.AnnotationSequence]); err != nil {

@@ -147,10 +147,16 @@ func New(mgr ctrl.Manager, opts Options) (*Gateway, error) {
 		static = c
 	}
 
+	closed, err := newClosedView(mgr, opts.WatchNamespace)
+	if err != nil {
+		return nil, err
+	}
+
 	g := newGateway(opts, mgr.GetLogger().WithName("gateway"), gatewayDeps{
 		cache:  mgr.GetCache(),
 		live:   mgr.GetAPIReader(),
 		static: static,
+		closed: closed,
 		client: mgr.GetClient(),
 		synced: func() bool {
 			for _, inf := range informers {
@@ -158,11 +164,14 @@ func New(mgr ctrl.Manager, opts Options) (*Gateway, error) {
 					return false
 				}
 			}
-			return true
+			return closed.HasSynced()
 		},
 	})
 	if _, err := delegations.AddEventHandler(g.svc.rv.handler()); err != nil {
 		return nil, fmt.Errorf("watching delegations: %w", err)
+	}
+	if _, err := delegations.AddEventHandler(g.svc.leavingHandler()); err != nil {
+		return nil, fmt.Errorf("watching delegations close: %w", err)
 	}
 	if err := g.dashboard.viewers.watch(members, delegations, profiles); err != nil {
 		return nil, err
@@ -183,6 +192,7 @@ func (c tokenCache) GetCache() cache.Cache { return c.Cache }
 // gatewayDeps are the Gateway's connections to the API server.
 type gatewayDeps struct {
 	cache, live, static client.Reader
+	closed              *closedStore
 	client              client.Client
 	synced              func() bool
 }

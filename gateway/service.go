@@ -42,6 +42,9 @@ type service struct {
 	cache client.Reader
 	// live reads from the API server, where the cache may trail.
 	live client.Reader
+	// closed records closed Delegations (closed.go); nil when there is no
+	// record.
+	closed *closedStore
 	// client writes.
 	client client.Client
 
@@ -80,6 +83,7 @@ func newService(opts Options, log logr.Logger, d gatewayDeps, auth *identity.Aut
 		log:         log,
 		cache:       d.cache,
 		live:        d.live,
+		closed:      d.closed,
 		client:      d.client,
 		auth:        auth,
 		rv:          newRendezvous(),

@@ -59,9 +59,10 @@ func startGateway(t testing.TB, ns string, opts Options) *harness {
 	t.Helper()
 	env.Require(t)
 	env.StaticTokens(t, ns, "fleetd-static-tokens", map[string]string{"primary": staticToken})
-	mgr := env.Manager(t, ns)
+	mgr := env.GatewayManager(t, ns)
 	opts.Addr = testenv.FreeAddr(t)
 	opts.Namespace = ns
+	opts.WatchNamespace = ns
 	opts.StaticTokens = types.NamespacedName{Namespace: ns, Name: "fleetd-static-tokens"}
 	gw, err := New(mgr, opts)
 	if err != nil {

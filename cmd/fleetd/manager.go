@@ -262,6 +262,11 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 		return fmt.Errorf("--leader-elect and --shard-lease-namespace: the shards' Leases elect an owner per shard; set one of them")
 	}
 	cacheOpts := fleetcache.Options()
+	if sharded || !o.controllers {
+		// The controllers run on caches of their shards, or elsewhere:
+		// the gateway alone reads this cache's Delegations.
+		cacheOpts = fleetcache.GatewayOptions()
+	}
 	if o.namespace != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{o.namespace: {}}
 	}
@@ -417,6 +422,7 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 		gopts := gateway.Options{
 			Addr:             o.gatewayBind,
 			Namespace:        o.staticNamespace,
+			WatchNamespace:   o.namespace,
 			Shards:           o.shards,
 			MaxTimeout:       o.maxTimeout,
 			ProgressInterval: o.progressInterval,

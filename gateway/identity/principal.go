@@ -1,9 +1,6 @@
 package identity
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-
 	authnv1 "k8s.io/api/authentication/v1"
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
@@ -58,11 +55,3 @@ func (p *Principal) IsLead() bool {
 
 // Key is the index value and spawned-by annotation of a principal.
 func Key(p fleetv1alpha1.Principal) string { return string(p.Kind) + ":" + p.Name }
-
-// SenderLabel is the short stable hash of a principal that Delegations carry
-// in LabelSender. Principal names (service-account user names) do not fit a
-// label value, so the label holds a hash and the index holds the name.
-func SenderLabel(p fleetv1alpha1.Principal) string {
-	sum := sha256.Sum256([]byte(string(p.Kind) + "\x00" + p.Name))
-	return hex.EncodeToString(sum[:10])
-}

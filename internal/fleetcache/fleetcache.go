@@ -39,6 +39,22 @@ func Options() cache.Options {
 	}
 }
 
+// GatewayOptions are the cache options of a manager whose Delegations
+// only the gateway reads (the controllers run on caches of their shards,
+// or elsewhere): as Options, without closed Delegations
+// (fleet.fleetd.dev/closed), which the gateway reads from the API server
+// when asked for one. Its memory then grows with the messages in flight
+// and owed, not with the retention window.
+func GatewayOptions() cache.Options {
+	o := Options()
+	open, err := labels.NewRequirement(fleetv1alpha1.LabelClosed, selection.DoesNotExist, nil)
+	if err != nil {
+		panic(err)
+	}
+	o.ByObject[&fleetv1alpha1.Delegation{}] = cache.ByObject{Label: labels.NewSelector().Add(*open)}
+	return o
+}
+
 // ShardOptions are the cache options of the controllers of the owned
 // shards: as Options, with Delegations, and members' Pods and Secrets,
 // limited to those labelled with an owned shard. Members and Profiles

@@ -169,8 +169,19 @@ func WaitReady(t testing.TB, url string) {
 // watches namespace ns alone and serves no metrics or probes.
 func (e *Env) Manager(t testing.TB, ns string) ctrl.Manager {
 	t.Helper()
+	return e.manager(t, ns, fleetcache.Options())
+}
+
+// GatewayManager is Manager with the cache of a manager whose Delegations
+// only the gateway reads: closed Delegations left out.
+func (e *Env) GatewayManager(t testing.TB, ns string) ctrl.Manager {
+	t.Helper()
+	return e.manager(t, ns, fleetcache.GatewayOptions())
+}
+
+func (e *Env) manager(t testing.TB, ns string, o cache.Options) ctrl.Manager {
+	t.Helper()
 	e.Require(t)
-	o := fleetcache.Options()
 	o.DefaultNamespaces = map[string]cache.Config{ns: {}}
 	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
 		Scheme:                 e.Scheme,

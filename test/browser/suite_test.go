@@ -45,9 +45,10 @@ func startGateway(t testing.TB, ns string, opts gateway.Options) *harness {
 	t.Helper()
 	env.Require(t)
 	env.StaticTokens(t, ns, "fleetd-static-tokens", map[string]string{"primary": staticToken})
-	mgr := env.Manager(t, ns)
+	mgr := env.GatewayManager(t, ns)
 	opts.Addr = testenv.FreeAddr(t)
 	opts.Namespace = ns
+	opts.WatchNamespace = ns
 	opts.StaticTokens = types.NamespacedName{Namespace: ns, Name: "fleetd-static-tokens"}
 	gw, err := gateway.New(mgr, opts)
 	if err != nil {
