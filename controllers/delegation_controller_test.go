@@ -841,16 +841,20 @@ func TestTheControllerMarksClosedMessages(t *testing.T) {
 		}
 		return nil
 	})
-	testutil.Eventually(t, "the forged mark taken off the owed one", func() error {
-		d, err := getDelegation(ns, "detached")
-		if err != nil {
-			return err
-		}
-		if d.Labels[fleetv1alpha1.LabelClosed] != "" {
-			return fmt.Errorf("still marked: %v", d.Labels)
-		}
-		return nil
-	})
+	closedLabel := func(what, want string) {
+		t.Helper()
+		testutil.Eventually(t, what, func() error {
+			d, err := getDelegation(ns, "detached")
+			if err != nil {
+				return err
+			}
+			if got := d.Labels[fleetv1alpha1.LabelClosed]; got != want {
+				return fmt.Errorf("closed label %q, want %q", got, want)
+			}
+			return nil
+		})
+	}
+	closedLabel("the forged mark taken off the owed one", "")
 
 	d, err := getDelegation(ns, "detached")
 	if err != nil {
@@ -862,14 +866,5 @@ func TestTheControllerMarksClosedMessages(t *testing.T) {
 	if err := env.Client.Status().Update(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, "the collected one marked closed", func() error {
-		d, err := getDelegation(ns, "detached")
-		if err != nil {
-			return err
-		}
-		if d.Labels[fleetv1alpha1.LabelClosed] != "true" {
-			return fmt.Errorf("not marked: %v", d.Labels)
-		}
-		return nil
-	})
+	closedLabel("the collected one marked closed", "true")
 }
