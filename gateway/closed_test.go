@@ -266,3 +266,44 @@ func TestClosedStoreFilesBySender(t *testing.T) {
 		t.Errorf("after a new listing: %v", s.bySender)
 	}
 }
+
+// TestAReplyFindsItsTargetAmongClosedMessages: the API server's answer
+// for a reply lists the member's open messages first, and its closed
+// history only when none is in flight: a reply repeated after its message
+// closed is still the one recorded, and a reply after the last message
+// typed closed never goes to an older one that could take a late reply.
+func TestAReplyFindsItsTargetAmongClosedMessages(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startGateway(t, ns, Options{SenderRate: -1})
+	_, workerToken := addMember(t, member("w1", ns).Obj())
+	primary := h.connect(t, staticToken, nil)
+	worker := h.connect(t, workerToken, nil)
+	send := func(content string) string {
+		t.Helper()
+		return wantOK(t, callTool[SendOutput](t, primary, "bridge_send", map[string]any{"sessionId": "w1", "content": content, "wait": false})).DispatchID
+	}
+	closeIt := func(name string) {
+		t.Helper()
+		markClosed(t, ns, name)
+		h.cacheDropped(t, name)
+	}
+
+	first := send("first")
+	deliver(t, ns, first)
+	wantOK(t, callTool[ReplyOutput](t, worker, "bridge_reply", map[string]any{"content": "done with first"}))
+	env.Settle(t, ns, first, acknowledged)
+	closeIt(first)
+	if again := wantOK(t, callTool[ReplyOutput](t, worker, "bridge_reply", map[string]any{"content": "done with first"})); again.DispatchID != first {
+		t.Errorf("the same reply again = %+v, want %s's", again, first)
+	}
+
+	second := send("second")
+	env.Settle(t, ns, second, typed, pickedUp, timedOut)
+	third := send("third")
+	env.Settle(t, ns, third, typed, pickedUp, replied("done with third"), acknowledged)
+	closeIt(third)
+	wantCode(t, callTool[ReplyOutput](t, worker, "bridge_reply", map[string]any{"content": "late words"}), toolerr.NotFound)
+	if d := env.Delegation(t, ns, second); d.Status.Reply != nil {
+		t.Errorf("a reply after the third went to the second: %q", *d.Status.Reply)
+	}
+}

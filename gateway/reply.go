@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -219,13 +220,20 @@ func (s *service) replyTarget(ctx context.Context, p *identity.Principal, live b
 			}
 		}
 	}
-	ds, err := s.allDelegationsTo(ctx, p.Namespace, p.Name)
+	ds, err := s.liveDelegationsTo(ctx, p.Namespace, p.Name, false)
 	if err != nil {
 		return nil, false, nil, err
 	}
 	if d := currentDelegation(ds); d != nil {
 		return d, false, nil, nil
 	}
+	// The last one typed may have closed since (a repeated reply to it):
+	// the member's history decides which was last.
+	closed, err := s.liveDelegationsTo(ctx, p.Namespace, p.Name, true)
+	if err != nil {
+		return nil, false, nil, err
+	}
+	ds = union(ds, closed)
 	if d := lateReplyTarget(ds); d != nil {
 		return d, true, nil, nil
 	}
@@ -260,6 +268,17 @@ func (s *service) withdrawQuestion(ctx context.Context, d *fleetv1alpha1.Delegat
 // one is settled as worker_gone once the controller sees it.
 func currentDelegation(ds []fleetv1alpha1.Delegation) *fleetv1alpha1.Delegation {
 	return latestTyped(ds, delegation.InFlight)
+}
+
+// union is the Delegations of older and newer, by name, newer's copy of
+// one listed in both (it closed between the two listings).
+func union(older, newer []fleetv1alpha1.Delegation) []fleetv1alpha1.Delegation {
+	listed := make(map[string]bool, len(newer))
+	for i := range newer {
+		listed[newer[i].Name] = true
+	}
+	out := slices.DeleteFunc(older, func(d fleetv1alpha1.Delegation) bool { return listed[d.Name] })
+	return append(out, newer...)
 }
 
 // lateReplyTarget is the Delegation a worker's reply goes to when none is in

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -140,11 +142,22 @@ func (s *service) queueOf(ctx context.Context, namespace, member string) (queue,
 	return q, nil
 }
 
-// allDelegationsTo lists every Delegation sent to a member, from the API
-// server: the answer when the cache may trail.
-func (s *service) allDelegationsTo(ctx context.Context, namespace, member string) ([]fleetv1alpha1.Delegation, error) {
+// liveDelegationsTo lists the Delegations sent to a member from the API
+// server, the answer when the cache may trail: those not closed, or the
+// closed ones (the member's history in the retention window, which a
+// caller lists only when it must).
+func (s *service) liveDelegationsTo(ctx context.Context, namespace, member string, closed bool) ([]fleetv1alpha1.Delegation, error) {
+	op := selection.DoesNotExist
+	if closed {
+		op = selection.Exists
+	}
+	mark, err := labels.NewRequirement(fleetv1alpha1.LabelClosed, op, nil)
+	if err != nil {
+		return nil, err
+	}
+	sel := labels.SelectorFromSet(labels.Set{fleetv1alpha1.LabelMember: member}).Add(*mark)
 	var list fleetv1alpha1.DelegationList
-	if err := s.live.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{fleetv1alpha1.LabelMember: member}); err != nil {
+	if err := s.live.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 		return nil, fmt.Errorf("listing delegations to %s/%s: %w", namespace, member, err)
 	}
 	// The label is a convenience; the spec is the truth.
