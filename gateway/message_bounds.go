@@ -32,6 +32,9 @@ import (
 // the admitted messages are held in that count until the cache shows them.
 // Each admitted message is named at admission, not by the API server, so
 // that one the cache shows already, while it is still held, counts once.
+// A closed message, which the cache may leave out, counts toward what its
+// sender keeps from the record of closed ones, and as leaving while it
+// moves from the one to the other (closed.go).
 // So on one replica the bounds hold exactly, however many calls arrive at
 // once. Replicas count each other's messages only once their caches show
 // them: N replicas together may pass a bound by what the others create
