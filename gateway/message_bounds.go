@@ -36,7 +36,9 @@ import (
 // sender keeps from the record of closed ones, and as leaving while it
 // moves from the one to the other (closed.go).
 // So on one replica the bounds hold exactly, however many calls arrive at
-// once. Replicas count each other's messages only once their caches show
+// once, but for a closed message in the instant between the cache dropping
+// it and its informer telling the ledger (the handler runs just after the
+// cache changed). Replicas count each other's messages only once their caches show
 // them: N replicas together may pass a bound by what the others create
 // within their cache's lag. The API server's exact bound beneath them all
 // is a ResourceQuota on count/delegations.fleet.fleetd.dev (config/quota),
