@@ -178,9 +178,17 @@ func (r *DelegationReconciler) markClosed(ctx context.Context, d *fleetv1alpha1.
 	if !delegation.MarkClosed(marked) {
 		return nil
 	}
-	if err := r.Client.Patch(ctx, marked, client.MergeFrom(d)); err != nil && !apierrors.IsNotFound(err) {
+	switch err := r.Client.Patch(ctx, marked, client.MergeFrom(d)); {
+	case apierrors.IsNotFound(err):
+		r.own.forget(client.ObjectKeyFromObject(d))
+		return nil
+	case err != nil:
 		return fmt.Errorf("marking delegation %s closed: %w", d.Name, err)
 	}
+	// Remembered as a status write is: a look before the cache shows the
+	// mark decides on its resourceVersion, and retention's delete, which
+	// is conditional on it, does not fail.
+	r.own.wrote(d.ResourceVersion, marked)
 	return nil
 }
 
