@@ -174,10 +174,11 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 // recorded as gone after it settled) loses the mark at the next look,
 // which its status write brings.
 func (r *DelegationReconciler) markClosed(ctx context.Context, d *fleetv1alpha1.Delegation) error {
-	marked := d.DeepCopy()
-	if !delegation.MarkClosed(marked) {
+	if delegation.MarksCurrent(d) {
 		return nil
 	}
+	marked := d.DeepCopy()
+	delegation.MarkClosed(marked)
 	switch err := r.Client.Patch(ctx, marked, client.MergeFrom(d)); {
 	case apierrors.IsNotFound(err):
 		r.own.forget(client.ObjectKeyFromObject(d))

@@ -48,32 +48,16 @@ func SenderLabel(p fleetv1alpha1.Principal) string {
 // message (LabelMember, LabelSender, AnnotationBytes); on one that is not,
 // no LabelClosed. It reports whether it changed anything.
 func MarkClosed(d *fleetv1alpha1.Delegation) bool {
+	if MarksCurrent(d) {
+		return false
+	}
 	labels, annotations := d.GetLabels(), d.GetAnnotations()
 	if !Closed(d) {
-		if _, ok := labels[fleetv1alpha1.LabelClosed]; !ok {
-			return false
-		}
 		delete(labels, fleetv1alpha1.LabelClosed)
 		d.SetLabels(labels)
 		return true
 	}
-	want := map[string]string{
-		fleetv1alpha1.LabelClosed: "true",
-		fleetv1alpha1.LabelSender: SenderLabel(d.Spec.From),
-	}
-	// spec.to's pattern allows a name no Member can have and no label
-	// value may be ("a-"): such a Delegation is found by its spec alone.
-	if len(validation.IsValidLabelValue(d.Spec.To)) == 0 {
-		want[fleetv1alpha1.LabelMember] = d.Spec.To
-	}
-	bytes := strconv.FormatInt(Bytes(d), 10)
-	changed := annotations[fleetv1alpha1.AnnotationBytes] != bytes
-	for k, v := range want {
-		changed = changed || labels[k] != v
-	}
-	if !changed {
-		return false
-	}
+	want, bytes := closedMarks(d)
 	if labels == nil {
 		labels = map[string]string{}
 	}
@@ -87,6 +71,40 @@ func MarkClosed(d *fleetv1alpha1.Delegation) bool {
 	d.SetLabels(labels)
 	d.SetAnnotations(annotations)
 	return true
+}
+
+// MarksCurrent reports whether d carries the marks MarkClosed would set,
+// without changing it.
+func MarksCurrent(d *fleetv1alpha1.Delegation) bool {
+	labels := d.GetLabels()
+	if !Closed(d) {
+		_, marked := labels[fleetv1alpha1.LabelClosed]
+		return !marked
+	}
+	want, bytes := closedMarks(d)
+	if d.GetAnnotations()[fleetv1alpha1.AnnotationBytes] != bytes {
+		return false
+	}
+	for k, v := range want {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// closedMarks are the labels and the bytes annotation of a closed d.
+func closedMarks(d *fleetv1alpha1.Delegation) (labels map[string]string, bytes string) {
+	labels = map[string]string{
+		fleetv1alpha1.LabelClosed: "true",
+		fleetv1alpha1.LabelSender: SenderLabel(d.Spec.From),
+	}
+	// spec.to's pattern allows a name no Member can have and no label
+	// value may be ("a-"): such a Delegation is found by its spec alone.
+	if len(validation.IsValidLabelValue(d.Spec.To)) == 0 {
+		labels[fleetv1alpha1.LabelMember] = d.Spec.To
+	}
+	return labels, strconv.FormatInt(Bytes(d), 10)
 }
 
 // MarkedBytes is the message bytes a closed Delegation's marks record, and

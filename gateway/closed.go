@@ -84,9 +84,10 @@ func watchClosed(cfg *rest.Config, hc *http.Client, namespace string) (*closedSt
 	if err != nil {
 		return nil, fmt.Errorf("creating the closed view's client: %w", err)
 	}
-	var delegations metadata.ResourceInterface = mc.Resource(fleetv1alpha1.GroupVersion.WithResource("delegations"))
+	all := mc.Resource(fleetv1alpha1.GroupVersion.WithResource("delegations"))
+	var delegations metadata.ResourceInterface = all
 	if namespace != "" {
-		delegations = mc.Resource(fleetv1alpha1.GroupVersion.WithResource("delegations")).Namespace(namespace)
+		delegations = all.Namespace(namespace)
 	}
 	lw := &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -137,13 +138,14 @@ func (s *closedStore) Delete(obj any) error {
 	return nil
 }
 
-// Replace files list instead of what the store held.
+// Replace files list instead of what the store held, at once: a count
+// never sees half a listing.
 func (s *closedStore) Replace(list []any, _ string) error {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.bySender, s.filed = map[closedSender]map[string]int64{}, map[types.NamespacedName]string{}
-	s.mu.Unlock()
 	for _, obj := range list {
-		s.file(obj)
+		s.fileLocked(obj)
 	}
 	s.synced.Store(true)
 	return nil
@@ -156,6 +158,13 @@ func (s *closedStore) Resync() error { return nil }
 // bytes was not written by fleetd (the controller takes it off): it counts
 // no bytes meanwhile.
 func (s *closedStore) file(obj any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fileLocked(obj)
+}
+
+// fileLocked is file with s.mu held.
+func (s *closedStore) fileLocked(obj any) {
 	m, err := apimeta.Accessor(obj)
 	if err != nil {
 		return
@@ -163,8 +172,6 @@ func (s *closedStore) file(obj any) {
 	key := types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}
 	sender := m.GetLabels()[fleetv1alpha1.LabelSender]
 	bytes, _ := delegation.MarkedBytes(m.GetAnnotations())
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.unfile(key)
 	s.filed[key] = sender
 	at := closedSender{key.Namespace, sender}

@@ -476,14 +476,13 @@ func (s *dashboardStream) memberSnapshot(ctx context.Context) error {
 	}
 	// Closed messages, which the cache may leave out, carry the member
 	// label (the controller marks them): the API server has them.
-	var closed fleetv1alpha1.DelegationList
-	if err := s.d.svc.live.List(ctx, &closed, client.InNamespace(s.v.namespace),
-		client.MatchingLabels{fleetv1alpha1.LabelClosed: "true", fleetv1alpha1.LabelMember: s.v.member}); err != nil {
-		return fmt.Errorf("listing the closed messages to %s: %w", s.v.member, err)
+	closed, err := s.d.svc.liveDelegationsTo(ctx, s.v.namespace, s.v.member, true)
+	if err != nil {
+		return err
 	}
 	out := DashboardMessages{Reset: true, Messages: []DashboardMessage{}}
 	listed := sets.New[string]()
-	for _, items := range [][]fleetv1alpha1.Delegation{list.Items, closed.Items} {
+	for _, items := range [][]fleetv1alpha1.Delegation{list.Items, closed} {
 		for i := range items {
 			d := &items[i]
 			if d.Spec.To == s.v.member && s.scope.showsMessage(d) && !listed.Has(d.Name) {

@@ -295,8 +295,9 @@ func holdThen[Out any](s *service, ctx context.Context, c *call, seed *fleetv1al
 	ctx, span := startHoldSpan(ctx, seed)
 	if c.finish != nil {
 		current := seed
-		if cached, err := s.getDelegation(ctx, key); err == nil {
-			current = cached
+		var cached fleetv1alpha1.Delegation
+		if err := s.cache.Get(ctx, key, &cached); err == nil {
+			current = &cached
 		}
 		if decide(current) {
 			release()
