@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -326,18 +328,33 @@ func waitCRI(ctx context.Context, socket string, timeout time.Duration) error {
 	}
 	defer conn.Close()
 	cri := runtimeapi.NewRuntimeServiceClient(conn)
-	var last error
+	// answer is the CRI's own last answer; a call that ran out of time
+	// (its own 2 s, or the whole wait's) is no answer and must not hide it.
+	// gRPC may end a call at its deadline before the context says so,
+	// so the call's status tells, not the context.
+	var answer, silence error
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		_, err := cri.Version(rctx, &runtimeapi.VersionRequest{})
-		if err != nil && ctx.Err() == nil {
-			last = err
+		switch {
+		case err == nil:
+			return true, nil
+		case status.Code(err) == codes.DeadlineExceeded || status.Code(err) == codes.Canceled:
+			silence = err
+		default:
+			answer = err
 		}
-		return err == nil, nil
+		return false, nil
 	})
 	if err != nil {
-		return fmt.Errorf("the CRI at %s does not answer after %s: %v", socket, timeout, last)
+		switch {
+		case answer != nil:
+			return fmt.Errorf("the CRI at %s is not ready after %s: its last answer: %v", socket, timeout, answer)
+		case silence != nil:
+			return fmt.Errorf("the CRI at %s does not answer after %s: %v", socket, timeout, silence)
+		}
+		return fmt.Errorf("the CRI at %s does not answer after %s", socket, timeout)
 	}
 	return nil
 }
