@@ -156,5 +156,5 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	if err := profiles.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the profile controller: %w", err)
 	}
-	return nil
+	return setupShardStrays(mgr, cfg.Sharding)
 }

@@ -53,7 +53,7 @@ func SetupShardLabels(mgr ctrl.Manager, count int) error {
 		{kind: "member", object: func() client.Object { return &fleetv1alpha1.Member{} },
 			want: func(o client.Object) string { return of(o.GetNamespace(), o.GetName()) }},
 		{kind: "delegation", object: func() client.Object { return &fleetv1alpha1.Delegation{} },
-			want: func(o client.Object) string { return of(o.GetNamespace(), o.(*fleetv1alpha1.Delegation).Spec.To) }},
+			want: delegationShard(count)},
 		{kind: "pod", object: func() client.Object { return &corev1.Pod{} }, want: owned},
 		{kind: "secret", object: func() client.Object { return &corev1.Secret{} }, want: owned},
 	} {
@@ -71,6 +71,14 @@ func SetupShardLabels(mgr ctrl.Manager, count int) error {
 	return nil
 }
 
+// delegationShard is the shard label of a Delegation among count shards:
+// its receiver's.
+func delegationShard(count int) func(client.Object) string {
+	return func(o client.Object) string {
+		return shard.Value(shard.Of(o.GetNamespace(), o.(*fleetv1alpha1.Delegation).Spec.To, count))
+	}
+}
+
 // needed reports whether obj lacks the shard label it should carry.
 func (l *shardLabeller) needed(obj client.Object) bool {
 	want := l.want(obj)
@@ -86,8 +94,14 @@ func (l *shardLabeller) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	if err := l.client.Get(ctx, req.NamespacedName, obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	return ctrl.Result{}, l.label(ctx, obj)
+}
+
+// label patches obj's shard label to the one it should carry, if it does
+// not already. An object gone meanwhile needs none.
+func (l *shardLabeller) label(ctx context.Context, obj client.Object) error {
 	if !l.needed(obj) {
-		return ctrl.Result{}, nil
+		return nil
 	}
 	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
 	labels := obj.GetLabels()
@@ -97,7 +111,7 @@ func (l *shardLabeller) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	labels[fleetv1alpha1.LabelShard] = l.want(obj)
 	obj.SetLabels(labels)
 	if err := l.client.Patch(ctx, obj, patch); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return client.IgnoreNotFound(err)
 	}
-	return ctrl.Result{}, nil
+	return nil
 }

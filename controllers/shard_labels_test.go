@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"maps"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -55,6 +56,52 @@ func TestShardLabels(t *testing.T) {
 				return false, err.Error()
 			}
 			return c.obj.GetLabels()[fleetv1alpha1.LabelShard] == c.want, fmt.Sprintf("labels %v", c.obj.GetLabels())
+		})
+	}
+}
+
+// TestShardStraysAfterACountChange: a closed Delegation left out of the
+// gateway's cache keeps the label of the shard count it closed under. The
+// controllers of the shards relabel it with its receiver's shard: one
+// whose old label is a shard they own, and, on the owner of shard 0, one
+// whose old label is past the count. Retention, in the receiver's shard,
+// then finds it.
+func TestShardStraysAfterACountChange(t *testing.T) {
+	ns := env.Namespace(t)
+	const count = 4
+	of := func(name string) string { return shard.Value(shard.Of(ns, name, count)) }
+	// A receiver in another shard than 0, labelled 0 by an older count.
+	to := ""
+	for i := 0; to == ""; i++ {
+		if name := fmt.Sprintf("w%d", i); of(name) != "0" {
+			to = name
+		}
+	}
+	closed := map[string]string{fleetv1alpha1.LabelClosed: "true"}
+	inRange := testutil.MakeDelegation("in-range", ns, to, "hi").Obj()
+	inRange.Labels = map[string]string{fleetv1alpha1.LabelShard: "0"}
+	past := testutil.MakeDelegation("past-the-count", ns, to, "hi").Obj()
+	past.Labels = map[string]string{fleetv1alpha1.LabelShard: "63"}
+	for _, d := range []*fleetv1alpha1.Delegation{inRange, past} {
+		maps.Copy(d.Labels, closed)
+		create(t, d)
+	}
+
+	// The controllers of shard 0 alone: neither Delegation is theirs to
+	// reconcile, both are theirs to relabel.
+	mgr := env.ShardManager(t, ns, []int{0})
+	if err := setupShardStrays(mgr, Sharding{Owned: shard.NewOwned(count, []int{0}), Count: count, Namespace: ns}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = mgr.Start(ctx) }()
+	for _, d := range []*fleetv1alpha1.Delegation{inRange, past} {
+		testutil.Eventually(t, fmt.Sprintf("%s labelled shard %s", d.Name, of(to)), func() (bool, string) {
+			if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(d), d); err != nil {
+				return false, err.Error()
+			}
+			return d.Labels[fleetv1alpha1.LabelShard] == of(to), fmt.Sprintf("labels %v", d.Labels)
 		})
 	}
 }

@@ -20,6 +20,8 @@ type Sharding struct {
 	// member was sent, whose reply this shard's member carries, and the
 	// warm Pods of a pool. The controllers' own client when nil.
 	Fleet client.Reader
+	// Namespace is the one namespace the replica watches; empty for all.
+	Namespace string
 }
 
 // owns reports whether the Member (or Profile) namespace/name is in an

@@ -165,3 +165,28 @@ func TestSelector(t *testing.T) {
 }
 
 func labelSet(v string) labels.Set { return labels.Set{fleetv1alpha1.LabelShard: v} }
+
+// TestStrays: a shard label of a larger count is a stray; one of this
+// count, or none, is not.
+func TestStrays(t *testing.T) {
+	sel := Strays(8)
+	for v, want := range map[string]bool{"8": true, "63": true, "07": true, "0": false, "7": false} {
+		if got := sel.Matches(labelSet(v)); got != want {
+			t.Errorf("Strays(8) matches shard %q = %v, want %v", v, got, want)
+		}
+	}
+	if sel.Matches(labels.Set{}) {
+		t.Error("Strays(8) matches an object with no shard label")
+	}
+}
+
+func TestOwnedHasShard(t *testing.T) {
+	o := NewOwned(8, []int{0, 5})
+	if !o.HasShard(0) || !o.HasShard(5) || o.HasShard(1) || o.HasShard(8) || o.HasShard(-1) {
+		t.Errorf("NewOwned(8, [0 5]).HasShard wrong")
+	}
+	var all *Owned
+	if !all.HasShard(3) {
+		t.Error("a nil set does not own shard 3")
+	}
+}

@@ -71,6 +71,25 @@ func Selector(owned []int) labels.Selector {
 	return labels.NewSelector().Add(*req)
 }
 
+// Strays selects the objects labelled with a shard that is not one of
+// count: what a fleetd of a larger count labelled. No replica's caches
+// hold them.
+func Strays(count int) labels.Selector {
+	values := make([]string, 0, count)
+	for i := range count {
+		values = append(values, Value(i))
+	}
+	labelled, err := labels.NewRequirement(fleetv1alpha1.LabelShard, selection.Exists, nil)
+	if err != nil {
+		panic(err)
+	}
+	other, err := labels.NewRequirement(fleetv1alpha1.LabelShard, selection.NotIn, values)
+	if err != nil {
+		panic(err)
+	}
+	return labels.NewSelector().Add(*labelled, *other)
+}
+
 // Owned is a fixed set of owned shards, as a replica's controllers run
 // with it until the set changes.
 type Owned struct {
@@ -85,6 +104,11 @@ func NewOwned(count int, shards []int) *Owned {
 		o.shards[i] = true
 	}
 	return o
+}
+
+// HasShard reports whether shard i is owned.
+func (o *Owned) HasShard(i int) bool {
+	return o == nil || i >= 0 && i < len(o.shards) && o.shards[i]
 }
 
 // Has reports whether the Member namespace/name is in an owned shard. A

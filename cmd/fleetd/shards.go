@@ -83,7 +83,7 @@ func (s *shardControllers) Apply(ctx context.Context, count int, owned []int) er
 		return fmt.Errorf("creating the shards' manager: %w", err)
 	}
 	runCtx, stop := context.WithCancel(context.Background())
-	if err := s.setup(runCtx, mgr, controllers.Sharding{Owned: shard.NewOwned(count, owned), Count: count}); err != nil {
+	if err := s.setup(runCtx, mgr, controllers.Sharding{Owned: shard.NewOwned(count, owned), Count: count, Namespace: s.namespace}); err != nil {
 		stop()
 		return err
 	}

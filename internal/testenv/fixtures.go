@@ -179,6 +179,13 @@ func (e *Env) GatewayManager(t testing.TB, ns string) ctrl.Manager {
 	return e.manager(t, ns, fleetcache.GatewayOptions())
 }
 
+// ShardManager is Manager with the cache of the controllers of the owned
+// shards: Delegations, and members' Pods and Secrets, of those shards only.
+func (e *Env) ShardManager(t testing.TB, ns string, owned []int) ctrl.Manager {
+	t.Helper()
+	return e.manager(t, ns, fleetcache.ShardOptions(owned))
+}
+
 func (e *Env) manager(t testing.TB, ns string, o cache.Options) ctrl.Manager {
 	t.Helper()
 	e.Require(t)
