@@ -156,9 +156,10 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 			expired.Insert(step.Name)
 		}
 	}
+	superseded := delegation.Superseded(list.Items, func(d *fleetv1alpha1.Delegation) bool { return !expired.Has(d.Name) })
 	for i := range list.Items {
 		if d := &list.Items[i]; !expired.Has(d.Name) {
-			if err := r.markClosed(ctx, d); err != nil {
+			if err := r.markClosed(ctx, d, superseded[d.Name]); err != nil {
 				return ctrl.Result{}, err
 			}
 		}
@@ -167,18 +168,19 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 }
 
 // markClosed writes d's closed marks when they are out of date
-// (delegation.MarkClosed), as it is after this look's writes: the
+// (delegation.MarkClosed; superseded by a message to its member typed
+// after it), as it is after this look's writes: the
 // gateway's cache leaves a closed Delegation out, and counts its sender's
 // bound from the marks. A merge patch of the labels and annotations alone
 // undoes no status write; a Delegation that opens again (its waiter
 // recorded as gone after it settled) loses the mark at the next look,
 // which its status write brings.
-func (r *DelegationReconciler) markClosed(ctx context.Context, d *fleetv1alpha1.Delegation) error {
-	if delegation.MarksCurrent(d) {
+func (r *DelegationReconciler) markClosed(ctx context.Context, d *fleetv1alpha1.Delegation, superseded bool) error {
+	if delegation.MarksCurrent(d, superseded) {
 		return nil
 	}
 	marked := d.DeepCopy()
-	delegation.MarkClosed(marked)
+	delegation.MarkClosed(marked, superseded)
 	switch err := r.Client.Patch(ctx, marked, client.MergeFrom(d)); {
 	case apierrors.IsNotFound(err):
 		r.own.forget(client.ObjectKeyFromObject(d))

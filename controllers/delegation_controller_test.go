@@ -868,3 +868,37 @@ func TestTheControllerMarksClosedMessages(t *testing.T) {
 	}
 	closedLabel("the collected one marked closed", "true")
 }
+
+// TestTheControllerMarksSupersededMessagesClosed: a turn that ended with
+// no reply leaves its message open for a late reply, until another message
+// to the member is typed: the worker's reply then goes to that one, and
+// the older is closed. The last one typed stays open.
+func TestTheControllerMarksSupersededMessagesClosed(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startHerdr(t)
+	startControllers(t, ns, h.socket)
+	agentWithLog(t, ns, "w1")
+	closedLabel := func(name string) string {
+		t.Helper()
+		d, err := getDelegation(ns, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Labels[fleetv1alpha1.LabelClosed]
+	}
+
+	create(t, sequenced(testutil.MakeDelegation("first", ns, "w1", "silent: one").Obj(), 0))
+	waitPhase(t, ns, "first", fleetv1alpha1.DelegationTurnDone)
+	if got := closedLabel("first"); got != "" {
+		t.Fatalf("the last message typed, open for a late reply, is marked closed (%q)", got)
+	}
+	create(t, sequenced(testutil.MakeDelegation("second", ns, "w1", "silent: two").Obj(), 1))
+	waitPhase(t, ns, "second", fleetv1alpha1.DelegationTurnDone)
+	testutil.Eventually(t, "the superseded message marked closed", func() (bool, string) {
+		got := closedLabel("first")
+		return got == "true", fmt.Sprintf("first: closed label %q", got)
+	})
+	if got := closedLabel("second"); got != "" {
+		t.Errorf("the last message typed is marked closed (%q)", got)
+	}
+}

@@ -14,13 +14,16 @@ import (
 // Closed reports whether d needs nothing more from the gateway: it settled
 // and the settling was recorded, its outcome was claimed or is owed to
 // nobody (Unclaimed is false), it carries no reply still to be typed to a
-// member sender, and no late reply can come to it. Only retention acts on
-// a closed Delegation; one opens again only when a waiter that left
-// after it settled is recorded (Detach), and its outcome is owed again.
-func Closed(d *fleetv1alpha1.Delegation) bool {
+// member sender, and no late reply can come to it: none is allowed, or
+// it is superseded (another message to its member was typed after it, and
+// takes the worker's reply; see Superseded). Only retention acts on a
+// closed Delegation; one opens again only when a waiter that left after it
+// settled is recorded (Detach), and its outcome is owed again, or when the
+// message that superseded it is deleted.
+func Closed(d *fleetv1alpha1.Delegation, superseded bool) bool {
 	return Settled(d.Status.Phase) &&
 		meta.IsStatusConditionTrue(d.Status.Conditions, fleetv1alpha1.ConditionSettled) &&
-		!Unclaimed(d) && !NeedsCarrying(d) && !LateReplyAllowed(d)
+		!Unclaimed(d) && !NeedsCarrying(d) && (superseded || !LateReplyAllowed(d))
 }
 
 // Bytes is what a message's sender put into it: its content and its
@@ -43,16 +46,16 @@ func SenderLabel(p fleetv1alpha1.Principal) string {
 	return hex.EncodeToString(sum[:10])
 }
 
-// MarkClosed sets on d the marks that say whether it is closed: on a
-// closed one LabelClosed, and what the gateway reads of it without its
+// MarkClosed sets on d the marks that say whether it is closed (superseded
+// as Closed takes it): on a closed one LabelClosed, and what the gateway reads of it without its
 // message (LabelMember, LabelSender, AnnotationBytes); on one that is not,
 // no LabelClosed. It reports whether it changed anything.
-func MarkClosed(d *fleetv1alpha1.Delegation) bool {
-	if MarksCurrent(d) {
+func MarkClosed(d *fleetv1alpha1.Delegation, superseded bool) bool {
+	if MarksCurrent(d, superseded) {
 		return false
 	}
 	labels, annotations := d.GetLabels(), d.GetAnnotations()
-	if !Closed(d) {
+	if !Closed(d, superseded) {
 		delete(labels, fleetv1alpha1.LabelClosed)
 		d.SetLabels(labels)
 		return true
@@ -75,9 +78,9 @@ func MarkClosed(d *fleetv1alpha1.Delegation) bool {
 
 // MarksCurrent reports whether d carries the marks MarkClosed would set,
 // without changing it.
-func MarksCurrent(d *fleetv1alpha1.Delegation) bool {
+func MarksCurrent(d *fleetv1alpha1.Delegation, superseded bool) bool {
 	labels := d.GetLabels()
-	if !Closed(d) {
+	if !Closed(d, superseded) {
 		_, marked := labels[fleetv1alpha1.LabelClosed]
 		return !marked
 	}

@@ -76,6 +76,43 @@ func LateReplyAllowed(d *fleetv1alpha1.Delegation) bool {
 	return lateReplyPhase(d.Status.Phase) && Typed(d) && d.Status.Reply == nil
 }
 
+// LatestTyped is the one of ds that keep passes that was typed last, by
+// typing, then creation, then name, so that every replica picks the same.
+func LatestTyped(ds []fleetv1alpha1.Delegation, keep func(*fleetv1alpha1.Delegation) bool) *fleetv1alpha1.Delegation {
+	var best *fleetv1alpha1.Delegation
+	for i := range ds {
+		d := &ds[i]
+		if keep(d) && (best == nil || typedAfter(d, best)) {
+			best = d
+		}
+	}
+	return best
+}
+
+func typedAfter(a, b *fleetv1alpha1.Delegation) bool {
+	if c := a.Status.DeliveringAt.Compare(b.Status.DeliveringAt.Time); c != 0 {
+		return c > 0
+	}
+	// Typed within the same second: the queue's order is the typing's.
+	return QueuedBefore(b, a)
+}
+
+// Superseded is the set of the ds that stay (all to one member; stay nil
+// keeps every one) that a late reply can no longer reach: every one typed
+// but the last. A worker's reply goes to the message it was handling, the
+// last typed to it (see LateReplyAllowed).
+func Superseded(ds []fleetv1alpha1.Delegation, stay func(*fleetv1alpha1.Delegation) bool) map[string]bool {
+	typed := func(d *fleetv1alpha1.Delegation) bool { return Typed(d) && (stay == nil || stay(d)) }
+	last := LatestTyped(ds, typed)
+	out := map[string]bool{}
+	for i := range ds {
+		if d := &ds[i]; d != last && typed(d) {
+			out[d.Name] = true
+		}
+	}
+	return out
+}
+
 // lateReplyPhase says whether a reply may still come to a Delegation that
 // settled in phase p.
 func lateReplyPhase(p fleetv1alpha1.DelegationPhase) bool {

@@ -473,7 +473,7 @@ func BenchmarkGatewayCacheHistory(b *testing.B) {
 			return err
 		}
 		marked := d.DeepCopy()
-		if !delegation.MarkClosed(marked) {
+		if !delegation.MarkClosed(marked, false) {
 			return fmt.Errorf("delegation %s is not closed", d.Name)
 		}
 		return env.Client.Patch(context.Background(), marked, client.MergeFrom(d))

@@ -237,7 +237,8 @@ type leavingMessage struct {
 
 // leavingHandler records, for the ledger, each Delegation the cache drops
 // because it was marked closed: the cache's last copy has no mark yet (the
-// API server's watch sends the one it knew), but is closed. A Delegation
+// API server's watch sends the one it knew), but is closed, or superseded
+// by a message the cache shows typed after it. A Delegation
 // deleted while it carried the mark (retention, where the cache keeps
 // closed ones) is gone, not leaving.
 func (s *service) leavingHandler() toolscache.ResourceEventHandler {
@@ -246,7 +247,10 @@ func (s *service) leavingHandler() toolscache.ResourceEventHandler {
 			obj = tomb.Obj
 		}
 		d, ok := obj.(*fleetv1alpha1.Delegation)
-		if !ok || !delegation.Closed(d) || d.Labels[fleetv1alpha1.LabelClosed] != "" {
+		if !ok || d.Labels[fleetv1alpha1.LabelClosed] != "" || !delegation.Closed(d, true) {
+			return
+		}
+		if !delegation.Closed(d, false) && !s.supersededInCache(d) {
 			return
 		}
 		l := &s.ledger
@@ -259,6 +263,26 @@ func (s *service) leavingHandler() toolscache.ResourceEventHandler {
 			sender: identity.Key(d.Spec.From), bytes: delegation.Bytes(d), since: s.opts.Clock.Now(),
 		}
 	}}
+}
+
+// supersededInCache reports whether the cache shows a message to d's member
+// typed after d (delegation.Superseded): one in flight, or settled with a
+// late reply still allowed. One that closed since is out of the cache;
+// d then counts nowhere until the closed view shows it.
+func (s *service) supersededInCache(d *fleetv1alpha1.Delegation) bool {
+	ds := []fleetv1alpha1.Delegation{*d}
+	for _, state := range []string{stateActive, stateLate} {
+		others, err := s.delegationsTo(context.Background(), d.Namespace, d.Spec.To, state)
+		if err != nil {
+			return false
+		}
+		for i := range others {
+			if others[i].Name != d.Name {
+				ds = append(ds, others[i])
+			}
+		}
+	}
+	return delegation.Superseded(ds, nil)[d.Name]
 }
 
 // forgetLeft stops counting the leaving messages the closed view shows,

@@ -24,13 +24,19 @@ import (
 // (delegation.MarkClosed), with the labels and annotations alone.
 func markClosed(t testing.TB, ns, name string) {
 	t.Helper()
+	markClosedAs(t, ns, name, false)
+}
+
+// markClosedAs is markClosed of one that is superseded, or not.
+func markClosedAs(t testing.TB, ns, name string, superseded bool) {
+	t.Helper()
 	testutil.Eventually(t, "", func() error {
 		var d fleetv1alpha1.Delegation
 		if err := env.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &d); err != nil {
 			return err
 		}
 		marked := d.DeepCopy()
-		if !delegation.MarkClosed(marked) {
+		if !delegation.MarkClosed(marked, superseded) {
 			return fmt.Errorf("delegation %s is not closed: %+v", name, d.Status)
 		}
 		return env.Client.Patch(context.Background(), marked, client.MergeFrom(&d))
@@ -181,7 +187,7 @@ func TestALeavingMessageCountsOnceUntilTheClosedViewShowsIt(t *testing.T) {
 	sent := wantOK(t, callTool[SendOutput](t, primary, "bridge_send", map[string]any{"sessionId": "w1", "content": "twelve bytes", "wait": false}))
 	env.Settle(t, ns, sent.DispatchID, typed, pickedUp, replied("done"), acknowledged)
 	d := env.Delegation(t, ns, sent.DispatchID)
-	if !delegation.Closed(d) {
+	if !delegation.Closed(d, false) {
 		t.Fatalf("not closed: %+v", d.Status)
 	}
 	from := d.Spec.From
@@ -218,6 +224,62 @@ func TestALeavingMessageCountsOnceUntilTheClosedViewShowsIt(t *testing.T) {
 	}
 	if u := usage(); u.keptMessages != 1 || u.keptBytes != 12 {
 		t.Errorf("closed: kept %d messages of %d bytes, want 1 of 12", u.keptMessages, u.keptBytes)
+	}
+}
+
+// TestASupersededMessageLeavesTheCacheAndStillCounts: a message whose
+// turn ended with no reply is closed once another to its member is typed;
+// as the cache drops it, the ledger counts it as leaving (the cache shows
+// the newer one), then from the closed view, once.
+func TestASupersededMessageLeavesTheCacheAndStillCounts(t *testing.T) {
+	ns := env.Namespace(t)
+	h := startGateway(t, ns, Options{SenderRate: -1})
+	addMember(t, member("w1", ns).Obj())
+	primary := h.connect(t, staticToken, nil)
+	send := func(content string) string {
+		t.Helper()
+		return wantOK(t, callTool[SendOutput](t, primary, "bridge_send", map[string]any{"sessionId": "w1", "content": content, "wait": false})).DispatchID
+	}
+	turnDone := func(d *fleetv1alpha1.Delegation, now time.Time) { delegation.TurnDone(d, now, "tail") }
+	older := send("twelve bytes")
+	env.Settle(t, ns, older, typed, pickedUp, turnDone, acknowledged)
+	newer := send("in flight")
+	env.Settle(t, ns, newer, typed, pickedUp)
+	testutil.Eventually(t, "the cache to show the newer one in flight", func() error {
+		active, err := h.gw.svc.delegationsTo(context.Background(), ns, "w1", stateActive)
+		return errIf(err != nil || len(active) != 1 || active[0].Name != newer, "in flight: %d %v", len(active), err)
+	})
+	d := env.Delegation(t, ns, older)
+	if delegation.Closed(d, false) || !delegation.Closed(d, true) {
+		t.Fatalf("closed only when superseded: %+v", d.Status)
+	}
+	from := d.Spec.From
+	usage := func() messageUsage {
+		t.Helper()
+		h.gw.svc.ledger.mu.Lock()
+		defer h.gw.svc.ledger.mu.Unlock()
+		u, err := h.gw.svc.messageUsage(context.Background(), ns, from, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	want := int64(len("twelve bytes") + len("in flight"))
+
+	h.gw.svc.leavingHandler().OnDelete(d)
+	h.gw.svc.ledger.mu.Lock()
+	_, leaving := h.gw.svc.ledger.leaving[client.ObjectKeyFromObject(d)]
+	h.gw.svc.ledger.mu.Unlock()
+	if !leaving {
+		t.Error("the superseded message dropped by the cache is not counted as leaving")
+	}
+	markClosedAs(t, ns, older, true)
+	h.cacheDropped(t, older)
+	testutil.Eventually(t, "the closed view to show it", func() error {
+		return errIf(!h.gw.svc.closedShows(client.ObjectKeyFromObject(d)), "not shown")
+	})
+	if u := usage(); u.keptMessages != 2 || u.keptBytes != want {
+		t.Errorf("kept %d messages of %d bytes, want 2 of %d", u.keptMessages, u.keptBytes, want)
 	}
 }
 

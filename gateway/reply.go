@@ -237,7 +237,7 @@ func (s *service) replyTarget(ctx context.Context, p *identity.Principal, live b
 	if d := lateReplyTarget(ds); d != nil {
 		return d, true, nil, nil
 	}
-	return nil, false, latestTyped(ds, delegation.Typed), nil
+	return nil, false, delegation.LatestTyped(ds, delegation.Typed), nil
 }
 
 // withdrawQuestion records that the worker stopped waiting for the answer
@@ -267,7 +267,7 @@ func (s *service) withdrawQuestion(ctx context.Context, d *fleetv1alpha1.Delegat
 // typed last. One member has one in flight; after a lost pane, the older
 // one is settled as worker_gone once the controller sees it.
 func currentDelegation(ds []fleetv1alpha1.Delegation) *fleetv1alpha1.Delegation {
-	return latestTyped(ds, delegation.InFlight)
+	return delegation.LatestTyped(ds, delegation.InFlight)
 }
 
 // union is the Delegations of older and newer, by name, newer's copy of
@@ -286,29 +286,8 @@ func union(older, newer []fleetv1alpha1.Delegation) []fleetv1alpha1.Delegation {
 // (its deadline passed, or its turn was seen to end). Never an older one:
 // the worker was handling the last.
 func lateReplyTarget(ds []fleetv1alpha1.Delegation) *fleetv1alpha1.Delegation {
-	if d := latestTyped(ds, delegation.Typed); d != nil && delegation.LateReplyAllowed(d) {
+	if d := delegation.LatestTyped(ds, delegation.Typed); d != nil && delegation.LateReplyAllowed(d) {
 		return d
 	}
 	return nil
-}
-
-// latestTyped is the one of ds that keep passes that was typed last, by
-// typing, then creation, then name, so that every replica picks the same.
-func latestTyped(ds []fleetv1alpha1.Delegation, keep func(*fleetv1alpha1.Delegation) bool) *fleetv1alpha1.Delegation {
-	var best *fleetv1alpha1.Delegation
-	for i := range ds {
-		d := &ds[i]
-		if keep(d) && (best == nil || typedAfter(d, best)) {
-			best = d
-		}
-	}
-	return best
-}
-
-func typedAfter(a, b *fleetv1alpha1.Delegation) bool {
-	if c := a.Status.DeliveringAt.Compare(b.Status.DeliveringAt.Time); c != 0 {
-		return c > 0
-	}
-	// Typed within the same second: the queue's order is the typing's.
-	return delegation.QueuedBefore(b, a)
 }
