@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -98,10 +99,12 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	// panes is where the member's pane lives; nil when it has none to
 	// reach (gone, or its Pod not running), and then nothing is typed.
 	var panes PaneClient
+	missing := false
 	if err := r.Client.Get(ctx, req.NamespacedName, member); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, err
 		}
+		missing = true
 	} else {
 		view = memberViewOf(member)
 		command = member.Status.AgentKind == ""
@@ -111,6 +114,18 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	var list fleetv1alpha1.DelegationList
 	if err := r.Client.List(ctx, &list, client.InNamespace(req.Namespace), client.MatchingFields{IndexDelegationTo: req.Name}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing delegations to %s: %w", req.Name, err)
+	}
+	if missing && slices.ContainsFunc(list.Items, func(d fleetv1alpha1.Delegation) bool { return !delegation.Settled(d.Status.Phase) }) {
+		// Only the API server says a member is gone: the cache may not
+		// show one created a moment ago (the gateway spawns a member and
+		// sends to it at once), and its messages would end worker_gone.
+		// Its create event brings this queue back.
+		switch exists, err := r.memberExists(ctx, req.NamespacedName); {
+		case err != nil:
+			return ctrl.Result{}, err
+		case exists:
+			return ctrl.Result{RequeueAfter: time.Second}, nil
+		}
 	}
 	r.own.overlayQueue(req.NamespacedName, list.Items)
 	r.recorded.observe(req.NamespacedName, list.Items, r.Clock.Now())
@@ -165,6 +180,23 @@ func (r *DelegationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		}
 	}
 	return ctrl.Result{RequeueAfter: dec.RequeueAfter}, nil
+}
+
+// memberExists reads from the API server whether the Member key exists.
+func (r *DelegationReconciler) memberExists(ctx context.Context, key types.NamespacedName) (bool, error) {
+	reader := r.Reader
+	if reader == nil {
+		reader = r.Client
+	}
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(fleetv1alpha1.GroupVersion.WithKind("Member"))
+	switch err := reader.Get(ctx, key, m); {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading member %s: %w", key.Name, err)
+	}
+	return true, nil
 }
 
 // markClosed writes d's closed marks when they are out of date
