@@ -190,17 +190,7 @@ func TestALeavingMessageCountsOnceUntilTheClosedViewShowsIt(t *testing.T) {
 	if !delegation.Closed(d, false) {
 		t.Fatalf("not closed: %+v", d.Status)
 	}
-	from := d.Spec.From
-	usage := func() messageUsage {
-		t.Helper()
-		h.gw.svc.ledger.mu.Lock()
-		defer h.gw.svc.ledger.mu.Unlock()
-		u, err := h.gw.svc.messageUsage(context.Background(), ns, from, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return u
-	}
+	usage := func() messageUsage { t.Helper(); return senderUsage(t, h, ns, d.Spec.From) }
 
 	// As the cache's watch reports it leaving: its last copy, unmarked.
 	h.gw.svc.leavingHandler().OnDelete(d)
@@ -253,17 +243,7 @@ func TestASupersededMessageLeavesTheCacheAndStillCounts(t *testing.T) {
 	if delegation.Closed(d, false) || !delegation.Closed(d, true) {
 		t.Fatalf("closed only when superseded: %+v", d.Status)
 	}
-	from := d.Spec.From
-	usage := func() messageUsage {
-		t.Helper()
-		h.gw.svc.ledger.mu.Lock()
-		defer h.gw.svc.ledger.mu.Unlock()
-		u, err := h.gw.svc.messageUsage(context.Background(), ns, from, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return u
-	}
+	usage := func() messageUsage { t.Helper(); return senderUsage(t, h, ns, d.Spec.From) }
 	want := int64(len("twelve bytes") + len("in flight"))
 
 	h.gw.svc.leavingHandler().OnDelete(d)
@@ -281,6 +261,18 @@ func TestASupersededMessageLeavesTheCacheAndStillCounts(t *testing.T) {
 	if u := usage(); u.keptMessages != 2 || u.keptBytes != want {
 		t.Errorf("kept %d messages of %d bytes, want 2 of %d", u.keptMessages, u.keptBytes, want)
 	}
+}
+
+// senderUsage is what the ledger counts of from's messages in ns.
+func senderUsage(t testing.TB, h *harness, ns string, from fleetv1alpha1.Principal) messageUsage {
+	t.Helper()
+	h.gw.svc.ledger.mu.Lock()
+	defer h.gw.svc.ledger.mu.Unlock()
+	u, err := h.gw.svc.messageUsage(context.Background(), ns, from, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
 
 // TestClosedStoreFilesBySender: the record of closed Delegations files each
