@@ -181,10 +181,10 @@ func TestWarmPool(t *testing.T) {
 		if !metav1.IsControlledBy(&pod, p) {
 			t.Errorf("warm pod %s is not its profile's: %+v", pod.Name, pod.OwnerReferences)
 		}
-		var secret corev1.Secret
-		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: WarmPodSecretName(pod.Name)}, &secret); err != nil {
-			t.Errorf("warm pod %s has no pane host credentials: %v", pod.Name, err)
-		}
+		// Its Secret is made right after it, owned by it.
+		testutil.Eventually(t, "warm pod "+pod.Name+"'s pane host credentials", func() error {
+			return env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: WarmPodSecretName(pod.Name)}, &corev1.Secret{})
+		})
 	}
 	profileStatus("the pool to say 2 starting", func(p *fleetv1alpha1.Profile) bool {
 		c := meta.FindStatusCondition(p.Status.Conditions, fleetv1alpha1.ConditionWarmPool)
