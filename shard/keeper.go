@@ -139,6 +139,9 @@ type Keeper struct {
 	// this replica's clock, Gone first reported a replica.
 	seen   map[string]observed
 	goneAt map[string]time.Time
+	// renewSeen is when each other replica's renewal was last seen to
+	// change, by this replica's clock: seen's, for QuietFor.
+	renewSeen map[string]time.Time
 }
 
 // goneGrace is how many renewal periods a replica reported Gone keeps its
@@ -279,6 +282,7 @@ func (k *Keeper) Step(ctx context.Context) error {
 		return fmt.Errorf("listing the shards' leases: %w", err)
 	}
 	view, byShard, stale := k.look(leases.Items, now)
+	k.noteRenewals()
 	for _, l := range stale {
 		// Conditional: a replica that renews after all keeps its Lease.
 		if err := k.Client.Delete(ctx, l, client.Preconditions{ResourceVersion: &l.ResourceVersion}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -410,6 +414,30 @@ func (k *Keeper) look(leases []coordinationv1.Lease, now time.Time) (View, map[i
 		}
 	}
 	return view, byShard, stale
+}
+
+// noteRenewals copies, for QuietFor, when each replica was last seen to
+// renew.
+func (k *Keeper) noteRenewals() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.renewSeen = make(map[string]time.Time, len(k.seen))
+	for id, o := range k.seen {
+		k.renewSeen[id] = o.at
+	}
+}
+
+// QuietFor is how long, by this replica's clock, another replica's Lease
+// has gone without a renewal seen; false when this replica knows no such
+// replica (none seen yet, or its Lease is gone).
+func (k *Keeper) QuietFor(id string, now time.Time) (time.Duration, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	at, ok := k.renewSeen[id]
+	if !ok {
+		return 0, false
+	}
+	return now.Sub(at), true
 }
 
 // goneFor reports whether Gone has reported replica id for goneGrace

@@ -372,3 +372,34 @@ func TestKeeperRenewsInOneRequest(t *testing.T) {
 		t.Errorf("renewed at %v, want %v", l.Spec.RenewTime.Time, want)
 	}
 }
+
+// TestKeeperQuietFor: a replica knows how long another's Lease has gone
+// unrenewed, by its own clock, and knows nothing of a replica it never
+// saw.
+func TestKeeperQuietFor(t *testing.T) {
+	ns := env.Namespace(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	run := &running{t: t, by: map[int]string{}}
+	a, b := newReplica(ns, "a", clk, run), newReplica(ns, "b", clk, run)
+	if _, ok := a.QuietFor("b", clk.Now()); ok {
+		t.Fatal("a knows of b before either looked at the Leases")
+	}
+	evenly(t, clk, run, a, b)
+	if quiet, ok := a.QuietFor("b", clk.Now()); !ok || quiet != 0 {
+		t.Fatalf("b renewed this second: a says quiet %v (known %v), want 0", quiet, ok)
+	}
+	// b's last renewal came after a's last look: a sees it at its next
+	// one, and from then on nothing new.
+	b.api.down.Store(true)
+	for range 3 {
+		clk.Step(time.Second)
+		_ = b.Tick(context.Background())
+		a.tick(t)
+	}
+	if quiet, ok := a.QuietFor("b", clk.Now()); !ok || quiet != 2*time.Second {
+		t.Fatalf("a saw b's last renewal 2 s ago: a says quiet %v (known %v), want 2s", quiet, ok)
+	}
+	if _, ok := a.QuietFor("nobody", clk.Now()); ok {
+		t.Fatal("a knows of a replica that never had a Lease")
+	}
+}
