@@ -349,6 +349,9 @@ var errNotReady = errors.New("the gateway is starting: its cache has not synced 
 // ready reports whether the informers have synced.
 func (g *Gateway) ready() bool { return g.synced == nil || g.synced() }
 
+// Ready reports whether the gateway serves: what /readyz says.
+func (g *Gateway) Ready() bool { return g.ready() }
+
 // authenticate resolves the caller from the request's bearer token, and
 // refuses the request with 401 or 403 when it cannot. Nothing else about
 // the request (headers, arguments) is trusted for identity.

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,6 +29,7 @@ import (
 	"github.com/fleetd/fleetd/controllers"
 	"github.com/fleetd/fleetd/delegation"
 	"github.com/fleetd/fleetd/gateway"
+	"github.com/fleetd/fleetd/gateway/rotation"
 	"github.com/fleetd/fleetd/herdr"
 	"github.com/fleetd/fleetd/herdr/detect"
 	"github.com/fleetd/fleetd/internal/fleetcache"
@@ -298,6 +301,22 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 			return err
 		}
 	}
+	// Where the replicas are Pods of fleetd's namespace, their Pods are
+	// cached: to free a gone replica's shards early, and to keep the
+	// gateway's rotation (rotation.Keeper, set up with the gateway).
+	var pods *replicaPods
+	podName := os.Getenv("POD_NAME")
+	if podName != "" && o.fleetdNS != "" {
+		if pods, err = newReplicaPods(cfg, o.fleetdNS); err != nil {
+			return err
+		}
+		if err := mgr.Add(pods); err != nil {
+			return err
+		}
+	}
+	// quiet tells the rotation how long a replica's Lease has gone
+	// unrenewed; nil knows none, and so judges no peer.
+	var quiet func(string, time.Time) (time.Duration, bool)
 	socket := o.herdrSocket
 	if socket == "" {
 		if socket, err = herdr.DefaultSocketPath(); err != nil {
@@ -401,17 +420,11 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 				return err
 			}
 			keeper.Reader = mgr.GetCache()
-			if pod := os.Getenv("POD_NAME"); pod != "" && pod == keeper.Identity && o.fleetdNS != "" {
+			if pods != nil && podName == keeper.Identity {
 				// Replicas are Pods in fleetd's namespace: one whose Pod
 				// is gone frees its shards without waiting out its Lease.
-				pods, err := newReplicaPods(cfg, o.fleetdNS)
-				if err != nil {
-					return err
-				}
-				if err := mgr.Add(pods); err != nil {
-					return err
-				}
 				keeper.Gone = pods.Gone
+				quiet = keeper.QuietFor
 			}
 			if err := mgr.Add(keeper); err != nil {
 				return err
@@ -464,8 +477,28 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 			}
 			gopts.StaticTokens = types.NamespacedName{Namespace: ns, Name: name}
 		}
-		if _, err := gateway.New(mgr, gopts); err != nil {
+		g, err := gateway.New(mgr, gopts)
+		if err != nil {
 			return fmt.Errorf("setting up the gateway: %w", err)
+		}
+		if pods != nil {
+			// Kept where the Pod has the gate (config/manager); a Pod
+			// without it is left alone.
+			if quiet == nil {
+				quiet = func(string, time.Time) (time.Duration, bool) { return 0, false }
+			}
+			writer, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme()})
+			if err != nil {
+				return err
+			}
+			if err := mgr.Add(&rotation.Keeper{
+				Client: writer, Pods: pods.cache, Namespace: o.fleetdNS, Self: podName,
+				Serving: g.Ready, Quiet: quiet, Policy: rotation.DefaultPolicy,
+				Interval: rotation.DefaultInterval, Port: "gateway",
+				HTTP: &http.Client{}, Clock: clock.RealClock{}, Log: mgr.GetLogger().WithName("rotation"),
+			}); err != nil {
+				return err
+			}
 		}
 	}
 	return mgr.Start(ctx)

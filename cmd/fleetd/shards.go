@@ -11,7 +11,6 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -137,7 +136,7 @@ func keeperWith(o options, s *shardControllers, client client.Client, log logr.L
 }
 
 // replicaPods knows which replicas' Pods are gone, from a cache of the
-// metadata of the Pods in the namespace the replicas run in. A replica is
+// Pods in the namespace the replicas run in (fleetd's own, few). A replica is
 // named after its Pod, and a Pod deleted from the API server (forced, or
 // after its node was lost) can write nothing more: its service account
 // token is bound to the Pod, and the API server refuses it from then on.
@@ -158,16 +157,10 @@ func newReplicaPods(cfg *rest.Config, namespace string) (*replicaPods, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := c.GetInformer(context.Background(), podMetadata()); err != nil {
+	if _, err := c.GetInformer(context.Background(), &corev1.Pod{}); err != nil {
 		return nil, err
 	}
 	return &replicaPods{cache: c, namespace: namespace}, nil
-}
-
-func podMetadata() *metav1.PartialObjectMetadata {
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
-	return m
 }
 
 // Start runs the cache until ctx ends.
@@ -188,6 +181,6 @@ func (p *replicaPods) Gone(id string) bool {
 	if !p.synced.Load() {
 		return false
 	}
-	err := p.cache.Get(context.Background(), client.ObjectKey{Namespace: p.namespace, Name: id}, podMetadata())
+	err := p.cache.Get(context.Background(), client.ObjectKey{Namespace: p.namespace, Name: id}, &corev1.Pod{})
 	return apierrors.IsNotFound(err)
 }

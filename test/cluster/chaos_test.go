@@ -25,6 +25,7 @@ import (
 
 	fleetv1alpha1 "github.com/fleetd/fleetd/api/v1alpha1"
 	"github.com/fleetd/fleetd/delegation"
+	"github.com/fleetd/fleetd/gateway/rotation"
 	"github.com/fleetd/fleetd/internal/mcpclient"
 	"github.com/fleetd/fleetd/shard"
 	"github.com/fleetd/fleetd/test/framework/localcluster"
@@ -235,6 +236,9 @@ func (s *chaosSoak) round(tb testing.TB, ns string, report func(float64, string)
 		report(slices.Max(takeovers).Seconds(), "s-takeover-max")
 	}
 	report(float64(len(takeovers)), "replica-deaths")
+	if out := faults.outOfServiceTimes(); len(out) > 0 {
+		report(slices.Max(out).Seconds(), "s-lost-replica-in-service-max")
+	}
 	report(float64(faults.count("pod")), "member-pod-kills")
 	report(float64(faults.count("node")), "node-kills")
 	report(float64(len(lost)), "replies-lost")
@@ -401,6 +405,17 @@ func (s *chaosSoak) fleetdPods(ctx context.Context) (all, ready []corev1.Pod, er
 		}
 	}
 	return all, ready, nil
+}
+
+// podReady reports whether p's Ready condition is True: the Service
+// sends it clients.
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 func allContainersReady(p *corev1.Pod) bool {
@@ -952,7 +967,10 @@ type faults struct {
 	kinds    map[string]int
 	downNode string
 	taken    []time.Duration
-	problems []string
+	// outOfService is how long each replica lost with its node stayed in
+	// the Service.
+	outOfService []time.Duration
+	problems     []string
 }
 
 // startFaults starts the loop: a replica every replicaEvery (alternately
@@ -1029,6 +1047,12 @@ func (f *faults) count(kind string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.kinds[kind]
+}
+
+func (f *faults) outOfServiceTimes() []time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.outOfService)
 }
 
 func (f *faults) takeovers() []time.Duration {
@@ -1122,6 +1146,42 @@ func (f *faults) measureTakeover(what string, killed time.Time, dead map[string]
 	f.problem("the shards of %s (identities %v) were not all held by live replicas 3 minutes after it was killed", what, keys(dead))
 }
 
+// measureOutOfService polls the Pod of a replica lost with its node every
+// 100 ms until it is no longer Ready, and so out of the Service. A live
+// replica should take it out (its readiness gate False, Unreachable)
+// within seconds; without that the node controller would, once the node's
+// monitor grace period ran out, and the Service sends the dead replica a
+// share of new connections until then.
+func (f *faults) measureOutOfService(pod string, killed time.Time) {
+	ctx := context.Background()
+	for deadline := killed.Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		p, err := f.s.r.kube.CoreV1().Pods(fleetdNamespace).Get(ctx, pod, metav1.GetOptions{})
+		if err != nil {
+			continue
+		}
+		conds := map[corev1.PodConditionType]corev1.PodCondition{}
+		for _, c := range p.Status.Conditions {
+			conds[c.Type] = c
+		}
+		if conds[corev1.PodReady].Status == corev1.ConditionTrue {
+			continue
+		}
+		took := time.Since(killed)
+		gate := conds[rotation.Gate]
+		if gate.Status != corev1.ConditionFalse || gate.Reason != "Unreachable" {
+			f.note("", "replica %s left the Service %.2fs after its node was killed, not taken out by a live replica (Ready: %s %s)", pod, took.Seconds(), conds[corev1.PodReady].Reason, conds[corev1.PodReady].Message)
+			f.problem("replica %s, lost with its node, was not taken out of the Service by a live replica (it left %.2fs after the kill: %s)", pod, took.Seconds(), conds[corev1.PodReady].Reason)
+			return
+		}
+		f.mu.Lock()
+		f.outOfService = append(f.outOfService, took)
+		f.mu.Unlock()
+		f.note("", "replica %s out of the Service %.2fs after its node was killed: %s", pod, took.Seconds(), gate.Message)
+		return
+	}
+	f.problem("replica %s, lost with its node, was still Ready a minute after the kill", pod)
+}
+
 // killMemberPod deletes the Pod of a random member whose Pod is running,
 // its received log opened first.
 func (f *faults) killMemberPod(ctx context.Context) {
@@ -1197,10 +1257,13 @@ func (f *faults) killNode(ctx context.Context) {
 	}
 	all, _, _ := s.fleetdPods(ctx)
 	dead := map[string]bool{}
-	var replicas []string
+	var replicas, inService []string
 	for _, p := range all {
 		if p.Spec.NodeName == victim {
 			replicas = append(replicas, p.Name)
+			if podReady(&p) {
+				inService = append(inService, p.Name)
+			}
 			for id := range s.identitiesOf(ctx, p.Name) {
 				dead[id] = true
 			}
@@ -1223,6 +1286,9 @@ func (f *faults) killNode(ctx context.Context) {
 	f.note("node", "node %s killed: members %v, fleetd replicas %v (identities %v)", victim, members[victim], replicas, keys(dead))
 	if len(dead) > 0 {
 		f.wg.Go(func() { f.measureTakeover("node "+victim+"'s replica", killed, dead) })
+	}
+	for _, name := range inService {
+		f.wg.Go(func() { f.measureOutOfService(name, killed) })
 	}
 	f.keeper.captureNode(victim)
 	// Its members run elsewhere before it comes back (at most 90 s).
