@@ -491,11 +491,16 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 			if err != nil {
 				return err
 			}
+			rotationMetrics, err := rotation.NewMetrics(ctrlmetrics.Registry)
+			if err != nil {
+				return err
+			}
 			if err := mgr.Add(&rotation.Keeper{
 				Client: writer, Pods: pods.cache, Namespace: o.fleetdNS, Self: podName,
 				Serving: g.Ready, Quiet: quiet, Policy: rotation.DefaultPolicy,
 				Interval: rotation.DefaultInterval, Port: "gateway",
 				HTTP: &http.Client{}, Clock: clock.RealClock{}, Log: mgr.GetLogger().WithName("rotation"),
+				Metrics: rotationMetrics,
 			}); err != nil {
 				return err
 			}

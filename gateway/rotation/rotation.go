@@ -43,6 +43,8 @@ type Keeper struct {
 	HTTP  *http.Client
 	Clock clock.PassiveClock
 	Log   logr.Logger
+	// Metrics, when set, counts the changes written.
+	Metrics *Metrics
 
 	misses map[string]int
 }
@@ -99,19 +101,27 @@ func (k *Keeper) Step(ctx context.Context) error {
 	k.probe(ctx, gated, peers)
 	d := Decide(Self{Gated: hasGate(self), Serving: k.Serving(), In: conditionTrue(self, Gate)}, peers, k.Policy)
 	if d.SetIn {
-		if err := k.write(ctx, self, corev1.ConditionTrue, "Serving", "its gateway serves", Gate); err != nil {
+		written, err := k.write(ctx, self, corev1.ConditionTrue, "Serving", "its gateway serves", Gate)
+		if err != nil {
 			return fmt.Errorf("putting this replica in the rotation: %w", err)
 		}
-		k.Log.Info("In the gateway's rotation")
+		if written {
+			k.Metrics.count("in")
+			k.Log.Info("In the gateway's rotation")
+		}
 	}
 	for _, name := range d.TakeOut {
 		i := indexOf(peers, name)
 		p := gated[i]
 		msg := fmt.Sprintf("its Lease unrenewed for %s and its gateway not answering %d probes from %s", peers[i].Quiet.Round(100*time.Millisecond), peers[i].Misses, k.Self)
-		if err := k.write(ctx, p, corev1.ConditionFalse, "Unreachable", msg, Gate, corev1.PodReady); err != nil {
+		written, err := k.write(ctx, p, corev1.ConditionFalse, "Unreachable", msg, Gate, corev1.PodReady)
+		if err != nil {
 			return fmt.Errorf("taking replica %s out of the rotation: %w", name, err)
 		}
-		k.Log.Info("Took a replica out of the gateway's rotation", "replica", name, "why", msg)
+		if written {
+			k.Metrics.count("out")
+			k.Log.Info("Took a replica out of the gateway's rotation", "replica", name, "why", msg)
+		}
 		delete(k.misses, name)
 	}
 	return nil
@@ -175,8 +185,9 @@ func (k *Keeper) answers(ctx context.Context, p *corev1.Pod) bool {
 }
 
 // write sets conditions of p to status, conditional on the Pod as read:
-// one that changed since is looked at again at the next step.
-func (k *Keeper) write(ctx context.Context, p *corev1.Pod, status corev1.ConditionStatus, reason, message string, kinds ...corev1.PodConditionType) error {
+// one that changed since, or went, is not written (false), and is looked
+// at again at the next step.
+func (k *Keeper) write(ctx context.Context, p *corev1.Pod, status corev1.ConditionStatus, reason, message string, kinds ...corev1.PodConditionType) (bool, error) {
 	now := metav1.NewTime(k.Clock.Now())
 	var conds []corev1.PodCondition
 	for _, t := range kinds {
@@ -187,13 +198,13 @@ func (k *Keeper) write(ctx context.Context, p *corev1.Pod, status corev1.Conditi
 		"status":   map[string]any{"conditions": conds},
 	})
 	if err != nil {
-		return err
+		return false, err
 	}
 	err = k.Client.Status().Patch(ctx, p, client.RawPatch(types.StrategicMergePatchType, patch))
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-		return nil
+		return false, nil
 	}
-	return err
+	return err == nil, err
 }
 
 func hasGate(p *corev1.Pod) bool {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	"github.com/prometheus/client_golang/prometheus"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
@@ -120,8 +122,13 @@ func TestKeeperTakesADeadReplicaOut(t *testing.T) {
 
 	var serving atomic.Bool
 	q := &quiets{by: map[string]time.Duration{"fleetd-b": 0}}
+	metrics, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
 	k := &Keeper{
-		Client: env.Client, Pods: env.Client, Namespace: ns, Self: "fleetd-a",
+		Metrics: metrics,
+		Client:  env.Client, Pods: env.Client, Namespace: ns, Self: "fleetd-a",
 		Serving: serving.Load, Quiet: q.quiet, Policy: DefaultPolicy,
 		Interval: 200 * time.Millisecond, Port: "gateway", HTTP: &http.Client{},
 		Clock: clock.RealClock{}, Log: testr.New(t),
@@ -187,8 +194,8 @@ func TestKeeperTakesADeadReplicaOut(t *testing.T) {
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "fleetd-a"}, self); err != nil {
 		t.Fatal(err)
 	}
-	if err := k.write(ctx, self, corev1.ConditionFalse, "Unreachable", "a test", Gate); err != nil {
-		t.Fatal(err)
+	if written, err := k.write(ctx, self, corev1.ConditionFalse, "Unreachable", "a test", Gate); err != nil || !written {
+		t.Fatalf("taking a out: written %v, %v", written, err)
 	}
 	step(3)
 	if !in("fleetd-c") {
@@ -201,5 +208,10 @@ func TestKeeperTakesADeadReplicaOut(t *testing.T) {
 	step(1)
 	if !in("fleetd-a") {
 		t.Fatal("a replica serving again did not put itself back in")
+	}
+	for change, want := range map[string]float64{"in": 2, "out": 1} {
+		if got := promtest.ToFloat64(metrics.changes.WithLabelValues(change)); got != want {
+			t.Errorf("fleetd_gateway_rotation_changes_total{change=%q} = %v, want %v", change, got, want)
+		}
 	}
 }

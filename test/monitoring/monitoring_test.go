@@ -25,6 +25,7 @@ import (
 
 	"github.com/fleetd/fleetd/controllers"
 	"github.com/fleetd/fleetd/gateway"
+	"github.com/fleetd/fleetd/gateway/rotation"
 	"github.com/fleetd/fleetd/shard"
 )
 
@@ -208,7 +209,7 @@ func grafanaVariables(expr string) string {
 // and the gateway's metrics, and a histogram's _bucket, _sum and _count.
 func fleetdMetrics() map[string]bool {
 	names := map[string]bool{}
-	for _, d := range slices.Concat(controllers.MetricDescs(), gateway.MetricDescs(), shard.MetricDescs()) {
+	for _, d := range slices.Concat(controllers.MetricDescs(), gateway.MetricDescs(), shard.MetricDescs(), rotation.MetricDescs()) {
 		names[descName(d)] = true
 	}
 	for n := range maps.Clone(names) {
