@@ -315,7 +315,7 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 		}
 	}
 	// quiet tells the rotation how long a replica's Lease has gone
-	// unrenewed; nil knows none, and so judges no peer.
+	// unrenewed; nil knows none (rotation.Keeper.Quiet).
 	var quiet func(string, time.Time) (time.Duration, bool)
 	socket := o.herdrSocket
 	if socket == "" {
@@ -484,19 +484,12 @@ func start(ctx context.Context, cfg *rest.Config, o options) error {
 		if pods != nil {
 			// Kept where the Pod has the gate (config/manager); a Pod
 			// without it is left alone.
-			if quiet == nil {
-				quiet = func(string, time.Time) (time.Duration, bool) { return 0, false }
-			}
-			writer, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme()})
-			if err != nil {
-				return err
-			}
 			rotationMetrics, err := rotation.NewMetrics(ctrlmetrics.Registry)
 			if err != nil {
 				return err
 			}
 			if err := mgr.Add(&rotation.Keeper{
-				Client: writer, Pods: pods.cache, Namespace: o.fleetdNS, Self: podName,
+				Client: mgr.GetClient(), Pods: pods.cache, Namespace: o.fleetdNS, Self: podName,
 				Serving: g.Ready, Quiet: quiet, Policy: rotation.DefaultPolicy,
 				Interval: rotation.DefaultInterval, Port: "gateway",
 				HTTP: &http.Client{}, Clock: clock.RealClock{}, Log: mgr.GetLogger().WithName("rotation"),

@@ -33,7 +33,8 @@ type Keeper struct {
 	// Serving reports whether this replica's gateway is ready.
 	Serving func() bool
 	// Quiet is how long a replica's Lease has gone unrenewed, and whether
-	// it is known at all (shard.Keeper.QuietFor).
+	// it is known at all (shard.Keeper.QuietFor); nil knows no Lease, and
+	// so judges no peer.
 	Quiet  func(replica string, now time.Time) (time.Duration, bool)
 	Policy Policy
 	// Interval is how often it looks, and each probe's timeout.
@@ -95,8 +96,10 @@ func (k *Keeper) Step(ctx context.Context) error {
 	now := k.Clock.Now()
 	peers := make([]Peer, len(gated))
 	for i, p := range gated {
-		quiet, known := k.Quiet(p.Name, now)
-		peers[i] = Peer{Name: p.Name, Ready: conditionTrue(p, corev1.PodReady), Quiet: quiet, Known: known}
+		peers[i] = Peer{Name: p.Name, Ready: conditionTrue(p, corev1.PodReady)}
+		if k.Quiet != nil {
+			peers[i].Quiet, peers[i].Known = k.Quiet(p.Name, now)
+		}
 	}
 	k.probe(ctx, gated, peers)
 	d := Decide(Self{Gated: hasGate(self), Serving: k.Serving(), In: conditionTrue(self, Gate)}, peers, k.Policy)
